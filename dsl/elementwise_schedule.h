@@ -1,0 +1,48 @@
+// The schedule recipe for 1-D elementwise (in-place) pipelines, kept apart from every
+// algorithm so ops share it. Its parameters are declared once with default, range and
+// description (like Halide GeneratorParams); the op table overrides them per variant.
+//
+// Shape of the schedule, for N elements and vector width V:
+//   N <  serial_below : one serial loop of V-wide vectors (GuardWithIf tail) — a thread-pool
+//                       dispatch costs 3-8 us, more than the whole update at N = 1e4.
+//   N >= serial_below : `tasks` parallel chunks whose size is computed at run time,
+//                       ceil(N / (tasks*V*unroll)) * V*unroll, each a loop of V-wide vectors.
+//                       A fixed chunk (65536) left the last task running masked vectors past
+//                       the data: Adam at N = 1e4 took 400-600 us (measured, ../shared/HALIDE14.md).
+// Tails are GuardWithIf: the kernels run in place, and ShiftInwards re-reads elements it has
+// already written (wrong results when aliased); RoundUp would write past the end.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace opforge::dsl {
+
+struct ScheduleParamDecl {
+  std::string name;
+  int64_t default_value;  // 0 where the default depends on the target (see resolve)
+  int64_t min, max;
+  std::string description;
+};
+
+class ElementwiseSchedule {
+ public:
+  static const char* recipe_name() { return "elementwise"; }
+  static const std::vector<ScheduleParamDecl>& params();
+
+  // Given values (possibly partial) -> every param resolved for `target`, range-checked.
+  // Throws std::invalid_argument naming the param.
+  static std::map<std::string, int64_t> resolve(const std::map<std::string, int64_t>& given,
+                                                const Halide::Target& target);
+
+  // Applies the schedule to a 1-D output Func over `i`.
+  static void apply(Halide::Func out, const Halide::Var& i,
+                    const std::map<std::string, int64_t>& p);
+
+  static std::string summary(const std::map<std::string, int64_t>& p);
+};
+
+}  // namespace opforge::dsl

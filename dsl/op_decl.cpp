@@ -1,0 +1,211 @@
+#include "dsl/op_decl.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+
+namespace opforge::dsl {
+
+using registry::Attr;
+using registry::Input;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& op, const std::string& msg) {
+  throw std::invalid_argument("op '" + op + "': " + msg);
+}
+
+}  // namespace
+
+Expr UpdateContext::operator[](const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) fail(op_, "update reads '" + name + "', which is not an argument");
+  return it->second;
+}
+
+const std::string& UpdateContext::attr(const std::string& name) const {
+  auto it = attrs_.find(name);
+  if (it == attrs_.end()) fail(op_, "update reads attr '" + name + "', which is not declared");
+  return it->second;
+}
+
+bool UpdateContext::attr_bool(const std::string& name) const { return attr(name) == "true"; }
+int64_t UpdateContext::attr_int(const std::string& name) const {
+  return std::strtoll(attr(name).c_str(), nullptr, 10);
+}
+double UpdateContext::attr_float(const std::string& name) const {
+  return std::strtod(attr(name).c_str(), nullptr);
+}
+const std::string& UpdateContext::attr_string(const std::string& name) const {
+  return attr(name);
+}
+
+OptimizerDecl::OptimizerDecl(std::string name) : name_(std::move(name)) {
+  if (!registry::is_valid_op_name(name_)) {
+    fail(name_, "op names must match ^[a-z][a-z0-9_]{0,63}$");
+  }
+}
+
+OptimizerDecl& OptimizerDecl::add_arg(const std::string& name, Input::Role role,
+                                      const std::string& description) {
+  if (!registry::is_valid_op_name(name)) fail(name_, "argument name '" + name + "' is invalid");
+  for (const auto& a : args_) {
+    if (a.name == name) fail(name_, "argument '" + name + "' declared twice");
+  }
+  args_.push_back({name, role, description});
+  return *this;
+}
+
+OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d) {
+  return add_arg(n, Input::Role::state, d);
+}
+OptimizerDecl& OptimizerDecl::grad(const std::string& n, const std::string& d) {
+  return add_arg(n, Input::Role::gradient, d);
+}
+OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d) {
+  return add_arg(n, Input::Role::scalar, d);
+}
+
+OptimizerDecl& OptimizerDecl::add_attr(AttrDecl a) {
+  if (!registry::is_valid_op_name(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
+  for (const auto& x : attrs_) {
+    if (x.name == a.name) fail(name_, "attr '" + a.name + "' declared twice");
+  }
+  for (const auto& x : args_) {
+    if (x.name == a.name) fail(name_, "attr '" + a.name + "' has an argument's name");
+  }
+  attrs_.push_back(std::move(a));
+  return *this;
+}
+
+OptimizerDecl& OptimizerDecl::attr_bool(const std::string& n, bool def, const std::string& d) {
+  return add_attr({n, Attr::Type::boolean, canonical_bool(def), d, {}});
+}
+OptimizerDecl& OptimizerDecl::attr_int(const std::string& n, int64_t def, const std::string& d) {
+  return add_attr({n, Attr::Type::integer, canonical_int(def), d, {}});
+}
+OptimizerDecl& OptimizerDecl::attr_float(const std::string& n, double def, const std::string& d) {
+  return add_attr({n, Attr::Type::real, canonical_float(def), d, {}});
+}
+OptimizerDecl& OptimizerDecl::attr_string(const std::string& n, const std::string& def,
+                                          std::vector<std::string> choices,
+                                          const std::string& d) {
+  return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
+}
+
+OptimizerDecl& OptimizerDecl::summary(std::string s) {
+  summary_ = std::move(s);
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::formula(std::string s) {
+  formula_ = std::move(s);
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::reference(std::string s) {
+  reference_ = std::move(s);
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::version(int v) {
+  version_ = v;
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::kind(std::string k) {
+  kind_ = std::move(k);
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::tolerance(double rtol, double atol) {
+  tolerance_ = {rtol, atol};
+  return *this;
+}
+OptimizerDecl& OptimizerDecl::update(UpdateFn fn) {
+  update_ = std::move(fn);
+  return *this;
+}
+
+std::vector<std::string> OptimizerDecl::states() const {
+  std::vector<std::string> out;
+  for (const auto& a : args_) {
+    if (a.role == Input::Role::state) out.push_back(a.name);
+  }
+  return out;
+}
+
+AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
+  AttrValues out;
+  for (const auto& [k, v] : given) {
+    bool known = false;
+    for (const auto& a : attrs_) known = known || a.name == k;
+    if (!known) fail(name_, "unknown attr '" + k + "'");
+  }
+  for (const auto& a : attrs_) {
+    auto it = given.find(a.name);
+    try {
+      out[a.name] = it == given.end() ? a.default_value : canonicalize_attr(a, it->second);
+    } catch (const std::invalid_argument& e) {
+      fail(name_, e.what());
+    }
+  }
+  return out;
+}
+
+void OptimizerDecl::validate() const {
+  if (states().empty()) fail(name_, "declares no state tensor");
+  if (!update_) fail(name_, "has no update");
+  if (kind_ != "optimizer" && kind_ != "bandwidth") fail(name_, "unknown kind '" + kind_ + "'");
+  if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail(name_, "negative tolerance");
+}
+
+std::string canonical_bool(bool b) { return b ? "true" : "false"; }
+std::string canonical_int(int64_t v) { return std::to_string(v); }
+std::string canonical_float(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string canonicalize_attr(const AttrDecl& a, const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("attr '" + a.name + "': " + why + " (got '" + text + "')");
+  };
+  switch (a.type) {
+    case Attr::Type::boolean:
+      if (text == "true" || text == "1" || text == "True") return "true";
+      if (text == "false" || text == "0" || text == "False") return "false";
+      throw bad("expected true or false");
+    case Attr::Type::integer: {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE) throw bad("expected an integer");
+      return canonical_int(v);
+    }
+    case Attr::Type::real: {
+      errno = 0;
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite number");
+      return canonical_float(v);
+    }
+    case Attr::Type::string:
+      if (!a.choices.empty()) {
+        for (const auto& c : a.choices) {
+          if (c == text) return text;
+        }
+        std::string list;
+        for (const auto& c : a.choices) list += (list.empty() ? "" : ", ") + c;
+        throw bad("expected one of " + list);
+      }
+      return text;
+  }
+  throw bad("unknown type");
+}
+
+Expr sign(const Expr& x) {
+  Halide::Type t = x.type();
+  return Halide::select(x > 0, Halide::cast(t, 1), x < 0, Halide::cast(t, -1), Halide::cast(t, 0));
+}
+
+}  // namespace opforge::dsl

@@ -1,0 +1,159 @@
+#include "dsl/optimizer_pipeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "dsl/elementwise_schedule.h"
+
+namespace opforge::dsl {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::ImageParam;
+using Halide::Var;
+using registry::Input;
+using registry::KernelArg;
+
+namespace {
+
+class ExactPrinter : public Halide::Internal::IRPrinter {
+ public:
+  using IRPrinter::IRPrinter;
+
+ protected:
+  void visit(const Halide::Internal::FloatImm* op) override {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%a", op->value);
+    stream << "(" << op->type << ")" << buf;
+  }
+};
+
+[[noreturn]] void fail(const std::string& op, const std::string& msg) {
+  throw std::invalid_argument("op '" + op + "': " + msg);
+}
+
+// The exact text of every Function the output depends on, sorted by name.
+std::string algorithm_text(const Func& out) {
+  std::ostringstream s;
+  ExactPrinter p(s);
+  for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+    s << "func " << name << "(";
+    for (const auto& a : f.args()) s << a << ",";
+    s << ") =";
+    for (const auto& v : f.values()) {
+      s << " ";
+      p.print(v);
+    }
+    for (const auto& u : f.updates()) {
+      s << "\nupdate (";
+      for (const auto& a : u.args()) p.print(a), s << ",";
+      s << ") where ";
+      p.print(u.predicate());
+      for (const auto& rv : u.schedule().rvars()) {
+        s << " rvar " << rv.var << "[";
+        p.print(rv.min);
+        s << ", ";
+        p.print(rv.extent);
+        s << "]";
+      }
+      s << " =";
+      for (const auto& v : u.values()) {
+        s << " ";
+        p.print(v);
+      }
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace
+
+std::string exact_text(const Expr& e) {
+  std::ostringstream s;
+  ExactPrinter p(s);
+  p.print(e);
+  return s.str();
+}
+
+OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
+                                           const std::map<std::string, int64_t>& schedule,
+                                           const Halide::Target& target) {
+  decl.validate();
+  OptimizerPipeline r;
+  AttrValues attrs = decl.resolve_attrs(given);
+  r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
+  r.schedule_summary = ElementwiseSchedule::summary(r.schedule_params);
+
+  // Arguments in declaration order: fp32 1-D buffers for tensors, fp32 params for scalars.
+  Var i("i");
+  std::map<std::string, Expr> values;
+  std::vector<std::string> tensor_names;
+  for (const auto& a : decl.args()) {
+    if (a.role == Input::Role::scalar) {
+      Halide::Param<float> p(a.name);
+      values[a.name] = p;
+      r.arguments.push_back(p);
+      r.kernel_args.push_back({a.name, KernelArg::Kind::input_scalar, registry::DType::f32, 0});
+      r.inputs.push_back({a.name, a.role, registry::DType::f32, 0, a.description});
+    } else {
+      ImageParam im(Halide::Float(32), 1, a.name);
+      im.dim(0).set_estimate(0, 1 << 20);
+      values[a.name] = im(i);
+      r.arguments.push_back(im);
+      r.kernel_args.push_back({a.name, KernelArg::Kind::input_buffer, registry::DType::f32, 1});
+      r.inputs.push_back({a.name, a.role, registry::DType::f32, -1, a.description});
+      tensor_names.push_back(a.name);
+    }
+  }
+  for (const auto& a : decl.attrs()) {
+    r.attrs.push_back({a.name, a.type, a.default_value, attrs.at(a.name), a.description,
+                       a.choices});
+  }
+
+  // Simultaneous assignment: every update Expr was built from the old values above.
+  Updates updates = decl.update_fn()(UpdateContext(values, attrs, decl.name()));
+  std::map<std::string, Expr> by_state;
+  const std::vector<std::string> states = decl.states();
+  for (const auto& [name, e] : updates) {
+    if (std::find(states.begin(), states.end(), name) == states.end()) {
+      fail(decl.name(), "update assigns '" + name + "', which is not a state");
+    }
+    if (!by_state.emplace(name, e).second) fail(decl.name(), "'" + name + "' assigned twice");
+  }
+  std::vector<Expr> new_values;
+  for (const auto& s : states) {
+    auto it = by_state.find(s);
+    if (it == by_state.end()) fail(decl.name(), "state '" + s + "' is never updated");
+    new_values.push_back(Halide::cast(Halide::Float(32), it->second));
+  }
+
+  // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
+  // moved 44 B/element for Adam instead of 28 and were correct in one order only.
+  // Built from a Function so the name is exactly "updated": Func("updated") would pass
+  // through unique_name() and become "updated$1" in the second pipeline of a process,
+  // making argument names and cache keys depend on build order.
+  Func out{Halide::Internal::Function("updated")};
+  if (new_values.size() == 1) {
+    out(i) = new_values[0];
+  } else {
+    out(i) = Halide::Tuple(new_values);
+  }
+  ElementwiseSchedule::apply(out, i, r.schedule_params);
+  const auto buffers = out.output_buffers();
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    Halide::OutputImageParam ob = buffers[k];
+    ob.dim(0).set_estimate(0, 1 << 20);
+    r.kernel_args.push_back(
+        {ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
+    r.outputs.push_back({states[k], ob.name(), states[k], registry::DType::f32, -1});
+  }
+  r.algorithm = algorithm_text(out);
+  r.pipeline = Halide::Pipeline(out);
+  return r;
+}
+
+}  // namespace opforge::dsl

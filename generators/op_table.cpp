@@ -1,0 +1,61 @@
+#include "generators/op_table.h"
+
+#include <cctype>
+#include <set>
+
+#include "generators/ops.h"
+
+namespace opforge::generators {
+
+namespace {
+
+const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
+
+std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
+  std::set<std::string> seen;
+  std::vector<VariantSpec> extra;
+  for (const auto& r : rows) {
+    const dsl::OptimizerDecl& bw = bandwidth_for(*r.decl);
+    if (seen.insert(bw.name()).second) extra.push_back({&bw, {}, kAllIsas, r.schedule});
+  }
+  rows.insert(rows.end(), extra.begin(), extra.end());
+  return rows;
+}
+
+}  // namespace
+
+const std::vector<VariantSpec>& op_table() {
+  static const std::vector<VariantSpec> table = with_bandwidth_kernels({
+      {&apply_gradient_descent(), {}, kAllIsas, {}},
+      {&apply_momentum(), {{"use_nesterov", "false"}}, kAllIsas, {}},
+      {&apply_momentum(), {{"use_nesterov", "true"}}, kAllIsas, {}},
+      {&apply_adam(), {{"use_nesterov", "false"}}, kAllIsas, {}},
+      {&apply_adam(), {{"use_nesterov", "true"}}, kAllIsas, {}},
+  });
+  return table;
+}
+
+std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& attrs,
+                       const std::string& isa) {
+  std::string id = decl.name();
+  for (const auto& a : decl.attrs()) {
+    std::string v = attrs.at(a.name);
+    if (a.type == registry::Attr::Type::boolean) v = v == "true" ? "1" : "0";
+    for (char& ch : v) {
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    id += "__" + a.name + "_" + v;
+  }
+  return id + "__f32__" + isa;
+}
+
+const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl) {
+  int states = 0, grads = 0;
+  for (const auto& a : decl.args()) {
+    states += a.role == registry::Input::Role::state;
+    grads += a.role != registry::Input::Role::state && a.role != registry::Input::Role::scalar;
+  }
+  return bandwidth(states, grads);
+}
+
+}  // namespace opforge::generators

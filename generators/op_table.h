@@ -1,0 +1,33 @@
+// The op table: the single list of every kernel variant the library ships. The builder,
+// the tests and the benchmarks iterate it (through the registry it produces), so a variant
+// added here is built, tested and benchmarked by construction.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/op_decl.h"
+#include "generators/isa.h"
+
+namespace opforge::generators {
+
+struct VariantSpec {
+  const dsl::OptimizerDecl* decl;
+  dsl::AttrValues attrs;                    // unspecified attrs take their defaults
+  std::vector<std::string> isas;            // names from isas()
+  std::map<std::string, int64_t> schedule;  // elementwise recipe overrides
+};
+
+// One row per (op, attrs); each row is built for each of its ISAs. Bandwidth kernels for
+// every (states, gradients) shape in the table are appended automatically.
+const std::vector<VariantSpec>& op_table();
+
+// "<op>__<attr>_<value>...__f32__<isa>": a C identifier, unique in the table.
+std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& resolved_attrs,
+                       const std::string& isa);
+
+// The bandwidth kernel with the same traffic as `decl`.
+const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl);
+
+}  // namespace opforge::generators

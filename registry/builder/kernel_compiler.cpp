@@ -1,0 +1,125 @@
+#include "registry/builder/kernel_compiler.h"
+
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/Program.h>
+
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "registry/builder/atomic_file.h"
+
+namespace opforge::builder {
+
+namespace {
+
+// A scratch directory removed on scope exit.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    if (auto ec = llvm::sys::fs::createUniqueDirectory("opforge-build", path_)) {
+      throw std::runtime_error("cannot create a scratch directory: " + ec.message());
+    }
+  }
+  ~ScratchDir() { llvm::sys::fs::remove_directories(path_); }
+  std::string file(const std::string& name) const {
+    llvm::SmallString<256> p(path_);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  }
+
+ private:
+  llvm::SmallString<256> path_;
+};
+
+std::string find_tool(const char* name) {
+  auto p = llvm::sys::findProgramByName(name);
+  if (!p) {
+    throw std::runtime_error(std::string("opforge build needs '") + name +
+                             "' (binutils/gcc) on PATH to link kernels: not found");
+  }
+  return *p;
+}
+
+void run_tool(const std::string& tool, const std::vector<std::string>& args) {
+  std::vector<llvm::StringRef> argv{tool};
+  for (const auto& a : args) argv.push_back(a);
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(tool, argv, llvm::None, {}, 0, 0, &err);
+  if (rc != 0) {
+    std::string cmd = tool;
+    for (const auto& a : args) cmd += " " + a;
+    throw std::runtime_error("link step failed (rc " + std::to_string(rc) + "): " + cmd +
+                             (err.empty() ? "" : ": " + err));
+  }
+}
+
+// Halide prints the loop nest to std::cerr; capture it (one capture at a time).
+std::string loop_nest_of(Halide::Pipeline p) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  try {
+    p.print_loop_nest();
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  return captured.str();
+}
+
+}  // namespace
+
+std::string kernel_artifact_list() {
+  return "kernel.so,kernel.o,kernel.h,kernel.stmt,kernel.stmt.html,kernel.s,loop_nest.txt";
+}
+
+cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
+                            const std::vector<Halide::Argument>& args, const std::string& entry,
+                            const Halide::Target& target, const std::string& runtime_so) {
+  ScratchDir dir;
+  Halide::Pipeline p = pipeline;
+  Halide::Module m = p.compile_to_module(args, entry, target);
+  const std::map<Halide::OutputFileType, std::string> outputs = {
+      {Halide::OutputFileType::object, dir.file("kernel.o")},
+      {Halide::OutputFileType::c_header, dir.file("kernel.h")},
+      {Halide::OutputFileType::stmt, dir.file("kernel.stmt")},
+      {Halide::OutputFileType::stmt_html, dir.file("kernel.stmt.html")},
+      {Halide::OutputFileType::assembly, dir.file("kernel.s")},
+  };
+  m.compile(outputs);
+
+  // ld, not g++: 5 ms instead of 70. The kernel needs nothing but the Halide runtime.
+  llvm::SmallString<256> rt_dir(runtime_so);
+  llvm::sys::path::remove_filename(rt_dir);
+  run_tool(find_tool("ld"), {"-shared", "-o", dir.file("kernel.so"), dir.file("kernel.o"),
+                             "-L" + std::string(rt_dir), std::string("-l:") + kRuntimeLibrary,
+                             "-rpath", "$ORIGIN/../lib", "-z", "noexecstack"});
+
+  cache::Entry e;
+  for (const char* name :
+       {"kernel.so", "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s"}) {
+    e.artifacts[name] = read_file(dir.file(name));
+  }
+  e.artifacts["loop_nest.txt"] = loop_nest_of(p);
+  return e;
+}
+
+cache::Entry compile_runtime() {
+  ScratchDir dir;
+  Halide::compile_standalone_runtime(dir.file("runtime.o"), Halide::Target(kRuntimeTarget));
+  run_tool(find_tool("cc"),
+           {"-shared", "-o", dir.file("runtime.so"), dir.file("runtime.o"),
+            std::string("-Wl,-soname,") + kRuntimeLibrary, "-Wl,-z,noexecstack", "-lpthread",
+            "-ldl", "-lm"});
+  cache::Entry e;
+  e.artifacts["runtime.so"] = read_file(dir.file("runtime.so"));
+  return e;
+}
+
+}  // namespace opforge::builder

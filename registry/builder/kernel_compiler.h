@@ -1,0 +1,33 @@
+// Compiles one scheduled pipeline into the artifacts of a cache entry, and the one shared
+// Halide runtime every kernel links against (kernels are no_runtime: one runtime per process
+// means one thread pool).
+#pragma once
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+#include "registry/cache/compile_cache.h"
+
+namespace opforge::builder {
+
+// File name (and soname) of the shared runtime inside a registry's lib/ directory.
+constexpr const char* kRuntimeLibrary = "libopforge_halide_runtime.so";
+// The target the shared runtime is built for: baseline x86-64, it runs on every ISA variant.
+constexpr const char* kRuntimeTarget = "x86-64-linux";
+
+// Artifacts: "kernel.so" (linked, DT_NEEDED on the runtime, rpath $ORIGIN/../lib),
+// "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s", "loop_nest.txt".
+// `runtime_so` is a path to the shared runtime to link against.
+cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
+                            const std::vector<Halide::Argument>& args, const std::string& entry,
+                            const Halide::Target& target, const std::string& runtime_so);
+
+// Artifacts: "runtime.so".
+cache::Entry compile_runtime();
+
+// Names of the artifacts compile_kernel produces; part of the cache key.
+std::string kernel_artifact_list();
+
+}  // namespace opforge::builder

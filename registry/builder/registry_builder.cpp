@@ -1,0 +1,334 @@
+#include "registry/builder/registry_builder.h"
+
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Support/FileSystem.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "dsl/fingerprint.h"
+#include "registry/builder/atomic_file.h"
+#include "registry/builder/halide_identity.h"
+#include "registry/builder/kernel_compiler.h"
+
+namespace opforge::builder {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string format_part() {
+  return "opforge-cache/" + std::to_string(cache::kFormatVersion) + "/" + kernel_artifact_list();
+}
+
+std::string arguments_text(const std::vector<registry::KernelArg>& args) {
+  std::string s;
+  for (const auto& a : args) {
+    s += a.name + ":" + registry::kernel_arg_kind_name(a.kind) + ":" +
+         registry::dtype_name(a.dtype) + ":" + std::to_string(a.dims) + ";";
+  }
+  return s;
+}
+
+std::string schedule_text(const std::map<std::string, int64_t>& params) {
+  std::string s = "elementwise{";
+  for (const auto& [k, v] : params) s += k + "=" + std::to_string(v) + ",";
+  return s + "}";
+}
+
+// Why a variant missed: which key parts differ from its last build.
+std::string explain_miss(const cache::CompileCache& cache, const std::string& id,
+                         const cache::KeyBuilder& key, const std::string& why_lookup) {
+  auto last = cache.last_variant(id);
+  if (!last) return "new variant (no earlier build in this cache)";
+  if (last->first == key.hex_digest()) return "same key, entry " + why_lookup;
+  std::map<std::string, std::string> old(last->second.begin(), last->second.end());
+  std::string out;
+  for (const auto& [name, value] : key.parts()) {
+    auto it = old.find(name);
+    if (it != old.end() && it->second == value) continue;
+    out += out.empty() ? "" : "; ";
+    if (it == old.end()) {
+      out += name + " is new";
+    } else if (value.size() <= 96 && it->second.size() <= 96) {
+      out += name + " changed: " + it->second + " -> " + value;
+    } else {
+      out += name + " changed";
+    }
+  }
+  return out.empty() ? "key parts renamed" : out;
+}
+
+registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
+  const dsl::OptimizerDecl& d = *v.decl;
+  registry::Descriptor r;
+  r.op = d.name();
+  r.op_version = d.version();
+  r.variant = v.id;
+  r.summary = d.summary();
+  r.formula = d.formula();
+  r.reference = d.reference();
+  r.kind = d.kind();
+  r.inputs = v.pipeline.inputs;
+  r.outputs = v.pipeline.outputs;
+  r.attrs = v.pipeline.attrs;
+  r.shape.elementwise = true;
+  int tensors = 0;
+  for (const auto& in : r.inputs) {
+    if (in.role != registry::Input::Role::scalar) {
+      r.shape.same_shape.push_back(in.name);
+      ++tensors;
+    }
+  }
+  r.kernel.file = "kernels/" + v.id + ".so";
+  r.kernel.entry = v.id;
+  r.kernel.args = v.pipeline.kernel_args;
+  r.target = {v.isa.name, v.target.to_string(), v.isa.cpu_features, v.isa.priority};
+  r.schedule.recipe = "elementwise";
+  for (const auto& [k, val] : v.pipeline.schedule_params) r.schedule.params[k] = std::to_string(val);
+  r.schedule.summary = v.pipeline.schedule_summary;
+  r.tolerance = d.tolerance();
+  r.traffic = {4 * tensors, 4 * static_cast<int>(r.outputs.size())};
+  r.cache_key = v.key.hex_digest();
+  r.halide_version = halide_version;
+  r.bandwidth_op = generators::bandwidth_for(d).name();
+  return r;
+}
+
+// Writes `bytes` unless the file already holds exactly them.
+void install(const std::string& path, const std::string& bytes, unsigned mode) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && fs::file_size(path, ec) == bytes.size()) {
+    try {
+      if (read_file(path) == bytes) return;
+    } catch (const std::exception&) {
+    }
+  }
+  write_file_atomic(path, bytes, mode);
+}
+
+void check_registry_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir + ": not a directory");
+  if (fs::exists(fs::path(dir) / "index.json", ec)) return;
+  if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
+    throw std::runtime_error(dir +
+                             ": exists, is not empty and holds no index.json; refusing to write "
+                             "a registry over it");
+  }
+}
+
+// The variants of an existing index that a partial build keeps.
+std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
+                                               const std::set<std::string>& rebuilt_ops) {
+  std::vector<registry::IndexEntry> out;
+  const std::string path = dir + "/index.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return out;
+  registry::Index old = registry::index_from_json(read_file(path), path);
+  for (const auto& e : old.variants) {
+    if (!rebuilt_ops.count(e.op) && fs::exists(fs::path(dir) / e.descriptor, ec)) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+void remove_stale(const std::string& dir, const std::string& sub, const std::string& ext,
+                  const std::set<std::string>& keep) {
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / sub, ec)) {
+    const std::string name = f.path().filename().string();
+    if (f.path().extension() == ext && !keep.count(f.path().stem().string())) {
+      fs::remove(f.path(), ec);
+    } else if (name.rfind(".tmp-", 0) == 0) {
+      fs::remove(f.path(), ec);  // left by a killed build
+    }
+  }
+}
+
+}  // namespace
+
+cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
+                             const std::string& entry, const dsl::OptimizerPipeline& p) {
+  cache::KeyBuilder k;
+  k.add("format", format_part())
+      .add("halide", hid.version + " " + hid.sha256)
+      .add("target", target.to_string())
+      .add("entry", entry)
+      .add("arguments", arguments_text(p.kernel_args))
+      .add("algorithm", p.algorithm)
+      .add("schedule", schedule_text(p.schedule_params))
+      .add("dsl_sources", dsl::sources_fingerprint());
+  return k;
+}
+
+std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
+                                          const std::string& cache_root) {
+  const HalideIdentity hid = halide_identity(cache_root);
+  std::set<std::string> wanted(only.begin(), only.end()), found, ids;
+  std::vector<PlannedVariant> out;
+  for (const auto& row : generators::op_table()) {
+    const std::string& op = row.decl->name();
+    if (!wanted.empty() && !wanted.count(op)) continue;
+    found.insert(op);
+    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
+    for (const auto& isa_name : row.isas) {
+      const generators::Isa& isa = generators::isa(isa_name);
+      Halide::Target target =
+          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      PlannedVariant v{generators::variant_id(*row.decl, attrs, isa.name),
+                       row.decl,
+                       isa,
+                       target,
+                       dsl::build_optimizer_pipeline(*row.decl, attrs, row.schedule, target),
+                       {}};
+      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
+      v.key = kernel_key(hid, target, v.id, v.pipeline);
+      out.push_back(std::move(v));
+    }
+  }
+  for (const auto& op : wanted) {
+    if (!found.count(op)) throw std::runtime_error("unknown op '" + op + "' (not in the op table)");
+  }
+  return out;
+}
+
+BuildReport build_registry(const BuildOptions& opts) {
+  const auto t0 = Clock::now();
+  BuildReport report;
+  report.registry_dir = opts.registry_dir;
+  report.cache_dir = opts.cache_dir.empty() ? cache::CompileCache::default_root() : opts.cache_dir;
+  check_registry_dir(opts.registry_dir);
+  cache::CompileCache cache(report.cache_dir);
+  llvm::sys::fs::create_directories(report.cache_dir);
+  const HalideIdentity hid = halide_identity(report.cache_dir);
+  std::vector<PlannedVariant> plan = plan_variants(opts.only, report.cache_dir);
+
+  // The shared runtime first: every kernel links against it.
+  cache::KeyBuilder rt_key;
+  rt_key.add("format", format_part())
+      .add("halide", hid.version + " " + hid.sha256)
+      .add("target", kRuntimeTarget)
+      .add("entry", "runtime");
+  const auto rt0 = Clock::now();
+  std::string rt_why;
+  auto [rt_entry, rt_hit] = cache.get_or_build(rt_key.hex_digest(), compile_runtime, &rt_why);
+  cache.count(rt_hit);
+  report.runtime = {"halide_runtime", "", "", rt_key.hex_digest(), rt_hit,
+                    rt_hit ? "" : explain_miss(cache, "halide_runtime", rt_key, rt_why),
+                    ms_since(rt0), rt_entry.artifacts.at("runtime.so").size()};
+  cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
+  // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
+  llvm::SmallString<128> scratch;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("opforge-link", scratch)) {
+    throw std::runtime_error("cannot create a scratch directory: " + ec.message());
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { llvm::sys::fs::remove_directories(dir); }
+  } cleanup{std::string(scratch)};
+  const std::string rt_path = cleanup.dir + "/" + kRuntimeLibrary;
+  write_file_atomic(rt_path, rt_entry.artifacts.at("runtime.so"), 0755);
+
+  // Compile the misses in parallel; each worker takes the next variant.
+  std::vector<VariantResult> results(plan.size());
+  std::vector<cache::Entry> entries(plan.size());
+  std::vector<std::string> errors(plan.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < plan.size(); k = next++) {
+      PlannedVariant& v = plan[k];
+      VariantResult& r = results[k];
+      r.variant = v.id;
+      r.op = v.decl->name();
+      r.isa = v.isa.name;
+      r.key = v.key.hex_digest();
+      try {
+        const auto c0 = Clock::now();
+        std::string why;
+        auto [entry, hit] = cache.get_or_build(
+            r.key,
+            [&] {
+              return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
+                                    rt_path);
+            },
+            &why);
+        r.hit = hit;
+        r.compile_ms = ms_since(c0);
+        if (!hit) r.why = explain_miss(cache, v.id, v.key, why);
+        r.kernel_bytes = entry.artifacts.at("kernel.so").size();
+        entries[k] = std::move(entry);
+      } catch (const std::exception& e) {
+        errors[k] = v.id + ": " + e.what();
+      }
+    }
+  };
+  const int jobs = opts.jobs > 0 ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int j = 1; j < jobs; ++j) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) throw std::runtime_error("compile failed: " + e);
+  }
+
+  // Install kernels and descriptors, then the index (last).
+  registry::Index index;
+  index.runtime_library = std::string("lib/") + kRuntimeLibrary;
+  index.halide_version = hid.version;
+  std::set<std::string> rebuilt_ops;
+  for (const auto& v : plan) rebuilt_ops.insert(v.decl->name());
+  if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
+  // Every descriptor must pass the reader's validation before anything is installed.
+  std::vector<registry::Descriptor> descs;
+  for (const auto& v : plan) {
+    descs.push_back(make_descriptor(v, hid.version));
+    registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + v.id);
+  }
+  install(opts.registry_dir + "/" + index.runtime_library, rt_entry.artifacts.at("runtime.so"),
+          0755);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const PlannedVariant& v = plan[k];
+    const registry::Descriptor& d = descs[k];
+    cache.count(results[k].hit);
+    cache.record_variant(v.id, v.key.hex_digest(), v.key.parts());
+    install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
+    const std::string desc_file = "ops/" + v.id + ".json";
+    install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
+    index.variants.push_back({v.id, v.decl->name(), desc_file, v.isa.name, d.attr_values()});
+  }
+  write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
+  std::set<std::string> keep;
+  for (const auto& e : index.variants) keep.insert(e.variant);
+  remove_stale(opts.registry_dir, "kernels", ".so", keep);
+  remove_stale(opts.registry_dir, "ops", ".json", keep);
+
+  report.variants = std::move(results);
+  report.seconds = ms_since(t0) / 1000.0;
+  return report;
+}
+
+cache::Entry entry_for_variant(const std::string& variant, cache::CompileCache& cache) {
+  for (auto& v : plan_variants({}, cache.root())) {
+    if (v.id != variant) continue;
+    auto hit = cache.lookup(v.key.hex_digest());
+    if (hit) return *hit;
+    throw std::runtime_error("variant " + variant + ": cache entry " + v.key.hex_digest() +
+                             " is not in " + cache.root() + " (run `opforge build`)");
+  }
+  throw std::runtime_error("variant " + variant + " is not in the op table of this opforge");
+}
+
+}  // namespace opforge::builder

@@ -1,0 +1,70 @@
+// Regenerates a registry from the op table, through the compile cache: only variants whose
+// key changed are compiled. Files are installed atomically and index.json is written last,
+// so a reader never sees an index naming files that are not there.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsl/optimizer_pipeline.h"
+#include "generators/op_table.h"
+#include "registry/builder/halide_identity.h"
+#include "registry/cache/compile_cache.h"
+#include "registry/format/descriptor.h"
+
+namespace opforge::builder {
+
+struct BuildOptions {
+  std::string registry_dir;
+  std::string cache_dir;          // empty: CompileCache::default_root()
+  int jobs = 0;                   // 0: hardware concurrency
+  std::vector<std::string> only;  // op names; empty = every op in the table
+};
+
+struct VariantResult {
+  std::string variant, op, isa, key;
+  bool hit = false;
+  std::string why;  // for a miss: what changed since the last build of this variant
+  double compile_ms = 0;
+  size_t kernel_bytes = 0;
+};
+
+struct BuildReport {
+  std::vector<VariantResult> variants;
+  VariantResult runtime;
+  double seconds = 0;
+  std::string registry_dir, cache_dir;
+};
+
+BuildReport build_registry(const BuildOptions& opts);
+
+// A planned variant: everything needed to key, compile and describe it.
+struct PlannedVariant {
+  std::string id;
+  const dsl::OptimizerDecl* decl;
+  generators::Isa isa;
+  Halide::Target target;
+  dsl::OptimizerPipeline pipeline;
+  cache::KeyBuilder key;
+};
+
+// The cache key of a kernel: a length-prefixed serialization of everything that determines
+// its code: cache format and artifact list, libHalide (version and content hash), the
+// canonical target, the entry name, the argument list, the exact algorithm text, the
+// resolved schedule params and the fingerprint of the dsl/ sources (schedule recipes).
+cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
+                             const std::string& entry, const dsl::OptimizerPipeline& p);
+
+// Plans every variant of the table (filtered by `only`); throws on unknown ops or duplicate
+// ids. `cache_root` locates the libHalide hash memo.
+std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
+                                          const std::string& cache_root);
+
+// The cache entry of one variant (for `inspect`); throws when it is not in the cache.
+cache::Entry entry_for_variant(const std::string& variant, cache::CompileCache& cache);
+
+}  // namespace opforge::builder

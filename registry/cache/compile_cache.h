@@ -1,0 +1,105 @@
+// The persistent, content-addressed compile cache (ccache-style).
+//
+// An entry is one file holding every artifact of one compiled kernel variant (object,
+// shared object, stmt, stmt_html, assembly, loop nest, manifest) plus a SHA-256 of its
+// whole content. Entries are written to a temp file in the cache directory and renamed into
+// place (llvm::sys::fs::TempFile::keep), so a reader sees a whole entry or none. A corrupt,
+// truncated or foreign entry is a miss: it is removed and rebuilt.
+//
+// Layout: <root>/v<format>/llvmcache-<key>.opfc   (the "llvmcache-" prefix lets
+// llvm::pruneCache manage the directory), <root>/v<format>/variants/<variant>.last holding
+// the key and key parts last built for a variant (for `build --explain`).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace opforge::cache {
+
+constexpr int kFormatVersion = 1;
+
+// Length-prefixed canonical serialization of key parts, hashed with SHA-256.
+// Each part is a (name, value) pair; the serialization is
+//   for each part: u64 len(name) name u64 len(value) value   (little-endian lengths)
+class KeyBuilder {
+ public:
+  KeyBuilder& add(const std::string& name, const std::string& value);
+  std::string hex_digest() const;  // 64 lowercase hex chars
+  const std::vector<std::pair<std::string, std::string>>& parts() const { return parts_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> parts_;
+};
+
+std::string sha256_hex(const std::string& bytes);
+// SHA-256 of a file's content; nullopt when it cannot be read.
+std::optional<std::string> sha256_file_hex(const std::string& path);
+
+struct Entry {
+  std::map<std::string, std::string> artifacts;  // name -> bytes, e.g. "kernel.so"
+};
+
+struct Stats {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t hits = 0;     // counters kept in <root>/v<format>/stats.json
+  uint64_t misses = 0;
+  uint64_t corrupt = 0;  // entries found corrupt and dropped
+};
+
+struct VerifyResult {
+  uint64_t ok = 0;
+  std::vector<std::string> bad;  // file names of entries that failed verification
+};
+
+class CompileCache {
+ public:
+  explicit CompileCache(std::string root);  // creates the directory on first store
+
+  // Default root: $OPFORGE_CACHE_DIR, else $XDG_CACHE_HOME/opforge, else $HOME/.cache/opforge.
+  static std::string default_root();
+
+  const std::string& root() const { return root_; }
+  std::string entry_path(const std::string& key) const;  // key must be 64 hex chars
+
+  // Reads and verifies the entry. A corrupt entry is deleted and reported as a miss
+  // (`why_miss`, when given, receives the reason: "absent", "corrupt: ...").
+  std::optional<Entry> lookup(const std::string& key, std::string* why_miss = nullptr);
+
+  // Atomic install; throws std::runtime_error on I/O failure (nothing is left behind).
+  void store(const std::string& key, const Entry& entry);
+
+  // Serializes builds of the same key across processes (llvm::LockFileManager). `build` is
+  // called only when, after taking the lock, the entry is still absent.
+  // Returns the entry and whether it was a hit.
+  std::pair<Entry, bool> get_or_build(const std::string& key, const std::function<Entry()>& build,
+                                      std::string* why_miss = nullptr);
+
+  // Key parts last built for a variant, for explaining a miss.
+  void record_variant(const std::string& variant, const std::string& key,
+                      const std::vector<std::pair<std::string, std::string>>& parts);
+  std::optional<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
+  last_variant(const std::string& variant) const;
+
+  void count(bool hit);  // hit/miss counters (best effort, under a lock)
+  Stats stats() const;
+  VerifyResult verify();  // checks every entry; removes the bad ones
+  // Removes entries by age/size with llvm::pruneCache; returns the number removed.
+  uint64_t prune(uint64_t max_bytes, uint64_t max_age_seconds);
+  void clear();
+
+ private:
+  std::string dir() const;  // <root>/v<format>
+  std::string root_;
+};
+
+// Serialization of an entry file (exposed for tests).
+std::string encode_entry(const Entry& e);
+// Returns nullopt and sets `why` when the bytes are not a whole, intact entry.
+std::optional<Entry> decode_entry(const std::string& bytes, std::string* why);
+
+}  // namespace opforge::cache

@@ -1,0 +1,102 @@
+#include "registry/cli/args.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "runtime/suggest.h"
+
+namespace opforge::cli {
+
+std::string Args::get(const std::string& o, const std::string& def) const {
+  auto it = values.find(o);
+  return it == values.end() || it->second.empty() ? def : it->second.back();
+}
+
+const std::vector<std::string>& Args::all(const std::string& o) const {
+  static const std::vector<std::string> none;
+  auto it = values.find(o);
+  return it == values.end() ? none : it->second;
+}
+
+int64_t Args::get_int(const std::string& o, int64_t def) const {
+  if (!has(o)) return def;
+  const std::string s = get(o);
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);  // accepts 1e6
+  if (s.empty() || *end || errno || v != static_cast<double>(static_cast<int64_t>(v))) {
+    throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
+  Args a;
+  for (int k = first; k < argc; ++k) {
+    std::string t = argv[k];
+    if (t == "--help" || t == "-h") {
+      a.values["help"].push_back("");
+      continue;
+    }
+    if (t.rfind("--", 0) != 0) {
+      a.positional.push_back(t);
+      continue;
+    }
+    std::string name = t.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const OptionSpec* o = nullptr;
+    std::vector<std::string> names;
+    for (const auto& s : spec.options) {
+      names.push_back(s.name);
+      if (s.name == name) o = &s;
+    }
+    if (!o) {
+      throw UsageError("opforge " + spec.name + ": unknown option --" + name +
+                       did_you_mean(name, names));
+    }
+    if (!o->value_name.empty() && !inline_value) {
+      if (k + 1 >= argc) throw UsageError("--" + name + " needs a value " + o->value_name);
+      value = argv[++k];
+    }
+    if (o->value_name.empty() && inline_value) throw UsageError("--" + name + " takes no value");
+    if (!o->repeated && a.values.count(name)) throw UsageError("--" + name + " given twice");
+    a.values[name].push_back(value);
+  }
+  if (a.has("help")) return a;
+  const size_t want = spec.positional.empty() ? 0 : 1;
+  if (a.positional.size() != want) {
+    throw UsageError("opforge " + spec.name + ": expected " +
+                     (want ? spec.positional : std::string("no positional argument")) +
+                     (a.positional.size() > want ? ", got extra '" + a.positional.back() + "'"
+                                                 : ""));
+  }
+  return a;
+}
+
+std::string help_text(const CommandSpec& spec) {
+  std::string s = "usage: opforge " + spec.name;
+  if (!spec.positional.empty()) s += " " + spec.positional;
+  s += " [options]\n\n" + spec.summary + "\n\noptions:\n";
+  for (const auto& o : spec.options) {
+    std::string left = "  --" + o.name + (o.value_name.empty() ? "" : " " + o.value_name);
+    if (left.size() < 28) left.resize(28, ' ');
+    s += left + " " + o.help + (o.repeated ? " (repeatable)" : "") + "\n";
+  }
+  return s + "  --help                     this text\n";
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& text,
+                                                     const std::string& option) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw UsageError("--" + option + " " + text + ": expected NAME=VALUE");
+  }
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+}  // namespace opforge::cli

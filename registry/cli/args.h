@@ -1,0 +1,47 @@
+// A small declarative option parser: each subcommand declares its options once (name,
+// value name, help), and the same table parses argv and prints --help.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace opforge::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct OptionSpec {
+  std::string name;        // without "--"
+  std::string value_name;  // "" for a flag
+  std::string help;
+  bool repeated = false;
+};
+
+struct CommandSpec {
+  std::string name;
+  std::string positional;  // e.g. "OP", "" for none
+  std::string summary;
+  std::vector<OptionSpec> options;
+};
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> values;  // option -> values ("" for flags)
+  bool has(const std::string& o) const { return values.count(o) > 0; }
+  std::string get(const std::string& o, const std::string& def = "") const;
+  const std::vector<std::string>& all(const std::string& o) const;
+  int64_t get_int(const std::string& o, int64_t def) const;  // UsageError on bad numbers
+};
+
+// Parses argv[first..]; `--help` sets values["help"]. Throws UsageError naming the option.
+Args parse(const CommandSpec& spec, int argc, char** argv, int first);
+std::string help_text(const CommandSpec& spec);
+
+// Splits "NAME=VALUE"; UsageError naming `option` when malformed.
+std::pair<std::string, std::string> split_assignment(const std::string& text,
+                                                     const std::string& option);
+
+}  // namespace opforge::cli

@@ -1,0 +1,134 @@
+// opforge bench OP --n N: median time of the op, and of the bandwidth kernel that reads and
+// writes the same bytes, in the same process, interleaved (the host is shared and noisy:
+// only same-run ratios mean anything). The bandwidth kernel runs at the op's thread count
+// and at 1 thread: small tensors must not pay a thread-pool dispatch.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "opforge/runtime.hpp"
+#include "registry/cli/commands.h"
+
+namespace opforge::cli {
+
+namespace {
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+
+// Tensors and scalars for one kernel: positive values keep sqrt() and divisions tame.
+struct Workload {
+  std::vector<Buffer> buffers;
+  std::vector<Tensor> tensors;
+  std::map<std::string, double> scalars;
+
+  Workload(const registry::Descriptor& d, int64_t n, const std::map<std::string, double>& given) {
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> u(0.1f, 1.0f);
+    for (const auto& in : d.inputs) {
+      if (in.role == registry::Input::Role::scalar) {
+        scalars[in.name] = given.count(in.name) ? given.at(in.name) : 0.5;
+        continue;
+      }
+      const size_t bytes = ((static_cast<size_t>(n) * 4 + 63) / 64) * 64;
+      Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (!b) throw std::runtime_error("out of memory for " + in.name);
+      for (int64_t i = 0; i < n; ++i) b.get()[i] = u(rng);
+      tensors.push_back({in.name, b.get(), registry::DType::f32, {n}});
+      buffers.push_back(std::move(b));
+    }
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double time_call(Kernel& k, Workload& w) {
+  const auto t0 = std::chrono::steady_clock::now();
+  k.call(w.tensors, w.scalars);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int cmd_bench(const Args& a) {
+  auto reg = Registry::open(registry_dir(a));
+  std::map<std::string, std::string> attrs;
+  for (const auto& s : a.all("attr")) attrs.insert(split_assignment(s, "attr"));
+  std::map<std::string, double> given;
+  for (const auto& s : a.all("scalar")) {
+    auto [k, v] = split_assignment(s, "scalar");
+    given[k] = std::strtod(v.c_str(), nullptr);
+  }
+  const int64_t n = a.get_int("n", 1000000);
+  const int threads = static_cast<int>(a.get_int("threads", 2));
+  if (n < 1 || threads < 1) throw UsageError("--n and --threads must be positive");
+
+  Kernel& op = reg->select(a.positional.at(0), attrs, a.get("isa"));
+  const registry::Descriptor& d = op.descriptor();
+  Kernel& bw = reg->select(d.bandwidth_op, {}, d.target.isa);
+  Workload wo(d, n, given), wb(bw.descriptor(), n, {});
+  const double bytes = static_cast<double>(n) *
+                       (d.traffic.bytes_read_per_element + d.traffic.bytes_written_per_element);
+
+  // Reps: about 1 s of op time in all, at least 21, at most 5001.
+  reg->set_num_threads(threads);
+  time_call(op, wo);
+  const double once = std::max(1e-7, time_call(op, wo));
+  const int64_t reps =
+      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(0.3 / once), 21, 5001);
+  std::vector<double> t_op, t_bw, t_bw1;
+  const int rounds = 5;  // thread-count switches happen between rounds, never inside timing
+  for (int r = 0; r < rounds; ++r) {
+    reg->set_num_threads(threads);
+    time_call(op, wo), time_call(bw, wb);  // wake the pool
+    for (int64_t i = 0; i < (reps + rounds - 1) / rounds; ++i) {
+      t_op.push_back(time_call(op, wo));
+      t_bw.push_back(time_call(bw, wb));
+    }
+    reg->set_num_threads(1);
+    time_call(bw, wb);
+    for (int64_t i = 0; i < (reps + rounds - 1) / rounds; ++i) t_bw1.push_back(time_call(bw, wb));
+  }
+  const double m_op = median(t_op), m_bw = median(t_bw), m_bw1 = median(t_bw1);
+  const double best_bw = std::min(m_bw, m_bw1);
+  nlohmann::json j = {{"op", d.op},
+                      {"variant", d.variant},
+                      {"isa", d.target.isa},
+                      {"n", n},
+                      {"threads", threads},
+                      {"reps", t_op.size()},
+                      {"bytes_per_call", bytes},
+                      {"op_us", m_op * 1e6},
+                      {"op_gbps", bytes / m_op / 1e9},
+                      {"bandwidth_kernel", bw.descriptor().variant},
+                      {"bw_us", m_bw * 1e6},
+                      {"bw_gbps", bytes / m_bw / 1e9},
+                      {"bw_1thread_us", m_bw1 * 1e6},
+                      {"pct_of_bw", 100.0 * m_bw / m_op},
+                      {"ratio_to_best_bw", m_op / best_bw}};
+  if (a.has("json")) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%s  n=%lld  threads=%d  %zu reps (medians, interleaved)\n", d.variant.c_str(),
+              static_cast<long long>(n), threads, t_op.size());
+  std::printf("  op                  %10.2f us  %7.2f GB/s\n", m_op * 1e6, bytes / m_op / 1e9);
+  std::printf("  bandwidth (%d thr)   %10.2f us  %7.2f GB/s   op at %.1f%% of it\n", threads,
+              m_bw * 1e6, bytes / m_bw / 1e9, 100.0 * m_bw / m_op);
+  std::printf("  bandwidth (1 thr)   %10.2f us  %7.2f GB/s\n", m_bw1 * 1e6, bytes / m_bw1 / 1e9);
+  std::printf("  op / faster bandwidth kernel = %.2fx   (%.0f B moved per element)\n",
+              m_op / best_bw, bytes / static_cast<double>(n));
+  return 0;
+}
+
+}  // namespace opforge::cli

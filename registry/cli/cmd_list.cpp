@@ -1,0 +1,109 @@
+// opforge list / describe: what the registry holds, from its descriptors.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "opforge/runtime.hpp"
+#include "registry/cli/commands.h"
+
+namespace opforge::cli {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::string attrs_text(const std::map<std::string, std::string>& m) {
+  std::vector<std::string> v;
+  for (const auto& [k, x] : m) v.push_back(k + "=" + x);
+  return v.empty() ? "-" : join(v, ",");
+}
+
+}  // namespace
+
+int cmd_list(const Args& a) {
+  auto reg = Registry::open(registry_dir(a));
+  if (a.has("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : reg->index().variants) {
+      j.push_back({{"op", e.op}, {"variant", e.variant}, {"isa", e.isa}, {"attrs", e.attrs},
+                   {"descriptor", e.descriptor}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-24s %-8s %-14s %-22s %s\n", "op", "kind", "isas", "attrs", "summary");
+  for (const auto& op : reg->ops()) {
+    auto vs = reg->variants(op);
+    std::set<std::string> isas, attrs;
+    for (const auto& d : vs) {
+      isas.insert(d.target.isa);
+      attrs.insert(attrs_text(d.attr_values()));
+    }
+    std::printf("%-24s %-8s %-14s %-22s %s\n", op.c_str(), vs[0].kind.c_str(),
+                join({isas.begin(), isas.end()}, ",").c_str(),
+                join({attrs.begin(), attrs.end()}, " | ").c_str(), vs[0].summary.c_str());
+  }
+  std::printf("%zu variants in %s\n", reg->index().variants.size(), reg->dir().c_str());
+  return 0;
+}
+
+int cmd_describe(const Args& a) {
+  auto reg = Registry::open(registry_dir(a));
+  const std::string op = a.positional.at(0);
+  auto vs = reg->variants(op);
+  if (a.has("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& d : vs) j.push_back(nlohmann::json::parse(registry::to_json(d)));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const registry::Descriptor& d = vs.front();
+  std::printf("%s (v%d, %s): %s\n", d.op.c_str(), d.op_version, d.kind.c_str(), d.summary.c_str());
+  std::printf("  reference: %s\n  formula:   %s\n\n", d.reference.c_str(), d.formula.c_str());
+  std::printf("arguments (in order):\n");
+  for (const auto& in : d.inputs) {
+    std::printf("  %-14s %-9s %-8s %s\n", in.name.c_str(), registry::role_name(in.role),
+                registry::dtype_name(in.dtype), in.description.c_str());
+  }
+  std::printf("outputs (in place):\n");
+  for (const auto& o : d.outputs) {
+    std::printf("  %-14s overwrites %-8s (kernel argument %s)\n", o.name.c_str(),
+                o.aliases.c_str(), o.kernel_arg.c_str());
+  }
+  std::printf("attrs:\n");
+  if (d.attrs.empty()) std::printf("  (none)\n");
+  for (const auto& at : d.attrs) {
+    std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
+                registry::attr_type_name(at.type), at.default_value.c_str(),
+                at.description.c_str());
+  }
+  std::printf("shape: elementwise, equal shapes for %s (any rank, flattened; at most %lld "
+              "elements)\n",
+              join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements));
+  std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
+              d.tolerance.rtol);
+  std::printf("traffic: %d B read + %d B written per element\n\nvariants:\n",
+              d.traffic.bytes_read_per_element, d.traffic.bytes_written_per_element);
+  for (const auto& v : vs) {
+    std::printf("  %-50s %-7s attrs %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
+                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
+  }
+  std::printf("\nrun it: opforge run %s", d.op.c_str());
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      std::printf(" --scalar %s=VALUE", in.name.c_str());
+    } else {
+      std::printf(" --in %s=%s.npy", in.name.c_str(), in.name.c_str());
+    }
+  }
+  std::printf(" --out DIR\n");
+  return 0;
+}
+
+}  // namespace opforge::cli

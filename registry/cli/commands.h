@@ -1,0 +1,33 @@
+// The opforge subcommands. Each declares its options once (CommandSpec): the parser and
+// --help come from that declaration. Each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "registry/cli/args.h"
+
+namespace opforge::cli {
+
+struct Command {
+  CommandSpec spec;
+  int (*run)(const Args& args);
+};
+
+const std::vector<Command>& commands();
+
+int cmd_build(const Args& a);
+int cmd_list(const Args& a);
+int cmd_describe(const Args& a);
+int cmd_inspect(const Args& a);
+int cmd_run(const Args& a);
+int cmd_bench(const Args& a);
+int cmd_cache(const Args& a);
+
+// Options shared by commands that read a registry / the cache.
+OptionSpec registry_option();
+OptionSpec cache_option();
+std::string registry_dir(const Args& a);
+std::string cache_dir(const Args& a);
+
+}  // namespace opforge::cli

@@ -1,0 +1,51 @@
+// opforge: regenerate, list, describe, inspect, run and benchmark the op library.
+#include <cstdio>
+#include <iostream>
+
+#include "opforge/runtime.hpp"
+#include "registry/cli/commands.h"
+#include "runtime/suggest.h"
+
+namespace {
+
+void print_usage() {
+  std::cout << "usage: opforge COMMAND [options]   (opforge COMMAND --help for details)\n\n";
+  for (const auto& c : opforge::cli::commands()) {
+    std::string left = "  " + c.spec.name;
+    left.resize(12, ' ');
+    std::cout << left << c.spec.summary << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace opforge::cli;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  std::vector<std::string> names;
+  for (const auto& c : commands()) {
+    names.push_back(c.spec.name);
+    if (c.spec.name != name) continue;
+    try {
+      Args a = parse(c.spec, argc, argv, 2);
+      if (a.has("help")) {
+        std::cout << help_text(c.spec);
+        return 0;
+      }
+      return c.run(a);
+    } catch (const UsageError& e) {
+      std::cerr << "opforge " << name << ": " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "opforge " << name << ": error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "opforge: unknown command '" << name << "'" << opforge::did_you_mean(name, names)
+            << "\n";
+  return 2;
+}

@@ -1,0 +1,169 @@
+// The op-variant descriptor: what one registered kernel is, in data.
+//
+// Written by the builder (registry/builder), read by the runtime (runtime/) and the CLI.
+// This header and its .cpp depend only on the standard library and nlohmann/json: the
+// runtime must not need libHalide or LLVM. The JSON form is documented in registry/SCHEMA.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace opforge::registry {
+
+// Error in a descriptor or index: the message names the file and the JSON location.
+struct FormatError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { f16, bf16, f32, f64, i32, i64 };
+const char* dtype_name(DType t);                         // "float32", ...
+std::optional<DType> parse_dtype(const std::string& s);  // accepts the names dtype_name gives
+int dtype_bytes(DType t);
+
+// One argument of the op, in the op's (TensorFlow) argument order.
+struct Input {
+  enum class Role { state, gradient, tensor, scalar };
+  std::string name;
+  Role role = Role::tensor;
+  DType dtype = DType::f32;
+  int rank = -1;  // -1: any rank (elementwise ops flatten); 0 for scalars
+  std::string description;
+};
+const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar"
+
+// One result. For an in-place op every output aliases (overwrites) one input state.
+struct Output {
+  std::string name;        // op-level name, e.g. "var"
+  std::string kernel_arg;  // the kernel's output argument, e.g. "updated.0"
+  std::string aliases;     // input it overwrites ("" when it is a fresh buffer)
+  DType dtype = DType::f32;
+  int rank = -1;
+};
+
+// A compile-time attribute: declared once (type, default, description); `value` is the one
+// this variant was compiled with. Values are kept as canonical strings: bool "true"/"false",
+// int decimal, float "%.17g", string as is. JSON carries them typed.
+struct Attr {
+  enum class Type { boolean, integer, real, string };
+  std::string name;
+  Type type = Type::boolean;
+  std::string default_value;
+  std::string value;
+  std::string description;
+  std::vector<std::string> choices;  // for string attrs: allowed values (empty = any)
+};
+const char* attr_type_name(Attr::Type t);  // "bool", "int", "float", "string"
+
+// One argument of the compiled kernel, in call order; checked against <entry>_metadata().
+struct KernelArg {
+  enum class Kind { input_buffer, input_scalar, output_buffer };
+  std::string name;
+  Kind kind = Kind::input_buffer;
+  DType dtype = DType::f32;
+  int dims = 1;  // 0 for scalars
+};
+const char* kernel_arg_kind_name(KernelArg::Kind k);  // "input_buffer", ...
+
+struct Kernel {
+  std::string file;   // relative to the registry root, e.g. "kernels/<variant>.so"
+  std::string entry;  // C symbol; "<entry>_argv" and "<entry>_metadata" exist too
+  std::vector<KernelArg> args;
+};
+
+struct TargetInfo {
+  std::string isa;                        // "avx512", "avx2", ...
+  std::string halide_target;              // canonical Halide target string
+  std::vector<std::string> cpu_features;  // names as __builtin_cpu_supports spells them
+  int priority = 0;                       // higher wins when the CPU has every feature
+};
+
+struct Schedule {
+  std::string recipe;                         // e.g. "elementwise"
+  std::map<std::string, std::string> params;  // canonical strings
+  std::string summary;                        // one line for humans
+};
+
+struct ShapeConstraints {
+  bool elementwise = true;               // all same_shape tensors are flattened to 1-D
+  std::vector<std::string> same_shape;   // tensors whose shapes must be equal
+  int64_t max_elements = 2147483647;     // 32-bit Halide indexing
+};
+
+struct Tolerance {
+  double rtol = 0;  // |kernel - fp64 reference| <= atol + rtol * |reference|
+  double atol = 0;
+};
+
+// Bytes moved per element, for GB/s figures and for picking the bandwidth kernel to
+// compare with.
+struct Traffic {
+  int bytes_read_per_element = 0;
+  int bytes_written_per_element = 0;
+};
+
+struct Descriptor {
+  static constexpr const char* kSchema = "opforge.op/1";
+
+  std::string op;       // matches ^[a-z][a-z0-9_]{0,63}$
+  int op_version = 1;
+  std::string variant;  // unique id, a C identifier: also the file stem and entry symbol
+  std::string summary;
+  std::string formula;    // the update, as the declaration states it
+  std::string reference;  // e.g. "TensorFlow ApplyAdam (tensorflow/core/kernels/training_ops.cc)"
+  std::string kind;       // "optimizer", "bandwidth"
+  std::vector<Input> inputs;
+  std::vector<Output> outputs;
+  std::vector<Attr> attrs;
+  ShapeConstraints shape;
+  Kernel kernel;
+  TargetInfo target;
+  Schedule schedule;
+  Tolerance tolerance;
+  Traffic traffic;
+  std::string cache_key;     // hex SHA-256
+  std::string halide_version;
+  std::string bandwidth_op;  // the bandwidth kernel op with this traffic (for `bench`)
+
+  const Input* find_input(const std::string& name) const;
+  const Attr* find_attr(const std::string& name) const;
+  std::map<std::string, std::string> attr_values() const;  // name -> value
+};
+
+// JSON <-> Descriptor. from_json validates everything (required fields, types, names,
+// relative paths that stay inside the registry, kernel args consistent with inputs/outputs)
+// and throws FormatError naming `origin` (a file name) and the JSON pointer of the problem.
+std::string to_json(const Descriptor& d);  // pretty-printed, stable key order
+Descriptor descriptor_from_json(const std::string& text, const std::string& origin);
+
+// The registry index: every variant the registry holds.
+struct IndexEntry {
+  std::string variant;
+  std::string op;
+  std::string descriptor;  // relative path, e.g. "ops/<variant>.json"
+  std::string isa;
+  std::map<std::string, std::string> attrs;  // canonical attr values of this variant
+};
+
+struct Index {
+  static constexpr const char* kSchema = "opforge.index/1";
+  std::string runtime_library;  // relative path of the shared Halide runtime
+  std::string halide_version;
+  std::vector<IndexEntry> variants;
+};
+
+std::string to_json(const Index& idx);
+Index index_from_json(const std::string& text, const std::string& origin);
+
+// Names. An op name matches ^[a-z][a-z0-9_]{0,63}$; nothing builds a path from a name that
+// has not passed this check.
+bool is_valid_op_name(const std::string& s);
+bool is_valid_identifier(const std::string& s);  // C identifier, at most 128 chars
+// A relative path inside the registry: no leading '/', no "..", no empty or "." segments,
+// only [A-Za-z0-9_.-/].
+bool is_safe_relative_path(const std::string& s);
+
+}  // namespace opforge::registry

@@ -1,0 +1,115 @@
+// The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
+#include <string>
+
+#include "opforge/opforge.h"
+#include "opforge/runtime.hpp"
+
+struct opforge_registry {
+  std::unique_ptr<opforge::Registry> reg;
+};
+struct opforge_kernel {};  // an opaque alias of opforge::Kernel
+
+namespace {
+
+thread_local std::string last_error;
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+  } catch (...) {
+    last_error = "unknown error";
+  }
+  return 1;
+}
+
+opforge::Kernel* K(opforge_kernel* k) { return reinterpret_cast<opforge::Kernel*>(k); }
+const opforge::Kernel* K(const opforge_kernel* k) {
+  return reinterpret_cast<const opforge::Kernel*>(k);
+}
+
+opforge::registry::DType to_dtype(int d) {
+  using opforge::registry::DType;
+  switch (d) {
+    case OPFORGE_F16: return DType::f16;
+    case OPFORGE_BF16: return DType::bf16;
+    case OPFORGE_F32: return DType::f32;
+    case OPFORGE_F64: return DType::f64;
+    case OPFORGE_I32: return DType::i32;
+    case OPFORGE_I64: return DType::i64;
+  }
+  throw opforge::Error("unknown dtype code " + std::to_string(d));
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* opforge_last_error(void) { return last_error.c_str(); }
+
+int opforge_open(const char* dir, opforge_registry** out) {
+  if (!out) return last_error = "opforge_open: out is NULL", 1;
+  *out = nullptr;
+  return guarded([&] {
+    auto r = std::make_unique<opforge_registry>();
+    r->reg = opforge::Registry::open(dir ? dir : "");
+    *out = r.release();
+  });
+}
+
+void opforge_close(opforge_registry* reg) { delete reg; }
+
+int opforge_select(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
+                   opforge_kernel** out) {
+  if (!reg || !op || !out) return last_error = "opforge_select: NULL argument", 1;
+  *out = nullptr;
+  return guarded([&] {
+    auto& k = reg->reg->select(op, opforge::parse_attr_list(attrs ? attrs : ""), isa ? isa : "");
+    *out = reinterpret_cast<opforge_kernel*>(&k);
+  });
+}
+
+const char* opforge_kernel_variant(const opforge_kernel* k) {
+  return k ? K(k)->descriptor().variant.c_str() : "";
+}
+const char* opforge_kernel_isa(const opforge_kernel* k) {
+  return k ? K(k)->descriptor().target.isa.c_str() : "";
+}
+
+int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                 const opforge_scalar* scalars, size_t n_scalars) {
+  if (!k) return last_error = "opforge_call: kernel is NULL", 1;
+  if ((n_tensors && !tensors) || (n_scalars && !scalars)) {
+    return last_error = "opforge_call: NULL argument array", 1;
+  }
+  return guarded([&] {
+    std::vector<opforge::Tensor> ts;
+    for (size_t i = 0; i < n_tensors; ++i) {
+      const opforge_tensor& t = tensors[i];
+      if (!t.name) throw opforge::Error("opforge_call: tensor " + std::to_string(i) + " has no name");
+      if (t.rank < 0 || (t.rank > 0 && !t.shape)) {
+        throw opforge::Error(std::string("opforge_call: tensor '") + t.name + "' has a bad rank/shape");
+      }
+      ts.push_back({t.name, t.data, to_dtype(t.dtype), {t.shape, t.shape + t.rank}});
+    }
+    std::map<std::string, double> ss;
+    for (size_t i = 0; i < n_scalars; ++i) {
+      if (!scalars[i].name) throw opforge::Error("opforge_call: scalar has no name");
+      if (!ss.emplace(scalars[i].name, scalars[i].value).second) {
+        throw opforge::Error(std::string("opforge_call: scalar '") + scalars[i].name + "' given twice");
+      }
+    }
+    K(k)->call(ts, ss);
+  });
+}
+
+int opforge_set_num_threads(opforge_registry* reg, int n) {
+  if (!reg) return last_error = "opforge_set_num_threads: registry is NULL", 1;
+  return guarded([&] { reg->reg->set_num_threads(n); });
+}
+
+}  // extern "C"

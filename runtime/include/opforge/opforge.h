@@ -1,0 +1,74 @@
+/* opforge runtime: plain C ABI.
+ *
+ * Opens a registry written by `opforge build`, picks a kernel variant for the running CPU,
+ * checks the caller's tensors against the variant's descriptor and calls the kernel.
+ * Needs no libHalide: kernels are shared objects that share one Halide runtime library
+ * from the registry (one thread pool per process).
+ *
+ * Every function that can fail returns 0 on success and non-zero on failure; the message
+ * is then available from opforge_last_error() (per thread, valid until the next call).
+ */
+#ifndef OPFORGE_OPFORGE_H
+#define OPFORGE_OPFORGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct opforge_registry opforge_registry;
+typedef struct opforge_kernel opforge_kernel;
+
+enum opforge_dtype {
+  OPFORGE_F16 = 0,
+  OPFORGE_BF16 = 1,
+  OPFORGE_F32 = 2,
+  OPFORGE_F64 = 3,
+  OPFORGE_I32 = 4,
+  OPFORGE_I64 = 5
+};
+
+/* A tensor argument, named as in the op's descriptor. The data must be C-contiguous.
+ * In-place ops update state tensors where they lie. */
+typedef struct opforge_tensor {
+  const char* name;
+  void* data;
+  int dtype; /* enum opforge_dtype */
+  int rank;
+  const int64_t* shape;
+} opforge_tensor;
+
+/* A run-time scalar (hyperparameter), converted to the descriptor's dtype. */
+typedef struct opforge_scalar {
+  const char* name;
+  double value;
+} opforge_scalar;
+
+const char* opforge_last_error(void);
+
+/* dir: a registry directory; NULL means $OPFORGE_REGISTRY or the build's default. */
+int opforge_open(const char* dir, opforge_registry** out);
+void opforge_close(opforge_registry* reg);
+
+/* attrs: "name=value,name=value" (NULL or "" for defaults). isa: "avx512", "avx2", ... or
+ * NULL to pick the best the CPU supports ($OPFORGE_ISA overrides). The kernel is owned by
+ * the registry and stays valid until opforge_close. */
+int opforge_select(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
+                   opforge_kernel** out);
+/* The variant id and ISA the selection resolved to (owned by the kernel). */
+const char* opforge_kernel_variant(const opforge_kernel* k);
+const char* opforge_kernel_isa(const opforge_kernel* k);
+
+int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                 const opforge_scalar* scalars, size_t n_scalars);
+
+/* Threads of the shared Halide thread pool (0: Halide's default). */
+int opforge_set_num_threads(opforge_registry* reg, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPFORGE_OPFORGE_H */

@@ -1,0 +1,85 @@
+// opforge runtime: C++ API. No libHalide: kernels are dlopen'ed lazily from a registry.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "registry/format/descriptor.h"
+
+namespace opforge {
+
+// Any runtime failure: the message names the op, the argument and what was wrong.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Tensor {
+  std::string name;
+  void* data = nullptr;
+  registry::DType dtype = registry::DType::f32;
+  std::vector<int64_t> shape;
+  int64_t elements() const;
+};
+
+class Registry;
+
+// One loaded kernel variant.
+class Kernel {
+ public:
+  const registry::Descriptor& descriptor() const { return desc_; }
+  // Validates every argument against the descriptor (names, missing/extra, dtype, equal
+  // shapes, aliasing between distinct arguments) and calls the kernel. Throws Error.
+  void call(const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars);
+
+ private:
+  friend class Registry;
+  Kernel(registry::Descriptor d, void* handle, void* argv_fn, std::string registry_dir)
+      : desc_(std::move(d)), handle_(handle), argv_fn_(argv_fn), dir_(std::move(registry_dir)) {}
+  registry::Descriptor desc_;
+  void* handle_;
+  void* argv_fn_;
+  std::string dir_;
+};
+
+class Registry {
+ public:
+  // Opens and validates the index. dir empty: $OPFORGE_REGISTRY or the build's default.
+  static std::unique_ptr<Registry> open(const std::string& dir = "");
+  static std::string default_dir();
+  ~Registry();
+
+  const std::string& dir() const { return dir_; }
+  const registry::Index& index() const { return index_; }
+  std::vector<std::string> ops() const;                        // sorted, unique
+  registry::Descriptor descriptor(const std::string& variant) const;  // reads and validates
+  // Descriptors of every variant of `op`; throws Error for an unknown op (with a suggestion).
+  std::vector<registry::Descriptor> variants(const std::string& op) const;
+
+  // Picks the variant of `op` whose attrs match (unspecified attrs take their defaults) and
+  // whose ISA the CPU supports, best priority first; `isa` forces one ("" = auto,
+  // $OPFORGE_ISA overrides auto). Loads it on first use.
+  Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs = {},
+                 const std::string& isa = "");
+
+  void set_num_threads(int n);  // shared Halide thread pool; 0 = Halide's default
+
+ private:
+  Registry() = default;
+  void* runtime_handle();  // the shared Halide runtime, loaded once
+  std::string dir_;
+  registry::Index index_;
+  void* runtime_ = nullptr;
+  std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
+};
+
+// CPU features by the names registry descriptors use (__builtin_cpu_supports spelling).
+bool cpu_supports(const std::string& feature);
+
+// Parses "a=1,b=true" into a map; throws Error on malformed text.
+std::map<std::string, std::string> parse_attr_list(const std::string& text);
+
+}  // namespace opforge

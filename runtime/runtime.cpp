@@ -1,0 +1,417 @@
+#include <HalideRuntime.h>
+#include <cpuid.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "opforge/runtime.hpp"
+#include "runtime/suggest.h"
+
+#ifndef OPFORGE_DEFAULT_REGISTRY
+#define OPFORGE_DEFAULT_REGISTRY ""
+#endif
+
+namespace opforge {
+
+using registry::Descriptor;
+using registry::DType;
+using registry::Input;
+using registry::KernelArg;
+
+namespace {
+
+thread_local std::string halide_error;  // last message from the Halide runtime
+
+extern "C" void capture_halide_error(void*, const char* msg) { halide_error = msg ? msg : ""; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
+  return t + "]";
+}
+
+bool cpuid_f16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+std::string canonical_attr(const registry::Attr& a, const std::string& text,
+                           const std::string& op) {
+  auto bad = [&](const char* want) {
+    return Error("op '" + op + "': attr '" + a.name + "' expects " + want + ", got '" + text +
+                 "'");
+  };
+  switch (a.type) {
+    case registry::Attr::Type::boolean:
+      if (text == "true" || text == "1" || text == "True") return "true";
+      if (text == "false" || text == "0" || text == "False") return "false";
+      throw bad("true or false");
+    case registry::Attr::Type::integer: {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end || errno) throw bad("an integer");
+      return std::to_string(v);
+    }
+    case registry::Attr::Type::real: {
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end || !std::isfinite(v)) throw bad("a finite number");
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+      return buf;
+    }
+    case registry::Attr::Type::string:
+      return text;
+  }
+  return text;
+}
+
+halide_type_t halide_type_of(DType t) {
+  switch (t) {
+    case DType::f16:
+      return {halide_type_float, 16, 1};
+    case DType::bf16:
+      return {halide_type_bfloat, 16, 1};
+    case DType::f32:
+      return {halide_type_float, 32, 1};
+    case DType::f64:
+      return {halide_type_float, 64, 1};
+    case DType::i32:
+      return {halide_type_int, 32, 1};
+    case DType::i64:
+      return {halide_type_int, 64, 1};
+  }
+  return {halide_type_float, 32, 1};
+}
+
+// The kernel's own metadata must say what the descriptor says: a stale or hand-edited
+// descriptor is caught at load time, not by a crash in the call.
+void check_metadata(const Descriptor& d, const halide_filter_metadata_t* md) {
+  const std::string where = "registry variant " + d.variant + ": kernel metadata";
+  if (md->num_arguments != static_cast<int>(d.kernel.args.size())) {
+    throw Error(where + " has " + std::to_string(md->num_arguments) +
+                " arguments, descriptor lists " + std::to_string(d.kernel.args.size()));
+  }
+  for (size_t k = 0; k < d.kernel.args.size(); ++k) {
+    const auto& want = d.kernel.args[k];
+    const halide_filter_argument_t& got = md->arguments[k];
+    const int kind = want.kind == KernelArg::Kind::input_scalar   ? halide_argument_kind_input_scalar
+                     : want.kind == KernelArg::Kind::input_buffer ? halide_argument_kind_input_buffer
+                                                                  : halide_argument_kind_output_buffer;
+    const halide_type_t t = halide_type_of(want.dtype);
+    if (want.name != got.name || kind != got.kind || want.dims != got.dimensions ||
+        t.code != got.type.code || t.bits != got.type.bits) {
+      throw Error(where + ": argument " + std::to_string(k) + " is '" + got.name +
+                  "', descriptor says '" + want.name + "' (kind, type and dims must match too)");
+    }
+  }
+}
+
+}  // namespace
+
+int64_t Tensor::elements() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+bool cpu_supports(const std::string& f) {
+  __builtin_cpu_init();
+  if (f == "sse4.1") return __builtin_cpu_supports("sse4.1");
+  if (f == "sse4.2") return __builtin_cpu_supports("sse4.2");
+  if (f == "avx") return __builtin_cpu_supports("avx");
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "f16c") return cpuid_f16c();
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx512cd") return __builtin_cpu_supports("avx512cd");
+  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (f == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
+  return false;  // unknown feature: never assume it
+}
+
+std::map<std::string, std::string> parse_attr_list(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error("attr '" + item + "': expected NAME=VALUE");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string Registry::default_dir() {
+  const char* env = std::getenv("OPFORGE_REGISTRY");
+  return env && *env ? env : OPFORGE_DEFAULT_REGISTRY;
+}
+
+std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
+  std::unique_ptr<Registry> r(new Registry());
+  r->dir_ = dir_in.empty() ? default_dir() : dir_in;
+  if (r->dir_.empty()) throw Error("no registry directory given and OPFORGE_REGISTRY is unset");
+  const std::string path = r->dir_ + "/index.json";
+  try {
+    r->index_ = registry::index_from_json(read_text(path), path);
+  } catch (const registry::FormatError& e) {
+    throw Error(e.what());
+  }
+  return r;
+}
+
+Registry::~Registry() {
+  loaded_.clear();
+  // Kernels and the runtime stay mapped: unloading a Halide runtime with live worker
+  // threads is not safe, and the process is usually about to end.
+}
+
+std::vector<std::string> Registry::ops() const {
+  std::set<std::string> s;
+  for (const auto& e : index_.variants) s.insert(e.op);
+  return {s.begin(), s.end()};
+}
+
+Descriptor Registry::descriptor(const std::string& variant) const {
+  for (const auto& e : index_.variants) {
+    if (e.variant != variant) continue;
+    const std::string path = dir_ + "/" + e.descriptor;
+    try {
+      Descriptor d = registry::descriptor_from_json(read_text(path), path);
+      if (d.variant != variant || d.op != e.op) {
+        throw Error(path + ": describes " + d.variant + ", the index says " + variant);
+      }
+      return d;
+    } catch (const registry::FormatError& err) {
+      throw Error(err.what());
+    }
+  }
+  throw Error("registry " + dir_ + " has no variant " + variant);
+}
+
+std::vector<Descriptor> Registry::variants(const std::string& op) const {
+  if (!registry::is_valid_op_name(op)) {
+    throw Error("'" + op + "' is not a valid op name (^[a-z][a-z0-9_]{0,63}$)");
+  }
+  std::vector<Descriptor> out;
+  for (const auto& e : index_.variants) {
+    if (e.op == op) out.push_back(descriptor(e.variant));
+  }
+  if (out.empty()) {
+    throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + " (registry " + dir_ + ")");
+  }
+  return out;
+}
+
+void* Registry::runtime_handle() {
+  if (runtime_) return runtime_;
+  const std::string path = dir_ + "/" + index_.runtime_library;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
+  // Errors become codes with a message, not an abort() of the caller's process.
+  using SetHandler = void (*)(void (*)(void*, const char*));
+  auto set_handler = reinterpret_cast<SetHandler>(dlsym(h, "halide_set_error_handler"));
+  if (!set_handler) throw Error(path + ": not a Halide runtime (no halide_set_error_handler)");
+  set_handler(capture_halide_error);
+  runtime_ = h;
+  return h;
+}
+
+void Registry::set_num_threads(int n) {
+  void* h = runtime_handle();
+  auto shutdown = reinterpret_cast<void (*)()>(dlsym(h, "halide_shutdown_thread_pool"));
+  auto set = reinterpret_cast<int (*)(int)>(dlsym(h, "halide_set_num_threads"));
+  if (!shutdown || !set) throw Error("Halide runtime lacks thread-pool controls");
+  // halide_set_num_threads alone is lazy: existing workers keep taking jobs.
+  shutdown();
+  set(n);
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const std::string& isa_in) {
+  std::vector<Descriptor> all = variants(op);
+  // Wanted attrs: the declaration's defaults, overridden by the caller's (canonicalized).
+  std::map<std::string, std::string> wanted;
+  for (const auto& a : all.front().attrs) wanted[a.name] = a.default_value;
+  for (const auto& [name, text] : attrs) {
+    const registry::Attr* a = all.front().find_attr(name);
+    if (!a) {
+      std::vector<std::string> names;
+      for (const auto& x : all.front().attrs) names.push_back(x.name);
+      throw Error("op '" + op + "' has no attr '" + name + "'" + did_you_mean(name, names));
+    }
+    wanted[name] = canonical_attr(*a, text, op);
+  }
+  std::vector<Descriptor> matching;
+  for (auto& d : all) {
+    if (d.attr_values() == wanted) matching.push_back(std::move(d));
+  }
+  if (matching.empty()) {
+    std::string w;
+    for (const auto& [k, v] : wanted) w += (w.empty() ? "" : ",") + k + "=" + v;
+    throw Error("op '" + op + "' has no registered variant with attrs " + w);
+  }
+  const char* env = std::getenv("OPFORGE_ISA");
+  const std::string isa = !isa_in.empty() ? isa_in : (env && *env ? env : "");
+  const Descriptor* best = nullptr;
+  for (const auto& d : matching) {
+    bool ok = true;
+    std::string missing;
+    for (const auto& f : d.target.cpu_features) {
+      if (!cpu_supports(f)) ok = false, missing = f;
+    }
+    if (!isa.empty() && d.target.isa == isa) {
+      if (!ok) throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing);
+      best = &d;
+      break;
+    }
+    if (isa.empty() && ok && (!best || d.target.priority > best->target.priority)) best = &d;
+  }
+  if (!best) {
+    throw Error("op '" + op + "': no variant " +
+                (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'"));
+  }
+  auto it = loaded_.find(best->variant);
+  if (it != loaded_.end()) return *it->second;
+
+  runtime_handle();
+  const std::string path = dir_ + "/" + best->kernel.file;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
+  void* argv_fn = dlsym(h, (best->kernel.entry + "_argv").c_str());
+  auto md_fn = reinterpret_cast<const halide_filter_metadata_t* (*)()>(
+      dlsym(h, (best->kernel.entry + "_metadata").c_str()));
+  if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + best->kernel.entry + "_argv");
+  check_metadata(*best, md_fn());
+  std::unique_ptr<Kernel> k(new Kernel(*best, h, argv_fn, dir_));
+  return *(loaded_[best->variant] = std::move(k));
+}
+
+void Kernel::call(const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars) {
+  const Descriptor& d = desc_;
+  const std::string op = "op '" + d.op + "'";
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& t : tensors) {
+    const Input* in = d.find_input(t.name);
+    if (!in || in->role == Input::Role::scalar) {
+      std::vector<std::string> names;
+      for (const auto& x : d.inputs) {
+        if (x.role != Input::Role::scalar) names.push_back(x.name);
+      }
+      throw Error(op + ": unknown tensor argument '" + t.name + "'" + did_you_mean(t.name, names));
+    }
+    if (!by_name.emplace(t.name, &t).second) throw Error(op + ": tensor '" + t.name + "' given twice");
+    if (t.dtype != in->dtype) {
+      throw Error(op + ": argument '" + t.name + "' has dtype " + registry::dtype_name(t.dtype) +
+                  ", expected " + registry::dtype_name(in->dtype));
+    }
+  }
+  for (const auto& [name, v] : scalars) {
+    const Input* in = d.find_input(name);
+    if (!in || in->role != Input::Role::scalar) {
+      std::vector<std::string> names;
+      for (const auto& x : d.inputs) {
+        if (x.role == Input::Role::scalar) names.push_back(x.name);
+      }
+      throw Error(op + ": unknown scalar argument '" + name + "'" + did_you_mean(name, names));
+    }
+  }
+  const Tensor* first = nullptr;
+  for (const auto& in : d.inputs) {
+    if (in.role == Input::Role::scalar) {
+      if (!scalars.count(in.name)) throw Error(op + ": missing scalar argument '" + in.name + "'");
+      continue;
+    }
+    auto it = by_name.find(in.name);
+    if (it == by_name.end()) throw Error(op + ": missing tensor argument '" + in.name + "'");
+    const Tensor& t = *it->second;
+    for (int64_t s : t.shape) {
+      if (s < 0) throw Error(op + ": argument '" + t.name + "' has a negative dimension " + shape_text(t.shape));
+    }
+    if (!first) {
+      first = &t;
+    } else if (t.shape != first->shape) {
+      throw Error(op + ": argument '" + t.name + "' has shape " + shape_text(t.shape) +
+                  " but '" + first->name + "' has shape " + shape_text(first->shape));
+    }
+    if (t.elements() > 0 && !t.data) throw Error(op + ": argument '" + t.name + "' has no data");
+  }
+  const int64_t n = first ? first->elements() : 0;
+  if (n > d.shape.max_elements) {
+    throw Error(op + ": " + std::to_string(n) + " elements exceed this kernel's limit of " +
+                std::to_string(d.shape.max_elements));
+  }
+  if (n == 0) return;
+  // In-place updates assume distinct arguments do not overlap.
+  for (auto a = by_name.begin(); a != by_name.end(); ++a) {
+    for (auto b = std::next(a); b != by_name.end(); ++b) {
+      auto lo = [&](const Tensor* t) { return static_cast<const char*>(t->data); };
+      const int64_t abytes = n * registry::dtype_bytes(a->second->dtype);
+      const int64_t bbytes = n * registry::dtype_bytes(b->second->dtype);
+      if (lo(a->second) < lo(b->second) + bbytes && lo(b->second) < lo(a->second) + abytes) {
+        throw Error(op + ": arguments '" + a->first + "' and '" + b->first +
+                    "' overlap in memory");
+      }
+    }
+  }
+
+  // One halide_buffer_t per tensor; an output is passed the buffer of the state it aliases.
+  std::map<std::string, halide_buffer_t> bufs;
+  std::map<std::string, halide_dimension_t> dims;
+  for (const auto& [name, t] : by_name) {
+    dims[name] = halide_dimension_t{0, static_cast<int32_t>(n), 1, 0};
+    halide_buffer_t b{};
+    b.host = static_cast<uint8_t*>(t->data);
+    b.type = halide_type_of(t->dtype);
+    b.dimensions = 1;
+    b.dim = &dims[name];
+    bufs[name] = b;
+  }
+  std::vector<float> scalar_values;
+  scalar_values.reserve(d.kernel.args.size());
+  std::vector<void*> argv;
+  for (const auto& a : d.kernel.args) {
+    if (a.kind == KernelArg::Kind::input_scalar) {
+      scalar_values.push_back(static_cast<float>(scalars.at(a.name)));
+      argv.push_back(&scalar_values.back());
+    } else if (a.kind == KernelArg::Kind::input_buffer) {
+      argv.push_back(&bufs.at(a.name));
+    } else {
+      std::string state;
+      for (const auto& o : d.outputs) {
+        if (o.kernel_arg == a.name) state = o.aliases;
+      }
+      if (state.empty()) throw Error(op + ": output '" + a.name + "' aliases no input");
+      argv.push_back(&bufs.at(state));
+    }
+  }
+  halide_error.clear();
+  int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv.data());
+  if (rc != 0) {
+    throw Error(op + " (" + d.variant + "): kernel failed with Halide error " + std::to_string(rc) +
+                (halide_error.empty() ? "" : ": " + halide_error));
+  }
+}
+
+}  // namespace opforge

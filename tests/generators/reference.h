@@ -1,0 +1,37 @@
+// fp64 references for the kernels, written from each op's published formula (TensorFlow's
+// training_ops.cc), never from the kernel. Each op's test file registers its reference and
+// the input domain to draw from; test_kernels.cpp runs every variant of the op table
+// against them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace opforge::testing {
+
+using Tensors = std::map<std::string, std::vector<double>>;
+using Scalars = std::map<std::string, double>;
+using Attrs = std::map<std::string, std::string>;
+
+struct Reference {
+  // Fills every tensor (n elements each) and scalar with values from the op's domain.
+  std::function<void(std::mt19937&, size_t n, Tensors&, Scalars&)> inputs;
+  // Updates the states in `t` in place, in double precision.
+  std::function<void(const Attrs&, const Scalars&, Tensors& t)> update;
+};
+
+std::map<std::string, Reference>& references();
+// Bandwidth kernels (bandwidth_s<S>_g<G>) share one generic reference.
+const Reference* find_reference(const std::string& op);
+
+struct RegisterReference {
+  RegisterReference(const std::string& op, Reference r) { references()[op] = std::move(r); }
+};
+
+// Uniform values in [lo, hi).
+std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi);
+
+}  // namespace opforge::testing
