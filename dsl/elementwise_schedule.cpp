@@ -66,8 +66,8 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   if (tasks > 1) {
     Var io("io"), ii("ii");
     Expr chunk = ((n + tasks * step - 1) / (tasks * step)) * step;
-    Halide::Stage big = serial_below > 0 ? Halide::Stage(out.specialize(n >= serial_below))
-                                         : Halide::Stage(out);
+    Halide::Stage big =
+        serial_below > 0 ? Halide::Stage(out.specialize(n >= serial_below)) : Halide::Stage(out);
     big.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
     vectorize(big, ii);
     if (serial_below > 0) vectorize(out, i);

@@ -32,7 +32,9 @@ const std::string& UpdateContext::attr(const std::string& name) const {
   return it->second;
 }
 
-bool UpdateContext::attr_bool(const std::string& name) const { return attr(name) == "true"; }
+bool UpdateContext::attr_bool(const std::string& name) const {
+  return attr(name) == "true";
+}
 int64_t UpdateContext::attr_int(const std::string& name) const {
   return std::strtoll(attr(name).c_str(), nullptr, 10);
 }
@@ -91,8 +93,7 @@ OptimizerDecl& OptimizerDecl::attr_float(const std::string& n, double def, const
   return add_attr({n, Attr::Type::real, canonical_float(def), d, {}});
 }
 OptimizerDecl& OptimizerDecl::attr_string(const std::string& n, const std::string& def,
-                                          std::vector<std::string> choices,
-                                          const std::string& d) {
+                                          std::vector<std::string> choices, const std::string& d) {
   return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
 }
 
@@ -158,8 +159,12 @@ void OptimizerDecl::validate() const {
   if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail(name_, "negative tolerance");
 }
 
-std::string canonical_bool(bool b) { return b ? "true" : "false"; }
-std::string canonical_int(int64_t v) { return std::to_string(v); }
+std::string canonical_bool(bool b) {
+  return b ? "true" : "false";
+}
+std::string canonical_int(int64_t v) {
+  return std::to_string(v);
+}
 std::string canonical_float(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);

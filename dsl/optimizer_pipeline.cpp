@@ -110,8 +110,8 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     }
   }
   for (const auto& a : decl.attrs()) {
-    r.attrs.push_back({a.name, a.type, a.default_value, attrs.at(a.name), a.description,
-                       a.choices});
+    r.attrs.push_back(
+        {a.name, a.type, a.default_value, attrs.at(a.name), a.description, a.choices});
   }
 
   // Simultaneous assignment: every update Expr was built from the old values above.
@@ -147,8 +147,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
     ob.dim(0).set_estimate(0, 1 << 20);
-    r.kernel_args.push_back(
-        {ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
+    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
     r.outputs.push_back({states[k], ob.name(), states[k], registry::DType::f32, -1});
   }
   r.algorithm = algorithm_text(out);

@@ -28,8 +28,7 @@ const dsl::OptimizerDecl& apply_adam() {
           .tolerance(4e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
             dsl::Expr g = c["grad"];
-            dsl::Expr lr_t =
-                c["lr"] * Halide::sqrt(1 - c["beta2_power"]) / (1 - c["beta1_power"]);
+            dsl::Expr lr_t = c["lr"] * Halide::sqrt(1 - c["beta2_power"]) / (1 - c["beta1_power"]);
             dsl::Expr m = c["m"] + (g - c["m"]) * (1 - c["beta1"]);
             dsl::Expr v = c["v"] + (g * g - c["v"]) * (1 - c["beta2"]);
             dsl::Expr num = c.attr_bool("use_nesterov") ? g * (1 - c["beta1"]) + c["beta1"] * m : m;

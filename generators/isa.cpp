@@ -8,7 +8,8 @@ const std::vector<Isa>& isas() {
   // avx512: Skylake-server level AVX-512, the subset every AVX-512 x86 server has.
   // avx2: the Haswell-level baseline.
   static const std::vector<Isa> table = {
-      {"avx512", "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41",
+      {"avx512",
+       "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41",
        {"sse4.1", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl", "avx512bw",
         "avx512dq"},
        2},

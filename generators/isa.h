@@ -9,8 +9,8 @@
 namespace opforge::generators {
 
 struct Isa {
-  std::string name;           // "avx512", "avx2"
-  std::string halide_target;  // without no_runtime (the builder adds it)
+  std::string name;                       // "avx512", "avx2"
+  std::string halide_target;              // without no_runtime (the builder adds it)
   std::vector<std::string> cpu_features;  // all must be present to run it
   int priority;                           // the runtime prefers higher
 };

@@ -27,7 +27,9 @@ int guarded(F&& f) {
   return 1;
 }
 
-opforge::Kernel* K(opforge_kernel* k) { return reinterpret_cast<opforge::Kernel*>(k); }
+opforge::Kernel* K(opforge_kernel* k) {
+  return reinterpret_cast<opforge::Kernel*>(k);
+}
 const opforge::Kernel* K(const opforge_kernel* k) {
   return reinterpret_cast<const opforge::Kernel*>(k);
 }
@@ -35,12 +37,18 @@ const opforge::Kernel* K(const opforge_kernel* k) {
 opforge::registry::DType to_dtype(int d) {
   using opforge::registry::DType;
   switch (d) {
-    case OPFORGE_F16: return DType::f16;
-    case OPFORGE_BF16: return DType::bf16;
-    case OPFORGE_F32: return DType::f32;
-    case OPFORGE_F64: return DType::f64;
-    case OPFORGE_I32: return DType::i32;
-    case OPFORGE_I64: return DType::i64;
+    case OPFORGE_F16:
+      return DType::f16;
+    case OPFORGE_BF16:
+      return DType::bf16;
+    case OPFORGE_F32:
+      return DType::f32;
+    case OPFORGE_F64:
+      return DType::f64;
+    case OPFORGE_I32:
+      return DType::i32;
+    case OPFORGE_I64:
+      return DType::i64;
   }
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }
@@ -49,7 +57,9 @@ opforge::registry::DType to_dtype(int d) {
 
 extern "C" {
 
-const char* opforge_last_error(void) { return last_error.c_str(); }
+const char* opforge_last_error(void) {
+  return last_error.c_str();
+}
 
 int opforge_open(const char* dir, opforge_registry** out) {
   if (!out) return last_error = "opforge_open: out is NULL", 1;
@@ -61,7 +71,9 @@ int opforge_open(const char* dir, opforge_registry** out) {
   });
 }
 
-void opforge_close(opforge_registry* reg) { delete reg; }
+void opforge_close(opforge_registry* reg) {
+  delete reg;
+}
 
 int opforge_select(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
                    opforge_kernel** out) {
@@ -87,23 +99,24 @@ int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tens
     return last_error = "opforge_call: NULL argument array", 1;
   }
   return guarded([&] {
-    std::vector<opforge::Tensor> ts;
+    // Views straight over the caller's arrays: no allocation on the call path.
+    constexpr size_t kMax = 32;
+    if (n_tensors > kMax || n_scalars > kMax)
+      throw opforge::Error("opforge_call: too many arguments");
+    opforge::TensorView tv[kMax];
+    opforge::ScalarView sv[kMax];
     for (size_t i = 0; i < n_tensors; ++i) {
       const opforge_tensor& t = tensors[i];
-      if (!t.name) throw opforge::Error("opforge_call: tensor " + std::to_string(i) + " has no name");
-      if (t.rank < 0 || (t.rank > 0 && !t.shape)) {
-        throw opforge::Error(std::string("opforge_call: tensor '") + t.name + "' has a bad rank/shape");
-      }
-      ts.push_back({t.name, t.data, to_dtype(t.dtype), {t.shape, t.shape + t.rank}});
+      if (!t.name)
+        throw opforge::Error("opforge_call: tensor " + std::to_string(i) + " has no name");
+      tv[i] = {t.name, t.data, to_dtype(t.dtype), t.shape, t.rank};
     }
-    std::map<std::string, double> ss;
     for (size_t i = 0; i < n_scalars; ++i) {
-      if (!scalars[i].name) throw opforge::Error("opforge_call: scalar has no name");
-      if (!ss.emplace(scalars[i].name, scalars[i].value).second) {
-        throw opforge::Error(std::string("opforge_call: scalar '") + scalars[i].name + "' given twice");
-      }
+      if (!scalars[i].name)
+        throw opforge::Error("opforge_call: scalar " + std::to_string(i) + " has no name");
+      sv[i] = {scalars[i].name, scalars[i].value};
     }
-    K(k)->call(ts, ss);
+    K(k)->call(tv, n_tensors, sv, n_scalars);
   });
 }
 

@@ -26,7 +26,7 @@ struct Array {
 
 Array read(const std::string& path);
 Array parse(const std::string& bytes, const std::string& origin);  // origin names the source
-std::string serialize(const Array& a);                            // version 1.0 (or 2.0 if needed)
+std::string serialize(const Array& a);                             // version 1.0 (or 2.0 if needed)
 // Writes to a temp file in the same directory, then renames over `path`.
 void write_atomic(const std::string& path, const Array& a);
 

@@ -1,3 +1,5 @@
+#include "opforge/runtime.hpp"
+
 #include <HalideRuntime.h>
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -11,7 +13,6 @@
 #include <set>
 #include <sstream>
 
-#include "opforge/runtime.hpp"
 #include "runtime/suggest.h"
 
 #ifndef OPFORGE_DEFAULT_REGISTRY
@@ -28,8 +29,11 @@ using registry::KernelArg;
 namespace {
 
 thread_local std::string halide_error;  // last message from the Halide runtime
+constexpr size_t kMaxArgs = 32;
 
-extern "C" void capture_halide_error(void*, const char* msg) { halide_error = msg ? msg : ""; }
+extern "C" void capture_halide_error(void*, const char* msg) {
+  halide_error = msg ? msg : "";
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -53,8 +57,7 @@ bool cpuid_f16c() {
 std::string canonical_attr(const registry::Attr& a, const std::string& text,
                            const std::string& op) {
   auto bad = [&](const char* want) {
-    return Error("op '" + op + "': attr '" + a.name + "' expects " + want + ", got '" + text +
-                 "'");
+    return Error("op '" + op + "': attr '" + a.name + "' expects " + want + ", got '" + text + "'");
   };
   switch (a.type) {
     case registry::Attr::Type::boolean:
@@ -111,9 +114,10 @@ void check_metadata(const Descriptor& d, const halide_filter_metadata_t* md) {
   for (size_t k = 0; k < d.kernel.args.size(); ++k) {
     const auto& want = d.kernel.args[k];
     const halide_filter_argument_t& got = md->arguments[k];
-    const int kind = want.kind == KernelArg::Kind::input_scalar   ? halide_argument_kind_input_scalar
-                     : want.kind == KernelArg::Kind::input_buffer ? halide_argument_kind_input_buffer
-                                                                  : halide_argument_kind_output_buffer;
+    const int kind = want.kind == KernelArg::Kind::input_scalar ? halide_argument_kind_input_scalar
+                     : want.kind == KernelArg::Kind::input_buffer
+                         ? halide_argument_kind_input_buffer
+                         : halide_argument_kind_output_buffer;
     const halide_type_t t = halide_type_of(want.dtype);
     if (want.name != got.name || kind != got.kind || want.dims != got.dimensions ||
         t.code != got.type.code || t.bits != got.type.bits) {
@@ -304,113 +308,169 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
       dlsym(h, (best->kernel.entry + "_metadata").c_str()));
   if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + best->kernel.entry + "_argv");
   check_metadata(*best, md_fn());
-  std::unique_ptr<Kernel> k(new Kernel(*best, h, argv_fn, dir_));
+  std::unique_ptr<Kernel> k(new Kernel(*best, h, argv_fn));
   return *(loaded_[best->variant] = std::move(k));
 }
 
-void Kernel::call(const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars) {
-  const Descriptor& d = desc_;
-  const std::string op = "op '" + d.op + "'";
-  std::map<std::string, const Tensor*> by_name;
+Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
+    : desc_(std::move(d)), handle_(handle), argv_fn_(argv_fn) {
+  for (const auto& in : desc_.inputs) {
+    (in.role == Input::Role::scalar ? scalar_inputs_ : tensor_inputs_).push_back(&in);
+  }
+  auto slot_of = [](const std::vector<const Input*>& v, const std::string& name) {
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (v[k]->name == name) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  for (const auto& a : desc_.kernel.args) {
+    std::string name = a.name;
+    if (a.kind == KernelArg::Kind::output_buffer) {
+      name.clear();
+      for (const auto& o : desc_.outputs) {
+        if (o.kernel_arg == a.name) name = o.aliases;
+      }
+    }
+    const int slot =
+        slot_of(a.kind == KernelArg::Kind::input_scalar ? scalar_inputs_ : tensor_inputs_, name);
+    if (slot < 0) throw Error(desc_.variant + ": kernel argument '" + a.name + "' has no source");
+    arg_sources_.push_back({a.kind, slot});
+  }
+  if (tensor_inputs_.size() > kMaxArgs || scalar_inputs_.size() > kMaxArgs) {
+    throw Error(desc_.variant + ": more than " + std::to_string(kMaxArgs) + " arguments");
+  }
+}
+
+void Kernel::call(const std::vector<Tensor>& tensors,
+                  const std::map<std::string, double>& scalars) {
+  std::vector<TensorView> tv;
+  tv.reserve(tensors.size());
   for (const auto& t : tensors) {
-    const Input* in = d.find_input(t.name);
-    if (!in || in->role == Input::Role::scalar) {
-      std::vector<std::string> names;
-      for (const auto& x : d.inputs) {
-        if (x.role != Input::Role::scalar) names.push_back(x.name);
+    tv.push_back(
+        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
+  }
+  std::vector<ScalarView> sv;
+  sv.reserve(scalars.size());
+  for (const auto& [name, v] : scalars) sv.push_back({name.c_str(), v});
+  call(tv.data(), tv.size(), sv.data(), sv.size());
+}
+
+void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                  size_t n_scalars) {
+  const Descriptor& d = desc_;
+  auto fail = [&](const std::string& msg) -> Error { return Error("op '" + d.op + "': " + msg); };
+  auto names_of = [](const std::vector<const Input*>& v) {
+    std::vector<std::string> out;
+    for (const auto* in : v) out.push_back(in->name);
+    return out;
+  };
+  // Match arguments to descriptor slots.
+  const TensorView* t_at[kMaxArgs] = {};
+  double s_at[kMaxArgs];
+  bool s_set[kMaxArgs] = {};
+  for (size_t k = 0; k < n_tensors; ++k) {
+    const TensorView& t = tensors[k];
+    size_t slot = 0;
+    while (slot < tensor_inputs_.size() && tensor_inputs_[slot]->name != t.name) ++slot;
+    if (slot == tensor_inputs_.size()) {
+      throw fail(std::string("unknown tensor argument '") + t.name + "'" +
+                 did_you_mean(t.name, names_of(tensor_inputs_)));
+    }
+    if (t_at[slot]) throw fail(std::string("tensor '") + t.name + "' given twice");
+    if (t.dtype != tensor_inputs_[slot]->dtype) {
+      throw fail(std::string("argument '") + t.name + "' has dtype " +
+                 registry::dtype_name(t.dtype) + ", expected " +
+                 registry::dtype_name(tensor_inputs_[slot]->dtype));
+    }
+    if (t.rank < 0 || (t.rank > 0 && !t.shape)) {
+      throw fail(std::string("argument '") + t.name + "' has a bad rank");
+    }
+    t_at[slot] = &t;
+  }
+  for (size_t k = 0; k < n_scalars; ++k) {
+    size_t slot = 0;
+    while (slot < scalar_inputs_.size() && scalar_inputs_[slot]->name != scalars[k].name) ++slot;
+    if (slot == scalar_inputs_.size()) {
+      throw fail(std::string("unknown scalar argument '") + scalars[k].name + "'" +
+                 did_you_mean(scalars[k].name, names_of(scalar_inputs_)));
+    }
+    if (s_set[slot]) throw fail(std::string("scalar '") + scalars[k].name + "' given twice");
+    s_set[slot] = true;
+    s_at[slot] = scalars[k].value;
+  }
+  for (size_t k = 0; k < scalar_inputs_.size(); ++k) {
+    if (!s_set[k]) throw fail("missing scalar argument '" + scalar_inputs_[k]->name + "'");
+  }
+  // Shapes: all tensors equal (elementwise), no negative dims, within the kernel's limit.
+  auto shape_of = [](const TensorView& t) {
+    return std::vector<int64_t>(t.shape, t.shape + t.rank);
+  };
+  int64_t n = 0;
+  for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+    const TensorView* t = t_at[k];
+    if (!t) throw fail("missing tensor argument '" + tensor_inputs_[k]->name + "'");
+    int64_t e = 1;
+    for (int r = 0; r < t->rank; ++r) {
+      if (t->shape[r] < 0) {
+        throw fail(std::string("argument '") + t->name + "' has a negative dimension " +
+                   shape_text(shape_of(*t)));
       }
-      throw Error(op + ": unknown tensor argument '" + t.name + "'" + did_you_mean(t.name, names));
+      e *= t->shape[r];
     }
-    if (!by_name.emplace(t.name, &t).second) throw Error(op + ": tensor '" + t.name + "' given twice");
-    if (t.dtype != in->dtype) {
-      throw Error(op + ": argument '" + t.name + "' has dtype " + registry::dtype_name(t.dtype) +
-                  ", expected " + registry::dtype_name(in->dtype));
+    if (k == 0) {
+      n = e;
+    } else if (t->rank != t_at[0]->rank ||
+               !std::equal(t->shape, t->shape + t->rank, t_at[0]->shape)) {
+      throw fail(std::string("argument '") + t->name + "' has shape " + shape_text(shape_of(*t)) +
+                 " but '" + t_at[0]->name + "' has shape " + shape_text(shape_of(*t_at[0])));
     }
+    if (e > 0 && !t->data) throw fail(std::string("argument '") + t->name + "' has no data");
   }
-  for (const auto& [name, v] : scalars) {
-    const Input* in = d.find_input(name);
-    if (!in || in->role != Input::Role::scalar) {
-      std::vector<std::string> names;
-      for (const auto& x : d.inputs) {
-        if (x.role == Input::Role::scalar) names.push_back(x.name);
-      }
-      throw Error(op + ": unknown scalar argument '" + name + "'" + did_you_mean(name, names));
-    }
-  }
-  const Tensor* first = nullptr;
-  for (const auto& in : d.inputs) {
-    if (in.role == Input::Role::scalar) {
-      if (!scalars.count(in.name)) throw Error(op + ": missing scalar argument '" + in.name + "'");
-      continue;
-    }
-    auto it = by_name.find(in.name);
-    if (it == by_name.end()) throw Error(op + ": missing tensor argument '" + in.name + "'");
-    const Tensor& t = *it->second;
-    for (int64_t s : t.shape) {
-      if (s < 0) throw Error(op + ": argument '" + t.name + "' has a negative dimension " + shape_text(t.shape));
-    }
-    if (!first) {
-      first = &t;
-    } else if (t.shape != first->shape) {
-      throw Error(op + ": argument '" + t.name + "' has shape " + shape_text(t.shape) +
-                  " but '" + first->name + "' has shape " + shape_text(first->shape));
-    }
-    if (t.elements() > 0 && !t.data) throw Error(op + ": argument '" + t.name + "' has no data");
-  }
-  const int64_t n = first ? first->elements() : 0;
   if (n > d.shape.max_elements) {
-    throw Error(op + ": " + std::to_string(n) + " elements exceed this kernel's limit of " +
-                std::to_string(d.shape.max_elements));
+    throw fail(std::to_string(n) + " elements exceed this kernel's limit of " +
+               std::to_string(d.shape.max_elements));
   }
   if (n == 0) return;
   // In-place updates assume distinct arguments do not overlap.
-  for (auto a = by_name.begin(); a != by_name.end(); ++a) {
-    for (auto b = std::next(a); b != by_name.end(); ++b) {
-      auto lo = [&](const Tensor* t) { return static_cast<const char*>(t->data); };
-      const int64_t abytes = n * registry::dtype_bytes(a->second->dtype);
-      const int64_t bbytes = n * registry::dtype_bytes(b->second->dtype);
-      if (lo(a->second) < lo(b->second) + bbytes && lo(b->second) < lo(a->second) + abytes) {
-        throw Error(op + ": arguments '" + a->first + "' and '" + b->first +
-                    "' overlap in memory");
+  for (size_t a = 0; a < tensor_inputs_.size(); ++a) {
+    for (size_t b = a + 1; b < tensor_inputs_.size(); ++b) {
+      const char* pa = static_cast<const char*>(t_at[a]->data);
+      const char* pb = static_cast<const char*>(t_at[b]->data);
+      if (pa < pb + n * registry::dtype_bytes(t_at[b]->dtype) &&
+          pb < pa + n * registry::dtype_bytes(t_at[a]->dtype)) {
+        throw fail(std::string("arguments '") + t_at[a]->name + "' and '" + t_at[b]->name +
+                   "' overlap in memory");
       }
     }
   }
 
-  // One halide_buffer_t per tensor; an output is passed the buffer of the state it aliases.
-  std::map<std::string, halide_buffer_t> bufs;
-  std::map<std::string, halide_dimension_t> dims;
-  for (const auto& [name, t] : by_name) {
-    dims[name] = halide_dimension_t{0, static_cast<int32_t>(n), 1, 0};
-    halide_buffer_t b{};
-    b.host = static_cast<uint8_t*>(t->data);
-    b.type = halide_type_of(t->dtype);
-    b.dimensions = 1;
-    b.dim = &dims[name];
-    bufs[name] = b;
+  // One halide_buffer_t per tensor; an output gets the buffer of the state it overwrites.
+  halide_dimension_t dims[kMaxArgs];
+  halide_buffer_t bufs[kMaxArgs];
+  float scalar_values[kMaxArgs];
+  void* argv[3 * kMaxArgs];
+  for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+    dims[k] = halide_dimension_t{0, static_cast<int32_t>(n), 1, 0};
+    bufs[k] = halide_buffer_t{};
+    bufs[k].host = static_cast<uint8_t*>(t_at[k]->data);
+    bufs[k].type = halide_type_of(t_at[k]->dtype);
+    bufs[k].dimensions = 1;
+    bufs[k].dim = &dims[k];
   }
-  std::vector<float> scalar_values;
-  scalar_values.reserve(d.kernel.args.size());
-  std::vector<void*> argv;
-  for (const auto& a : d.kernel.args) {
-    if (a.kind == KernelArg::Kind::input_scalar) {
-      scalar_values.push_back(static_cast<float>(scalars.at(a.name)));
-      argv.push_back(&scalar_values.back());
-    } else if (a.kind == KernelArg::Kind::input_buffer) {
-      argv.push_back(&bufs.at(a.name));
+  for (size_t k = 0; k < arg_sources_.size(); ++k) {
+    const ArgSource& src = arg_sources_[k];
+    if (src.kind == KernelArg::Kind::input_scalar) {
+      scalar_values[src.slot] = static_cast<float>(s_at[src.slot]);
+      argv[k] = &scalar_values[src.slot];
     } else {
-      std::string state;
-      for (const auto& o : d.outputs) {
-        if (o.kernel_arg == a.name) state = o.aliases;
-      }
-      if (state.empty()) throw Error(op + ": output '" + a.name + "' aliases no input");
-      argv.push_back(&bufs.at(state));
+      argv[k] = &bufs[src.slot];
     }
   }
   halide_error.clear();
-  int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv.data());
+  int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
   if (rc != 0) {
-    throw Error(op + " (" + d.variant + "): kernel failed with Halide error " + std::to_string(rc) +
-                (halide_error.empty() ? "" : ": " + halide_error));
+    throw fail("kernel " + d.variant + " failed with Halide error " + std::to_string(rc) +
+               (halide_error.empty() ? "" : ": " + halide_error));
   }
 }
 

@@ -14,6 +14,8 @@ inline std::string test_cache_dir() {
   const char* e = std::getenv("OPFORGE_TEST_CACHE");
   return e && *e ? e : OPFORGE_TEST_CACHE;
 }
-inline std::string opforge_exe() { return OPFORGE_EXE; }
+inline std::string opforge_exe() {
+  return OPFORGE_EXE;
+}
 
 }  // namespace opforge::testing

@@ -13,9 +13,7 @@
 namespace opforge::builder {
 
 void write_file_atomic(const std::string& path, const std::string& bytes, unsigned mode) {
-  auto fail = [&](const std::string& what) {
-    return std::runtime_error(path + ": " + what);
-  };
+  auto fail = [&](const std::string& what) { return std::runtime_error(path + ": " + what); };
   llvm::SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
   if (!dir.empty()) {

@@ -113,10 +113,9 @@ cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
 cache::Entry compile_runtime() {
   ScratchDir dir;
   Halide::compile_standalone_runtime(dir.file("runtime.o"), Halide::Target(kRuntimeTarget));
-  run_tool(find_tool("cc"),
-           {"-shared", "-o", dir.file("runtime.so"), dir.file("runtime.o"),
-            std::string("-Wl,-soname,") + kRuntimeLibrary, "-Wl,-z,noexecstack", "-lpthread",
-            "-ldl", "-lm"});
+  run_tool(find_tool("cc"), {"-shared", "-o", dir.file("runtime.so"), dir.file("runtime.o"),
+                             std::string("-Wl,-soname,") + kRuntimeLibrary, "-Wl,-z,noexecstack",
+                             "-lpthread", "-ldl", "-lm"});
   cache::Entry e;
   e.artifacts["runtime.so"] = read_file(dir.file("runtime.so"));
   return e;

@@ -95,7 +95,8 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.kernel.args = v.pipeline.kernel_args;
   r.target = {v.isa.name, v.target.to_string(), v.isa.cpu_features, v.isa.priority};
   r.schedule.recipe = "elementwise";
-  for (const auto& [k, val] : v.pipeline.schedule_params) r.schedule.params[k] = std::to_string(val);
+  for (const auto& [k, val] : v.pipeline.schedule_params)
+    r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
   r.tolerance = d.tolerance();
   r.traffic = {4 * tensors, 4 * static_cast<int>(r.outputs.size())};
@@ -226,9 +227,14 @@ BuildReport build_registry(const BuildOptions& opts) {
   std::string rt_why;
   auto [rt_entry, rt_hit] = cache.get_or_build(rt_key.hex_digest(), compile_runtime, &rt_why);
   cache.count(rt_hit);
-  report.runtime = {"halide_runtime", "", "", rt_key.hex_digest(), rt_hit,
+  report.runtime = {"halide_runtime",
+                    "",
+                    "",
+                    rt_key.hex_digest(),
+                    rt_hit,
                     rt_hit ? "" : explain_miss(cache, "halide_runtime", rt_key, rt_why),
-                    ms_since(rt0), rt_entry.artifacts.at("runtime.so").size()};
+                    ms_since(rt0),
+                    rt_entry.artifacts.at("runtime.so").size()};
   cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
   // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
   llvm::SmallString<128> scratch;

@@ -70,10 +70,10 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
   if (a.has("help")) return a;
   const size_t want = spec.positional.empty() ? 0 : 1;
   if (a.positional.size() != want) {
-    throw UsageError("opforge " + spec.name + ": expected " +
-                     (want ? spec.positional : std::string("no positional argument")) +
-                     (a.positional.size() > want ? ", got extra '" + a.positional.back() + "'"
-                                                 : ""));
+    throw UsageError(
+        "opforge " + spec.name + ": expected " +
+        (want ? spec.positional : std::string("no positional argument")) +
+        (a.positional.size() > want ? ", got extra '" + a.positional.back() + "'" : ""));
   }
   return a;
 }

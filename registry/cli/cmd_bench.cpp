@@ -26,22 +26,24 @@ using Buffer = std::unique_ptr<float, AlignedFree>;
 // Tensors and scalars for one kernel: positive values keep sqrt() and divisions tame.
 struct Workload {
   std::vector<Buffer> buffers;
-  std::vector<Tensor> tensors;
-  std::map<std::string, double> scalars;
+  std::vector<TensorView> tensors;  // views: the timed call allocates nothing
+  std::vector<ScalarView> scalars;
+  int64_t n;
 
-  Workload(const registry::Descriptor& d, int64_t n, const std::map<std::string, double>& given) {
+  Workload(const registry::Descriptor& d, int64_t n_, const std::map<std::string, double>& given)
+      : n(n_) {
     std::mt19937 rng(1234);
     std::uniform_real_distribution<float> u(0.1f, 1.0f);
     for (const auto& in : d.inputs) {
       if (in.role == registry::Input::Role::scalar) {
-        scalars[in.name] = given.count(in.name) ? given.at(in.name) : 0.5;
+        scalars.push_back({in.name.c_str(), given.count(in.name) ? given.at(in.name) : 0.5});
         continue;
       }
       const size_t bytes = ((static_cast<size_t>(n) * 4 + 63) / 64) * 64;
       Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
       if (!b) throw std::runtime_error("out of memory for " + in.name);
       for (int64_t i = 0; i < n; ++i) b.get()[i] = u(rng);
-      tensors.push_back({in.name, b.get(), registry::DType::f32, {n}});
+      tensors.push_back({in.name.c_str(), b.get(), registry::DType::f32, &this->n, 1});
       buffers.push_back(std::move(b));
     }
   }
@@ -54,7 +56,7 @@ double median(std::vector<double> v) {
 
 double time_call(Kernel& k, Workload& w) {
   const auto t0 = std::chrono::steady_clock::now();
-  k.call(w.tensors, w.scalars);
+  k.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

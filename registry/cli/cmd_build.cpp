@@ -37,12 +37,19 @@ int cmd_build(const Args& a) {
   int hits = 0;
   for (const auto& v : r.variants) hits += v.hit;
   if (a.has("json")) {
-    nlohmann::json j = {{"registry", r.registry_dir}, {"cache", r.cache_dir},
-                        {"seconds", r.seconds}, {"variants", nlohmann::json::array()}};
+    nlohmann::json j = {{"registry", r.registry_dir},
+                        {"cache", r.cache_dir},
+                        {"seconds", r.seconds},
+                        {"variants", nlohmann::json::array()}};
     for (const auto& v : r.variants) {
-      j["variants"].push_back({{"variant", v.variant}, {"op", v.op}, {"isa", v.isa},
-                               {"cache", v.hit ? "hit" : "miss"}, {"why", v.why},
-                               {"ms", v.compile_ms}, {"bytes", v.kernel_bytes}, {"key", v.key}});
+      j["variants"].push_back({{"variant", v.variant},
+                               {"op", v.op},
+                               {"isa", v.isa},
+                               {"cache", v.hit ? "hit" : "miss"},
+                               {"why", v.why},
+                               {"ms", v.compile_ms},
+                               {"bytes", v.kernel_bytes},
+                               {"key", v.key}});
     }
     std::cout << j.dump(2) << "\n";
     return 0;

@@ -16,10 +16,14 @@ uint64_t parse_size(const std::string& s) {
   double v = std::strtod(s.c_str(), &end);
   double mult = 1;
   std::string suffix = end ? end : "";
-  if (suffix == "K" || suffix == "k") mult = 1024;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw UsageError("--max-size " + s + ": expected BYTES[K|M|G]");
+  if (suffix == "K" || suffix == "k")
+    mult = 1024;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    throw UsageError("--max-size " + s + ": expected BYTES[K|M|G]");
   if (s.empty() || v < 0) throw UsageError("--max-size " + s + ": expected BYTES[K|M|G]");
   return static_cast<uint64_t>(v * mult);
 }
@@ -32,16 +36,17 @@ int cmd_cache(const Args& a) {
   if (verb == "stats") {
     cache::Stats s = c.stats();
     if (a.has("json")) {
-      std::cout << nlohmann::json{{"root", c.root()}, {"entries", s.entries}, {"bytes", s.bytes},
-                                  {"hits", s.hits}, {"misses", s.misses}, {"corrupt", s.corrupt}}
+      std::cout << nlohmann::json{{"root", c.root()},   {"entries", s.entries},
+                                  {"bytes", s.bytes},   {"hits", s.hits},
+                                  {"misses", s.misses}, {"corrupt", s.corrupt}}
                        .dump(2)
                 << "\n";
     } else {
-      std::printf("cache %s\n  entries %llu, %.1f MiB\n  hits %llu, misses %llu, corrupt "
-                  "entries dropped %llu\n",
-                  c.root().c_str(), (unsigned long long)s.entries, s.bytes / 1048576.0,
-                  (unsigned long long)s.hits, (unsigned long long)s.misses,
-                  (unsigned long long)s.corrupt);
+      std::printf(
+          "cache %s\n  entries %llu, %.1f MiB\n  hits %llu, misses %llu, corrupt "
+          "entries dropped %llu\n",
+          c.root().c_str(), (unsigned long long)s.entries, s.bytes / 1048576.0,
+          (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.corrupt);
     }
     return 0;
   }

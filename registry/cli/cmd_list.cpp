@@ -31,7 +31,10 @@ int cmd_list(const Args& a) {
   if (a.has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& e : reg->index().variants) {
-      j.push_back({{"op", e.op}, {"variant", e.variant}, {"isa", e.isa}, {"attrs", e.attrs},
+      j.push_back({{"op", e.op},
+                   {"variant", e.variant},
+                   {"isa", e.isa},
+                   {"attrs", e.attrs},
                    {"descriptor", e.descriptor}});
     }
     std::cout << j.dump(2) << "\n";
@@ -73,8 +76,8 @@ int cmd_describe(const Args& a) {
   }
   std::printf("outputs (in place):\n");
   for (const auto& o : d.outputs) {
-    std::printf("  %-14s overwrites %-8s (kernel argument %s)\n", o.name.c_str(),
-                o.aliases.c_str(), o.kernel_arg.c_str());
+    std::printf("  %-14s overwrites %-8s (kernel argument %s)\n", o.name.c_str(), o.aliases.c_str(),
+                o.kernel_arg.c_str());
   }
   std::printf("attrs:\n");
   if (d.attrs.empty()) std::printf("  (none)\n");
@@ -83,9 +86,10 @@ int cmd_describe(const Args& a) {
                 registry::attr_type_name(at.type), at.default_value.c_str(),
                 at.description.c_str());
   }
-  std::printf("shape: elementwise, equal shapes for %s (any rank, flattened; at most %lld "
-              "elements)\n",
-              join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements));
+  std::printf(
+      "shape: elementwise, equal shapes for %s (any rank, flattened; at most %lld "
+      "elements)\n",
+      join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements));
   std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
               d.tolerance.rtol);
   std::printf("traffic: %d B read + %d B written per element\n\nvariants:\n",

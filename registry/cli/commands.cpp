@@ -6,14 +6,16 @@
 namespace opforge::cli {
 
 OptionSpec registry_option() {
-  return {"registry", "DIR", "op registry (default: $OPFORGE_REGISTRY or " +
-                                 Registry::default_dir() + ")"};
+  return {"registry", "DIR",
+          "op registry (default: $OPFORGE_REGISTRY or " + Registry::default_dir() + ")"};
 }
 OptionSpec cache_option() {
   return {"cache-dir", "DIR",
           "compile cache (default: $OPFORGE_CACHE_DIR, $XDG_CACHE_HOME/opforge, ~/.cache/opforge)"};
 }
-std::string registry_dir(const Args& a) { return a.get("registry", Registry::default_dir()); }
+std::string registry_dir(const Args& a) {
+  return a.get("registry", Registry::default_dir());
+}
 std::string cache_dir(const Args& a) {
   return a.has("cache-dir") ? a.get("cache-dir") : cache::CompileCache::default_root();
 }
@@ -23,44 +25,65 @@ const std::vector<Command>& commands() {
   static const OptionSpec attr{"attr", "NAME=VALUE", "select the variant with this attr", true};
   static const OptionSpec isa{"isa", "ISA", "force an ISA variant (avx512, avx2); default: best"};
   static const std::vector<Command> table = {
-      {{"build", "",
-        "Regenerate the op library from the op table through the compile cache; print what it built",
-        {registry_option(), cache_option(),
+      {{"build",
+        "",
+        "Regenerate the op library from the op table through the compile cache; print what it "
+        "built",
+        {registry_option(),
+         cache_option(),
          {"only", "OP", "build only this op (keeps the registry's other ops)", true},
          {"jobs", "N", "parallel compiles (default: number of cores)"},
          {"explain", "", "say per variant why it hit or missed the cache"},
          json}},
        cmd_build},
       {{"list", "", "List the registry's ops and variants", {registry_option(), json}}, cmd_list},
-      {{"describe", "OP",
+      {{"describe",
+        "OP",
         "Show an op's declaration: formula, arguments, attrs, variants, tolerance",
         {registry_option(), json}},
        cmd_describe},
-      {{"inspect", "OP",
+      {{"inspect",
+        "OP",
         "Show a registered kernel's schedule: loop nest, or its stmt / HTML / assembly",
-        {registry_option(), cache_option(), attr, isa,
+        {registry_option(),
+         cache_option(),
+         attr,
+         isa,
          {"stmt", "", "print the lowered Halide IR (stmt)"},
          {"html", "FILE", "write Halide's stmt_html view to FILE"},
          {"asm", "", "print the assembly"},
          {"header", "", "print the kernel's C header"}}},
        cmd_inspect},
-      {{"run", "OP",
+      {{"run",
+        "OP",
         "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
-        {registry_option(), {"in", "NAME=FILE.npy", "a tensor argument (float32, C order)", true},
-         {"scalar", "NAME=VALUE", "a run-time scalar argument", true}, attr, isa,
+        {registry_option(),
+         {"in", "NAME=FILE.npy", "a tensor argument (float32, C order)", true},
+         {"scalar", "NAME=VALUE", "a run-time scalar argument", true},
+         attr,
+         isa,
          {"out", "DIR", "where outputs go (created if missing)"},
          {"threads", "N", "Halide thread pool size (default: all cores)"}}},
        cmd_run},
-      {{"bench", "OP",
+      {{"bench",
+        "OP",
         "Time an op against the bandwidth kernel with the same bytes read and written",
-        {registry_option(), {"n", "N", "elements per tensor (default 1e6; accepts 1e7)"},
-         attr, isa, {"threads", "N", "threads for the op (default 2)"},
+        {registry_option(),
+         {"n", "N", "elements per tensor (default 1e6; accepts 1e7)"},
+         attr,
+         isa,
+         {"threads", "N", "threads for the op (default 2)"},
          {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
-         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5)", true}, json}},
+         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5)", true},
+         json}},
        cmd_bench},
-      {{"cache", "stats|verify|prune|clear", "Manage the compile cache",
-        {cache_option(), {"max-size", "BYTES", "prune: keep at most this much (K/M/G suffixes)"},
-         {"max-age", "DAYS", "prune: drop entries unused for longer"}, json}},
+      {{"cache",
+        "stats|verify|prune|clear",
+        "Manage the compile cache",
+        {cache_option(),
+         {"max-size", "BYTES", "prune: keep at most this much (K/M/G suffixes)"},
+         {"max-age", "DAYS", "prune: drop entries unused for longer"},
+         json}},
        cmd_cache},
   };
   return table;

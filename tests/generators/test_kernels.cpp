@@ -22,8 +22,8 @@ struct Worst {
   std::string where;
 };
 
-void check_variant(Registry& reg, const std::string& op, const Attrs& attrs,
-                   const std::string& isa, Worst& worst) {
+void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, const std::string& isa,
+                   Worst& worst) {
   Kernel& k = reg.select(op, attrs, isa);
   const registry::Descriptor& d = k.descriptor();
   const Reference* ref = find_reference(op);

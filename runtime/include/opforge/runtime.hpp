@@ -27,6 +27,19 @@ struct Tensor {
 
 class Registry;
 
+// Allocation-free views of call arguments (what the C ABI passes straight through).
+struct TensorView {
+  const char* name;
+  void* data;
+  registry::DType dtype;
+  const int64_t* shape;
+  int rank;
+};
+struct ScalarView {
+  const char* name;
+  double value;
+};
+
 // One loaded kernel variant.
 class Kernel {
  public:
@@ -34,15 +47,25 @@ class Kernel {
   // Validates every argument against the descriptor (names, missing/extra, dtype, equal
   // shapes, aliasing between distinct arguments) and calls the kernel. Throws Error.
   void call(const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars);
+  // The same, without allocating: a per-call cost of well under a microsecond matters for
+  // small tensors.
+  void call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+            size_t n_scalars);
 
  private:
   friend class Registry;
-  Kernel(registry::Descriptor d, void* handle, void* argv_fn, std::string registry_dir)
-      : desc_(std::move(d)), handle_(handle), argv_fn_(argv_fn), dir_(std::move(registry_dir)) {}
+  Kernel(registry::Descriptor d, void* handle, void* argv_fn);
+  // Where each kernel argument comes from: tensor slot, scalar slot or aliased state slot.
+  struct ArgSource {
+    registry::KernelArg::Kind kind;
+    int slot;
+  };
   registry::Descriptor desc_;
   void* handle_;
   void* argv_fn_;
-  std::string dir_;
+  std::vector<const registry::Input*> tensor_inputs_;  // descriptor order
+  std::vector<const registry::Input*> scalar_inputs_;
+  std::vector<ArgSource> arg_sources_;
 };
 
 class Registry {
@@ -54,7 +77,7 @@ class Registry {
 
   const std::string& dir() const { return dir_; }
   const registry::Index& index() const { return index_; }
-  std::vector<std::string> ops() const;                        // sorted, unique
+  std::vector<std::string> ops() const;                               // sorted, unique
   registry::Descriptor descriptor(const std::string& variant) const;  // reads and validates
   // Descriptors of every variant of `op`; throws Error for an unknown op (with a suggestion).
   std::vector<registry::Descriptor> variants(const std::string& op) const;
