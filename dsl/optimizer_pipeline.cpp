@@ -1,7 +1,9 @@
 #include "dsl/optimizer_pipeline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +21,8 @@ using registry::KernelArg;
 
 namespace {
 
+// Prints Exprs canonically: floats in hex (every bit counts), and let-bound names (Halide's
+// CSE numbers them from a process-wide counter) renamed L0, L1, ... in order of binding.
 class ExactPrinter : public Halide::Internal::IRPrinter {
  public:
   using IRPrinter::IRPrinter;
@@ -29,17 +33,58 @@ class ExactPrinter : public Halide::Internal::IRPrinter {
     std::snprintf(buf, sizeof buf, "%a", op->value);
     stream << "(" << op->type << ")" << buf;
   }
+  void visit(const Halide::Internal::Let* op) override {
+    const std::string canon = "L" + std::to_string(lets_++);
+    stream << "(let " << canon << " = ";
+    print(op->value);
+    auto saved = renamed_.find(op->name) == renamed_.end()
+                     ? std::nullopt
+                     : std::optional<std::string>(renamed_[op->name]);
+    renamed_[op->name] = canon;
+    stream << " in ";
+    print(op->body);
+    stream << ")";
+    if (saved) {
+      renamed_[op->name] = *saved;
+    } else {
+      renamed_.erase(op->name);
+    }
+  }
+  void visit(const Halide::Internal::Variable* op) override {
+    auto it = renamed_.find(op->name);
+    stream << (it == renamed_.end() ? op->name : it->second);
+  }
+
+ private:
+  int lets_ = 0;
+  std::map<std::string, std::string> renamed_;
 };
 
 [[noreturn]] void fail(const std::string& op, const std::string& msg) {
   throw std::invalid_argument("op '" + op + "': " + msg);
 }
 
-// The exact text of every Function the output depends on, sorted by name.
+// Halide makes names unique per process (ImageParam "var" gets a wrapper Func "var_im", then
+// "var_im$1" in the next pipeline): the suffix says nothing about the computation, so it is
+// dropped, and the per-Function blocks are sorted so their order does not depend on it.
+std::string without_unique_suffixes(const std::string& s) {
+  std::string out;
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k] == '$' && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1]))) {
+      while (k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1]))) ++k;
+      continue;
+    }
+    out += s[k];
+  }
+  return out;
+}
+
+// The exact text of every Function the output depends on.
 std::string algorithm_text(const Func& out) {
-  std::ostringstream s;
-  ExactPrinter p(s);
+  std::vector<std::string> blocks;
   for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+    std::ostringstream s;
+    ExactPrinter p(s);
     s << "func " << name << "(";
     for (const auto& a : f.args()) s << a << ",";
     s << ") =";
@@ -65,9 +110,12 @@ std::string algorithm_text(const Func& out) {
         p.print(v);
       }
     }
-    s << "\n";
+    blocks.push_back(without_unique_suffixes(s.str()) + "\n");
   }
-  return s.str();
+  std::sort(blocks.begin(), blocks.end());
+  std::string text;
+  for (const auto& b : blocks) text += b;
+  return text;
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+// Building a registry through the cache: cold misses, warm hits, corrupt entries rebuilt,
+// atomic installs, partial builds, and refusal to write over a foreign directory.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "opforge/runtime.hpp"
+#include "registry/builder/registry_builder.h"
+
+namespace opforge::builder {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/opforge-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+BuildReport build(const fs::path& reg, const fs::path& cache, std::vector<std::string> only) {
+  BuildOptions o;
+  o.registry_dir = reg.string();
+  o.cache_dir = cache.string();
+  o.only = std::move(only);
+  return build_registry(o);
+}
+
+int leftover_temps(const fs::path& dir) {
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    n += name.find("tmp") != std::string::npos;
+  }
+  return n;
+}
+
+TEST_CASE("cold build misses, warm build hits, and the registry loads") {
+  TempDir t;
+  const fs::path reg = t.path / "reg", cache = t.path / "cache";
+  BuildReport cold = build(reg, cache, {"apply_gradient_descent"});
+  REQUIRE(cold.variants.size() == 2);  // avx512 + avx2
+  for (const auto& v : cold.variants) CHECK_FALSE(v.hit);
+  CHECK_FALSE(cold.runtime.hit);
+  BuildReport warm = build(reg, cache, {"apply_gradient_descent"});
+  for (const auto& v : warm.variants) CHECK(v.hit);
+  CHECK(warm.runtime.hit);
+  CHECK(leftover_temps(reg) == 0);
+  CHECK(leftover_temps(cache) == 0);
+
+  auto r = Registry::open(reg.string());
+  Kernel& k = r->select("apply_gradient_descent", {}, "avx2");
+  std::vector<float> var = {1, 2, 3}, delta = {1, 1, 1};
+  k.call({{"var", var.data(), registry::DType::f32, {3}},
+          {"delta", delta.data(), registry::DType::f32, {3}}},
+         {{"alpha", 0.5}});
+  CHECK(var == std::vector<float>{0.5f, 1.5f, 2.5f});
+}
+
+TEST_CASE("a corrupt cache entry is a miss, says why, and is rebuilt") {
+  TempDir t;
+  const fs::path reg = t.path / "reg", cache = t.path / "cache";
+  BuildReport first = build(reg, cache, {"apply_gradient_descent"});
+  cache::CompileCache c(cache.string());
+  const std::string victim = c.entry_path(first.variants[0].key);
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  BuildReport second = build(reg, cache, {"apply_gradient_descent"});
+  CHECK_FALSE(second.variants[0].hit);
+  CHECK(second.variants[0].why.find("corrupt") != std::string::npos);
+  CHECK(second.variants[1].hit);
+  CHECK(c.lookup(first.variants[0].key).has_value());  // rebuilt and intact
+  fs::remove(c.entry_path(first.variants[1].key));
+  BuildReport third = build(reg, cache, {"apply_gradient_descent"});
+  CHECK(third.variants[1].why.find("absent") != std::string::npos);
+}
+
+TEST_CASE("a partial build keeps the registry's other ops") {
+  TempDir t;
+  const fs::path reg = t.path / "reg", cache = t.path / "cache";
+  build(reg, cache, {"apply_gradient_descent", "apply_momentum"});
+  build(reg, cache, {"apply_gradient_descent"});
+  auto r = Registry::open(reg.string());
+  CHECK(r->ops() == std::vector<std::string>{"apply_gradient_descent", "apply_momentum"});
+  CHECK_NOTHROW(r->select("apply_momentum", {{"use_nesterov", "true"}}, "avx2"));
+}
+
+TEST_CASE("refuses to write a registry over a foreign non-empty directory; unknown ops fail") {
+  TempDir t;
+  fs::create_directories(t.path / "reg");
+  std::ofstream(t.path / "reg" / "notes.txt") << "mine";
+  CHECK_THROWS_WITH(build(t.path / "reg", t.path / "cache", {"apply_gradient_descent"}),
+                    doctest::Contains("refusing"));
+  CHECK(fs::exists(t.path / "reg" / "notes.txt"));
+  CHECK_THROWS_WITH(build(t.path / "reg2", t.path / "cache", {"apply_adma"}),
+                    doctest::Contains("unknown op 'apply_adma'"));
+  CHECK_FALSE(fs::exists(t.path / "reg2"));
+}
+
+}  // namespace
+}  // namespace opforge::builder
