@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Benchmark opforge's apply_adam (through the C ABI, via ctypes) against torch.optim.Adam.
+
+    /usr/bin/python3 scripts/bench_torch.py --registry DIR [--lib PATH]
+        [--sizes 1e4,1e5,1e6,1e7] [--threads 2] [--reps N] [--isa avx2] [--json]
+
+For each size n, one process holds two independent sets of fp32 buffers (torch tensors,
+contiguous): var/m/v/grad for opforge, and one parameter (+ its grad and Adam state) for
+torch.optim.Adam(foreach=True). Each rep times one opforge_call and one optimizer.step()
+with time.perf_counter_ns (the order alternates between reps); medians are reported.
+
+opforge's apply_adam follows TensorFlow's ApplyAdam (epsilon added after the bias correction
+is folded into lr_t); torch adds epsilon to the bias-corrected sqrt(v). Before timing, one
+step from identical state is compared with a tiny epsilon, where the two agree.
+
+GB/s for opforge counts 28 bytes/element: reads var, m, v, grad and writes var, m, v (fp32).
+"""
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+# libgomp (torch's OpenMP runtime) spins its idle workers for a while after each parallel
+# region (OMP_WAIT_POLICY=active behaviour, GOMP_SPINCOUNT). With torch and opforge
+# interleaved in one process, those spinning threads steal the cores that Halide's thread
+# pool needs for the next opforge call (and vice versa), which distorts both timings.
+# Passive waiting makes idle OpenMP threads sleep. It must be set before torch (and so
+# libgomp) is loaded; an explicit user setting is respected.
+# Caveat (measured on a 2-core box, threads=2): passive also slows torch itself, since every
+# one of the ~8 _foreach ops in an Adam step then wakes sleeping workers; torch's median
+# was ~2x lower at n=1e5..1e6 with OMP_WAIT_POLICY=active, while opforge's did not change
+# measurably. Run both ways (OMP_WAIT_POLICY=active ...) before quoting a speed-up.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - environment problem
+    sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
+             f"e.g. /usr/bin/python3")
+
+OPFORGE_F32 = 2  # enum opforge_dtype in opforge.h
+
+BYTES_PER_ELEMENT = 28  # 4 reads + 3 writes, fp32
+
+# Hyperparameters used for timing (and, except epsilon, for the correctness check).
+LR = 1e-3
+BETA1 = 0.9
+BETA2 = 0.999
+EPS = 1e-8
+CHECK_EPS = 1e-12
+CHECK_N = 1000
+CHECK_TOL = 1e-4
+
+
+# ---------------------------------------------------------------------------------------
+# ctypes mirror of runtime/include/opforge/opforge.h
+# ---------------------------------------------------------------------------------------
+
+class OpforgeTensor(ctypes.Structure):
+    """typedef struct opforge_tensor { const char* name; void* data; int dtype; int rank;
+    const int64_t* shape; } opforge_tensor;"""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+    ]
+
+
+class OpforgeScalar(ctypes.Structure):
+    """typedef struct opforge_scalar { const char* name; double value; } opforge_scalar;"""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("value", ctypes.c_double),
+    ]
+
+
+class OpforgeError(RuntimeError):
+    pass
+
+
+class Opforge:
+    """Thin wrapper over the opforge C ABI; every failing call raises OpforgeError."""
+
+    def __init__(self, lib_path):
+        try:
+            self.lib = ctypes.CDLL(lib_path)
+        except OSError as e:
+            raise OpforgeError(f"cannot load the opforge runtime library {lib_path}: {e}")
+        lib = self.lib
+        vp = ctypes.c_void_p  # opaque opforge_registry* / opforge_kernel*
+        lib.opforge_last_error.argtypes = []
+        lib.opforge_last_error.restype = ctypes.c_char_p
+        lib.opforge_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
+        lib.opforge_open.restype = ctypes.c_int
+        lib.opforge_close.argtypes = [vp]
+        lib.opforge_close.restype = None
+        lib.opforge_select.argtypes = [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                       ctypes.POINTER(vp)]
+        lib.opforge_select.restype = ctypes.c_int
+        lib.opforge_kernel_variant.argtypes = [vp]
+        lib.opforge_kernel_variant.restype = ctypes.c_char_p
+        lib.opforge_kernel_isa.argtypes = [vp]
+        lib.opforge_kernel_isa.restype = ctypes.c_char_p
+        lib.opforge_call.argtypes = [vp, ctypes.POINTER(OpforgeTensor), ctypes.c_size_t,
+                                     ctypes.POINTER(OpforgeScalar), ctypes.c_size_t]
+        lib.opforge_call.restype = ctypes.c_int
+        lib.opforge_set_num_threads.argtypes = [vp, ctypes.c_int]
+        lib.opforge_set_num_threads.restype = ctypes.c_int
+        self.reg = None
+
+    def _check(self, rc, what):
+        if rc != 0:
+            msg = self.lib.opforge_last_error()
+            msg = msg.decode("utf-8", "replace") if msg else ""
+            raise OpforgeError(f"{what} failed (rc={rc}): {msg or 'no message'}")
+
+    def open(self, registry_dir):
+        reg = ctypes.c_void_p()
+        self._check(self.lib.opforge_open(registry_dir.encode(), ctypes.byref(reg)),
+                    f"opforge_open({registry_dir!r})")
+        self.reg = reg
+
+    def close(self):
+        if self.reg:
+            self.lib.opforge_close(self.reg)
+            self.reg = None
+
+    def set_num_threads(self, n):
+        self._check(self.lib.opforge_set_num_threads(self.reg, n),
+                    f"opforge_set_num_threads({n})")
+
+    def select(self, op, attrs=None, isa=None):
+        k = ctypes.c_void_p()
+        self._check(self.lib.opforge_select(self.reg, op.encode(),
+                                            attrs.encode() if attrs else None,
+                                            isa.encode() if isa else None, ctypes.byref(k)),
+                    f"opforge_select({op!r}, attrs={attrs!r}, isa={isa!r})")
+        return k
+
+    def variant(self, k):
+        return self.lib.opforge_kernel_variant(k).decode()
+
+    def isa(self, k):
+        return self.lib.opforge_kernel_isa(k).decode()
+
+
+class AdamCall:
+    """A prepared apply_adam call over torch fp32 tensors: the argument arrays are built
+    once, so a timed call is one ctypes call into opforge_call."""
+
+    TENSORS = ("var", "m", "v", "grad")
+
+    def __init__(self, of, kernel, tensors):
+        self.of = of
+        self.kernel = kernel
+        self.tensors = tensors  # keeps the buffers alive
+        self.names = {}
+        self.shapes = []
+        self.targs = (OpforgeTensor * len(self.TENSORS))()
+        for i, name in enumerate(self.TENSORS):
+            t = tensors[name]
+            if t.dtype != torch.float32 or not t.is_contiguous() or t.device.type != "cpu":
+                raise ValueError(f"{name}: need a contiguous float32 CPU tensor")
+            shape = (ctypes.c_int64 * t.dim())(*t.shape)
+            self.shapes.append(shape)
+            self.names[name] = name.encode()
+            self.targs[i] = OpforgeTensor(self.names[name], t.data_ptr(), OPFORGE_F32,
+                                          t.dim(), shape)
+        self.snames = [s.encode() for s in ("beta1_power", "beta2_power", "lr", "beta1",
+                                            "beta2", "epsilon")]
+        self.sargs = (OpforgeScalar * len(self.snames))()
+        for i, s in enumerate(self.snames):
+            self.sargs[i] = OpforgeScalar(s, 0.0)
+        self._call = of.lib.opforge_call
+        self._nt = len(self.TENSORS)
+        self._ns = len(self.snames)
+
+    def set_scalars(self, beta1_power, beta2_power, lr, beta1, beta2, epsilon):
+        for i, x in enumerate((beta1_power, beta2_power, lr, beta1, beta2, epsilon)):
+            self.sargs[i].value = x
+
+    def __call__(self):
+        rc = self._call(self.kernel, self.targs, self._nt, self.sargs, self._ns)
+        if rc != 0:
+            self.of._check(rc, "opforge_call(apply_adam)")
+
+
+def make_torch_adam(var0, grad, lr, betas, eps):
+    p = torch.nn.Parameter(var0.clone())
+    p.grad = grad.clone()
+    opt = torch.optim.Adam([p], lr=lr, betas=betas, eps=eps, foreach=True)
+    return p, opt
+
+
+# ---------------------------------------------------------------------------------------
+# Correctness sanity check
+# ---------------------------------------------------------------------------------------
+
+def max_rel_diff(a, b, floor=1e-30):
+    a = a.double()
+    b = b.double()
+    return ((a - b).abs() / b.abs().clamp_min(floor)).max().item()
+
+
+def check(of, kernel):
+    """One step from identical state (m = v = 0, t = 1) with a tiny epsilon, where TF's and
+    torch's epsilon conventions agree to well below the tolerance."""
+    g = torch.Generator().manual_seed(1234)
+    # var kept small so that the fp32 rounding of var does not swamp the ~lr-sized update.
+    var0 = torch.randn(CHECK_N, generator=g, dtype=torch.float32) * 0.1
+    grad = torch.randn(CHECK_N, generator=g, dtype=torch.float32)
+
+    of_t = {"var": var0.clone(), "m": torch.zeros(CHECK_N), "v": torch.zeros(CHECK_N),
+            "grad": grad.clone()}
+    call = AdamCall(of, kernel, of_t)
+    t = 1
+    call.set_scalars(BETA1 ** t, BETA2 ** t, LR, BETA1, BETA2, CHECK_EPS)
+    call()
+
+    p, opt = make_torch_adam(var0, grad, LR, (BETA1, BETA2), CHECK_EPS)
+    opt.step()
+
+    res = {"n": CHECK_N, "t": t, "lr": LR, "beta1": BETA1, "beta2": BETA2,
+           "epsilon": CHECK_EPS, "tolerance": CHECK_TOL}
+    with torch.no_grad():
+        res["var_max_rel_diff"] = max_rel_diff(of_t["var"], p.detach())
+        # The update itself (var - var0), in float64: a much stricter comparison than var.
+        res["update_max_rel_diff"] = max_rel_diff(of_t["var"].double() - var0.double(),
+                                                  p.detach().double() - var0.double())
+        st = opt.state.get(p, {})
+        compared = ["var"]
+        if isinstance(st.get("exp_avg"), torch.Tensor) and st["exp_avg"].shape == var0.shape:
+            res["m_max_rel_diff"] = max_rel_diff(of_t["m"], st["exp_avg"])
+            compared.append("m")
+        if (isinstance(st.get("exp_avg_sq"), torch.Tensor)
+                and st["exp_avg_sq"].shape == var0.shape):
+            res["v_max_rel_diff"] = max_rel_diff(of_t["v"], st["exp_avg_sq"])
+            compared.append("v")
+    res["compared"] = compared
+    worst = max(res[k] for k in res if k.endswith("_max_rel_diff"))
+    res["max_rel_diff"] = worst
+    res["ok"] = bool(worst < CHECK_TOL)
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------
+
+def bench_size(of, kernel, n, reps, target_s, seed):
+    g = torch.Generator().manual_seed(seed)
+    var0 = torch.randn(n, generator=g, dtype=torch.float32)
+    grad = torch.randn(n, generator=g, dtype=torch.float32)
+
+    # opforge's buffers; torch gets its own copies (no sharing of memory between the two).
+    of_t = {"var": var0.clone(), "m": torch.zeros(n), "v": torch.zeros(n), "grad": grad.clone()}
+    call = AdamCall(of, kernel, of_t)
+    p, opt = make_torch_adam(var0, grad, LR, (BETA1, BETA2), EPS)
+
+    step = [0]  # opforge's step count, advanced like torch's
+
+    def of_step():
+        step[0] += 1
+        t = step[0]
+        call.set_scalars(BETA1 ** t, BETA2 ** t, LR, BETA1, BETA2, EPS)
+        t0 = time.perf_counter_ns()
+        call()
+        return time.perf_counter_ns() - t0
+
+    def torch_step():
+        t0 = time.perf_counter_ns()
+        opt.step()
+        return time.perf_counter_ns() - t0
+
+    # Warm-up (page faults, thread pools, torch's lazy state init), also used to size reps.
+    warm_of, warm_th = [], []
+    warm_deadline = time.perf_counter() + 0.2
+    for i in range(200):
+        warm_of.append(of_step())
+        warm_th.append(torch_step())
+        if i >= 4 and time.perf_counter() > warm_deadline:
+            break
+    if reps is None:
+        per_rep_s = (statistics.median(warm_of) + statistics.median(warm_th)) * 1e-9
+        reps = int(min(max(21, math.ceil(target_s / max(per_rep_s, 1e-9))), 200000))
+
+    t_of = [0] * reps
+    t_th = [0] * reps
+    for r in range(reps):
+        if r & 1:
+            t_th[r] = torch_step()
+            t_of[r] = of_step()
+        else:
+            t_of[r] = of_step()
+            t_th[r] = torch_step()
+
+    if not (torch.isfinite(of_t["var"]).all() and torch.isfinite(p.detach()).all()):
+        raise RuntimeError(f"n={n}: non-finite values after the benchmark steps")
+
+    of_us = statistics.median(t_of) / 1e3
+    th_us = statistics.median(t_th) / 1e3
+    return {
+        "n": n,
+        "reps": reps,
+        "opforge_median_us": of_us,
+        "torch_median_us": th_us,
+        "speedup": th_us / of_us,
+        "opforge_gbps": BYTES_PER_ELEMENT * n / (of_us * 1e-6) / 1e9,
+        "opforge_min_us": min(t_of) / 1e3,
+        "torch_min_us": min(t_th) / 1e3,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+
+def parse_sizes(s):
+    out = []
+    for tok in s.split(","):
+        tok = tok.strip()
+        if not tok:
+            continue
+        try:
+            x = float(tok)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad size {tok!r}")
+        if not x.is_integer() or x < 1 or x > 2147483647:
+            raise argparse.ArgumentTypeError(f"size {tok!r} must be an integer in [1, 2^31-1]")
+        out.append(int(x))
+    if not out:
+        raise argparse.ArgumentTypeError("no sizes given")
+    return out
+
+
+def fmt_n(n):
+    e = int(round(math.log10(n))) if n > 0 else 0
+    return f"1e{e}" if 10 ** e == n else str(n)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_lib = os.path.normpath(os.path.join(here, "..", "build", "runtime",
+                                                "libopforge_runtime.so"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--registry", required=True, help="registry dir written by `opforge build`")
+    ap.add_argument("--lib", default=default_lib,
+                    help=f"libopforge_runtime.so (default: {default_lib})")
+    ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("1e4,1e5,1e6,1e7"),
+                    help="comma-separated element counts (default 1e4,1e5,1e6,1e7)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="timed reps per size (default: ~1.5 s per size, at least 21)")
+    ap.add_argument("--target-seconds", type=float, default=1.5,
+                    help="time per size when --reps is not given (default 1.5)")
+    ap.add_argument("--isa", default=None, help="opforge ISA (default: best for this CPU)")
+    ap.add_argument("--json", action="store_true", help="also print a JSON object")
+    args = ap.parse_args()
+
+    if args.threads < 1:
+        ap.error("--threads must be >= 1")
+    if args.reps is not None and args.reps < 1:
+        ap.error("--reps must be >= 1")
+
+    lib = os.path.abspath(args.lib)
+    if not os.path.isfile(lib):
+        sys.exit(f"error: opforge runtime library not found: {lib}\n"
+                 f"  build it with: ninja -C build  (or pass --lib PATH)")
+    reg_dir = os.path.abspath(args.registry)
+    if not os.path.isdir(reg_dir):
+        sys.exit(f"error: registry directory not found: {reg_dir}\n"
+                 f"  create one with: ./build/registry/cli/opforge build --registry {reg_dir}")
+    if not os.path.isfile(os.path.join(reg_dir, "index.json")):
+        sys.exit(f"error: {reg_dir} is not an opforge registry (no index.json)\n"
+                 f"  create one with: ./build/registry/cli/opforge build --registry {reg_dir}")
+
+    torch.set_num_threads(args.threads)
+
+    try:
+        of = Opforge(lib)
+    except OpforgeError as e:
+        sys.exit(f"error: {e}")
+    try:
+        of.open(reg_dir)
+        of.set_num_threads(args.threads)
+        kernel = of.select("apply_adam", "use_nesterov=false", args.isa)
+    except OpforgeError as e:
+        of.close()
+        sys.exit(f"error: {e}")
+
+    try:
+        info = {
+            "op": "apply_adam",
+            "variant": of.variant(kernel),
+            "isa": of.isa(kernel),
+            "registry": reg_dir,
+            "lib": lib,
+            "threads": args.threads,
+            "torch_threads": torch.get_num_threads(),
+            "torch_version": torch.__version__,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "cpu": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "lr": LR, "beta1": BETA1, "beta2": BETA2, "epsilon": EPS,
+            "bytes_per_element": BYTES_PER_ELEMENT,
+        }
+        print(f"opforge {info['variant']} ({info['isa']}) vs torch {torch.__version__} "
+              f"Adam(foreach=True); threads={args.threads} (torch reports "
+              f"{info['torch_threads']}), OMP_WAIT_POLICY={info['omp_wait_policy']}",
+              flush=True)
+
+        chk = check(of, kernel)
+        parts = [f"{k[:-len('_max_rel_diff')]} {chk[k]:.3g}"
+                 for k in ("var_max_rel_diff", "update_max_rel_diff", "m_max_rel_diff",
+                           "v_max_rel_diff") if k in chk]
+        print(f"check (n={CHECK_N}, one step t=1, eps={CHECK_EPS:g}): max rel diff "
+              f"{', '.join(parts)} (tol {CHECK_TOL:g}) -> {'OK' if chk['ok'] else 'FAIL'}",
+              flush=True)
+        if not chk["ok"]:
+            if args.json:
+                print(json.dumps({"info": info, "check": chk, "results": []}, indent=2))
+            sys.exit("error: opforge apply_adam and torch Adam disagree beyond tolerance")
+
+        results = []
+        for i, n in enumerate(args.sizes):
+            r = bench_size(of, kernel, n, args.reps, args.target_seconds, seed=100 + i)
+            results.append(r)
+            print(f"  n={fmt_n(n)}: reps={r['reps']} opforge {r['opforge_median_us']:.1f} us, "
+                  f"torch {r['torch_median_us']:.1f} us", file=sys.stderr, flush=True)
+    except (OpforgeError, RuntimeError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    finally:
+        of.close()
+
+    print()
+    print("| n | reps | opforge median (µs) | torch median (µs) | speed-up (torch/opforge) "
+          "| opforge GB/s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {fmt_n(r['n'])} | {r['reps']} | {r['opforge_median_us']:.1f} "
+              f"| {r['torch_median_us']:.1f} | {r['speedup']:.2f}x | {r['opforge_gbps']:.1f} |")
+
+    if args.json:
+        print(json.dumps({"info": info, "check": chk, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages opforge needs, only those that are missing (idempotent).
+#   scripts/setup.sh          build + test dependencies
+#   scripts/setup.sh --bench  also numpy and torch for scripts/bench_torch.py
+set -euo pipefail
+
+packages=(cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev doctest-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-numpy python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
