@@ -3,6 +3,7 @@
 #include <HalideRuntime.h>
 #include <cpuid.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -230,8 +231,13 @@ std::vector<Descriptor> Registry::variants(const std::string& op) const {
 
 void* Registry::runtime_handle() {
   if (runtime_) return runtime_;
+  // Kernels name the runtime by soname, so every registry's kernels in a process bind to the
+  // first one loaded: reuse it, so thread count and error handler act on the pool in use.
   const std::string path = dir_ + "/" + index_.runtime_library;
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::string soname = path.substr(path.find_last_of('/') + 1);
+  if (access(path.c_str(), R_OK) != 0) throw Error(path + ": Halide runtime library missing");
+  void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
   // Errors become codes with a message, not an abort() of the caller's process.
   using SetHandler = void (*)(void (*)(void*, const char*));
@@ -415,7 +421,10 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
         throw fail(std::string("argument '") + t->name + "' has a negative dimension " +
                    shape_text(shape_of(*t)));
       }
-      e *= t->shape[r];
+      if (__builtin_mul_overflow(e, t->shape[r], &e)) {
+        throw fail(std::string("argument '") + t->name +
+                   "' has more elements than fit in 64 bits " + shape_text(shape_of(*t)));
+      }
     }
     if (k == 0) {
       n = e;

@@ -56,8 +56,7 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
       if (s.name == name) o = &s;
     }
     if (!o) {
-      throw UsageError("opforge " + spec.name + ": unknown option --" + name +
-                       did_you_mean(name, names));
+      throw UsageError("unknown option --" + name + did_you_mean(name, names));
     }
     if (!o->value_name.empty() && !inline_value) {
       if (k + 1 >= argc) throw UsageError("--" + name + " needs a value " + o->value_name);
@@ -71,8 +70,7 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
   const size_t want = spec.positional.empty() ? 0 : 1;
   if (a.positional.size() != want) {
     throw UsageError(
-        "opforge " + spec.name + ": expected " +
-        (want ? spec.positional : std::string("no positional argument")) +
+        "expected " + (want ? spec.positional : std::string("no positional argument")) +
         (a.positional.size() > want ? ", got extra '" + a.positional.back() + "'" : ""));
   }
   return a;
@@ -88,6 +86,30 @@ std::string help_text(const CommandSpec& spec) {
     s += left + " " + o.help + (o.repeated ? " (repeatable)" : "") + "\n";
   }
   return s + "  --help                     this text\n";
+}
+
+std::map<std::string, std::string> attr_options(const Args& a) {
+  std::map<std::string, std::string> out;
+  for (const auto& s : a.all("attr")) {
+    auto [name, value] = split_assignment(s, "attr");
+    if (!out.emplace(name, value).second) throw UsageError("--attr " + name + " given twice");
+  }
+  return out;
+}
+
+std::map<std::string, double> scalar_options(const Args& a) {
+  std::map<std::string, double> out;
+  for (const auto& s : a.all("scalar")) {
+    auto [name, text] = split_assignment(s, "scalar");
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || errno == ERANGE) {
+      throw UsageError("--scalar " + name + "=" + text + ": not a number");
+    }
+    if (!out.emplace(name, v).second) throw UsageError("--scalar " + name + " given twice");
+  }
+  return out;
 }
 
 std::pair<std::string, std::string> split_assignment(const std::string& text,

@@ -40,6 +40,11 @@ struct Args {
 Args parse(const CommandSpec& spec, int argc, char** argv, int first);
 std::string help_text(const CommandSpec& spec);
 
+// --attr NAME=VALUE ... as a map; UsageError for a malformed or repeated name.
+std::map<std::string, std::string> attr_options(const Args& a);
+// --scalar NAME=VALUE ... as numbers; UsageError for a malformed, repeated or non-numeric one.
+std::map<std::string, double> scalar_options(const Args& a);
+
 // Splits "NAME=VALUE"; UsageError naming `option` when malformed.
 std::pair<std::string, std::string> split_assignment(const std::string& text,
                                                      const std::string& option);

@@ -64,19 +64,19 @@ double time_call(Kernel& k, Workload& w) {
 
 int cmd_bench(const Args& a) {
   auto reg = Registry::open(registry_dir(a));
-  std::map<std::string, std::string> attrs;
-  for (const auto& s : a.all("attr")) attrs.insert(split_assignment(s, "attr"));
-  std::map<std::string, double> given;
-  for (const auto& s : a.all("scalar")) {
-    auto [k, v] = split_assignment(s, "scalar");
-    given[k] = std::strtod(v.c_str(), nullptr);
-  }
+  const std::map<std::string, double> given = scalar_options(a);
   const int64_t n = a.get_int("n", 1000000);
   const int threads = static_cast<int>(a.get_int("threads", 2));
   if (n < 1 || threads < 1) throw UsageError("--n and --threads must be positive");
 
-  Kernel& op = reg->select(a.positional.at(0), attrs, a.get("isa"));
+  Kernel& op = reg->select(a.positional.at(0), attr_options(a), a.get("isa"));
   const registry::Descriptor& d = op.descriptor();
+  for (const auto& [name, v] : given) {
+    const registry::Input* in = d.find_input(name);
+    if (!in || in->role != registry::Input::Role::scalar) {
+      throw UsageError("--scalar '" + name + "': " + d.op + " has no such scalar argument");
+    }
+  }
   Kernel& bw = reg->select(d.bandwidth_op, {}, d.target.isa);
   Workload wo(d, n, given), wb(bw.descriptor(), n, {});
   const double bytes = static_cast<double>(n) *

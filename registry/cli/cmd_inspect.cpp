@@ -12,9 +12,8 @@ namespace opforge::cli {
 
 int cmd_inspect(const Args& a) {
   auto reg = Registry::open(registry_dir(a));
-  std::map<std::string, std::string> attrs;
-  for (const auto& s : a.all("attr")) attrs.insert(split_assignment(s, "attr"));
-  const registry::Descriptor d = reg->select(a.positional.at(0), attrs, a.get("isa")).descriptor();
+  const registry::Descriptor d =
+      reg->select(a.positional.at(0), attr_options(a), a.get("isa")).descriptor();
   cache::CompileCache cache(cache_dir(a));
   std::string why;
   auto entry = cache.lookup(d.cache_key, &why);

@@ -1,6 +1,4 @@
 // opforge run OP --in NAME=FILE.npy ... --scalar NAME=VALUE ... [--attr NAME=VALUE] --out DIR
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,16 +12,6 @@ namespace opforge::cli {
 
 namespace {
 
-double parse_scalar(const std::string& name, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || errno == ERANGE) {
-    throw UsageError("--scalar " + name + "=" + text + ": not a number");
-  }
-  return v;
-}
-
 registry::DType dtype_of(const npy::Array& arr, const std::string& file) {
   if (arr.descr == "<f4") return registry::DType::f32;
   if (arr.descr == "<f8") return registry::DType::f64;
@@ -36,11 +24,9 @@ registry::DType dtype_of(const npy::Array& arr, const std::string& file) {
 }  // namespace
 
 int cmd_run(const Args& a) {
-  if (!a.has("out")) throw UsageError("opforge run: --out DIR is required");
+  if (!a.has("out")) throw UsageError("--out DIR is required");
   auto reg = Registry::open(registry_dir(a));
-  std::map<std::string, std::string> attrs;
-  for (const auto& s : a.all("attr")) attrs.insert(split_assignment(s, "attr"));
-  Kernel& k = reg->select(a.positional.at(0), attrs, a.get("isa"));
+  Kernel& k = reg->select(a.positional.at(0), attr_options(a), a.get("isa"));
   if (a.has("threads")) reg->set_num_threads(static_cast<int>(a.get_int("threads", 0)));
 
   // Read every input before anything runs or is written.
@@ -56,14 +42,8 @@ int cmd_run(const Args& a) {
   for (auto& [name, arr] : arrays) {
     tensors.push_back({name, arr.data.data(), dtype_of(arr, files[name]), arr.shape});
   }
-  std::map<std::string, double> scalars;
-  for (const auto& s : a.all("scalar")) {
-    auto [name, text] = split_assignment(s, "scalar");
-    if (!scalars.emplace(name, parse_scalar(name, text)).second) {
-      throw UsageError("--scalar " + name + " given twice");
-    }
-  }
-  k.call(tensors, scalars);  // validates every argument first; updates the arrays in place
+  k.call(tensors,
+         scalar_options(a));  // validates every argument first; updates the arrays in place
 
   // Every input was validated and the kernel has run before the first write; each output
   // file is written to a temp file and renamed, so none is ever half-written.

@@ -1,0 +1,198 @@
+// list, describe, inspect, bench and help: what the CLI prints about the registry.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_util.h"
+
+namespace opforge::testing {
+namespace {
+
+using json = nlohmann::json;
+
+json parse_json(const Result& r) {
+  try {
+    return json::parse(r.out);
+  } catch (const json::exception& e) {
+    FAIL_CHECK("not JSON (" << e.what() << "): " << r.out);
+    return json();
+  }
+}
+
+TEST_CASE("list: every op, as a table and as JSON") {
+  const Result r = opforge_reg({"list"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  for (const char* op : {"apply_adam", "apply_gradient_descent", "apply_momentum"}) {
+    CHECK(contains(r.out, op));
+  }
+  CHECK(contains(r.out, test_registry_dir()));
+
+  const Result j = opforge_reg({"list", "--json"});
+  REQUIRE_MESSAGE(j.rc == 0, j.all());
+  const json v = parse_json(j);
+  REQUIRE(v.is_array());
+  int adam = 0;
+  for (const auto& e : v) {
+    if (e.at("op") == "apply_adam") {
+      ++adam;
+      CHECK(e.at("variant").get<std::string>().rfind("apply_adam__", 0) == 0);
+      CHECK(e.at("attrs").contains("use_nesterov"));
+    }
+  }
+  CHECK(adam == 4);  // use_nesterov false/true x avx512/avx2
+}
+
+TEST_CASE("describe apply_adam: formula and every argument in TF order") {
+  const Result r = opforge_reg({"describe", "apply_adam"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)"));
+  CHECK(contains(r.out, "var -= lr_t * m / (sqrt(v) + epsilon)"));
+  // The "arguments (in order):" section, one argument per line.
+  const size_t start = r.out.find("arguments (in order):\n");
+  REQUIRE(start != std::string::npos);
+  std::istringstream lines(r.out.substr(start));
+  std::string line;
+  std::getline(lines, line);
+  std::vector<std::string> names;
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+    std::istringstream w(line);
+    std::string name;
+    w >> name;
+    names.push_back(name);
+  }
+  const std::vector<std::string> tf = {"var", "m",     "v",     "beta1_power", "beta2_power",
+                                       "lr",  "beta1", "beta2", "epsilon",     "grad"};
+  CHECK(names == tf);
+  // The suggested command line lists them in the same order.
+  size_t pos = r.out.find("run it: opforge run apply_adam");
+  REQUIRE(pos != std::string::npos);
+  for (const auto& n : tf) {
+    const size_t at = r.out.find(" " + n + "=", pos);
+    CHECK_MESSAGE(at != std::string::npos, n << " out of order in the run line");
+    if (at != std::string::npos) pos = at;
+  }
+}
+
+TEST_CASE("describe --json: every variant's descriptor") {
+  const Result r = opforge_reg({"describe", "apply_adam", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json v = parse_json(r);
+  REQUIRE(v.is_array());
+  CHECK(v.size() == 4);
+  for (const auto& d : v) {
+    CHECK(d.at("op") == "apply_adam");
+    CHECK(d.at("inputs").size() == 10);
+  }
+}
+
+TEST_CASE("describe: an unknown op exits 1 naming it") {
+  const Result r = opforge_reg({"describe", "apply_adma"});
+  CHECK(r.rc == 1);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "did you mean 'apply_adam'"));
+}
+
+TEST_CASE("inspect apply_adam: loop nest, stmt, asm, html") {
+  const std::vector<std::string> base = {"inspect", "apply_adam",  "--isa",
+                                         "avx2",    "--cache-dir", test_cache_dir()};
+  const Result nest = opforge_reg(base);
+  REQUIRE_MESSAGE(nest.rc == 0, nest.all());
+  CHECK(contains(nest.out, "loop nest"));
+  CHECK(contains(nest.out, "parallel"));
+  CHECK(contains(nest.out, "vectorized"));
+  CHECK(contains(nest.out, "apply_adam__use_nesterov_0__f32__avx2"));
+
+  const Result stmt = opforge_reg(concat(base, {"--stmt"}));
+  CHECK_MESSAGE(stmt.rc == 0, stmt.err);
+  CHECK(stmt.out.size() > 100);
+
+  const Result as = opforge_reg(concat(base, {"--asm"}));
+  CHECK_MESSAGE(as.rc == 0, as.err);
+  CHECK(as.out.size() > 100);
+  CHECK(contains(as.out, "ymm"));  // AVX2 vectors
+
+  TempDir dir;
+  const std::string html = dir / "adam.html";
+  const Result h = opforge_reg(concat(base, {"--html", html}));
+  CHECK_MESSAGE(h.rc == 0, h.err);
+  REQUIRE(fs::exists(html));
+  const std::string text = slurp(html);
+  CHECK(fs::file_size(html) > 100);
+  CHECK(contains(text, "<head>"));  // Halide 14's stmt_html has no <html> element
+  CHECK(contains(text, "<body"));
+}
+
+TEST_CASE("inspect: a cache without the entry says how to recreate it") {
+  TempDir empty;
+  const Result r =
+      opforge_reg({"inspect", "apply_adam", "--isa", "avx2", "--cache-dir", empty.path().string()});
+  CHECK(r.rc == 1);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "opforge build"));
+}
+
+TEST_CASE("bench apply_gradient_descent --json") {
+  const Result r =
+      opforge_reg({"bench", "apply_gradient_descent", "--n", "10000", "--reps", "21", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json v = parse_json(r);
+  REQUIRE(v.is_object());
+  for (const char* k : {"op_us", "bw_us", "pct_of_bw"}) {
+    CAPTURE(k);
+    REQUIRE(v.contains(k));
+    CHECK(v.at(k).is_number());
+    CHECK(v.at(k).get<double>() > 0);
+  }
+  CHECK(v.at("op") == "apply_gradient_descent");
+  CHECK(v.at("n") == 10000);
+  CHECK(v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s1_g1__", 0) == 0);
+}
+
+TEST_CASE("bench: bad --n is a usage error") {
+  const Result r = opforge_reg({"bench", "apply_gradient_descent", "--n", "ten"});
+  CHECK(r.rc == 2);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "--n"));
+}
+
+// bench checks --scalar like run does: "alpha=abc" must not benchmark with alpha = 0, and a
+// misspelled name must not fall back to the default.
+TEST_CASE("bench: a malformed or unknown --scalar is a usage error") {
+  const std::vector<std::string> base = {
+      "bench", "apply_gradient_descent", "--n", "1000", "--reps", "1", "--json"};
+  const Result abc = opforge_reg(concat(base, {"--scalar", "alpha=abc"}));
+  CHECK(abc.rc == 2);
+  CHECK(contains(abc.err, "alpha=abc"));
+  const Result unknown = opforge_reg(concat(base, {"--scalar", "alpah=0.1"}));
+  CHECK(unknown.rc != 0);
+  CHECK(contains(unknown.err, "'alpah'"));
+}
+
+TEST_CASE("help and unknown commands") {
+  const Result top = opforge({"--help"});
+  CHECK(top.rc == 0);
+  for (const char* c : {"build", "list", "describe", "inspect", "run", "bench", "cache"}) {
+    CHECK(contains(top.out, c));
+  }
+  const Result none = opforge({});
+  CHECK(none.rc == 2);
+
+  const Result run = opforge({"run", "--help"});
+  CHECK(run.rc == 0);
+  CHECK(contains(run.out, "usage: opforge run"));
+  for (const char* o : {"--in", "--scalar", "--attr", "--isa", "--out", "--registry"}) {
+    CHECK(contains(run.out, o));
+  }
+
+  const Result bad = opforge({"frobnicate"});
+  CHECK(bad.rc == 2);
+  CHECK(one_line(bad.err));
+  CHECK(contains(bad.err, "'frobnicate'"));
+  const Result near = opforge({"lsit"});
+  CHECK(near.rc == 2);
+  CHECK(contains(near.err, "did you mean 'list'"));
+}
+
+}  // namespace
+}  // namespace opforge::testing

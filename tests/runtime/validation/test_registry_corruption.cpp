@@ -1,0 +1,182 @@
+// A damaged registry fails with a message naming the file and what is wrong, never with a
+// crash. Every test damages its own copy of the test registry.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "validation_util.h"
+
+namespace opforge::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE_MESSAGE(in, "cannot read " << p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  REQUIRE_MESSAGE(out, "cannot write " << p);
+  out << text;
+}
+
+const char* const kAdamAvx2 = "apply_adam__use_nesterov_0__f32__avx2";
+
+TEST_CASE("corrupt registry: a missing directory or index is named") {
+  TempDir tmp;
+  const std::string missing = (tmp.path() / "nothing-here").string();
+  CHECK(contains(error_of([&] { Registry::open(missing); }), missing + "/index.json"));
+  const std::string empty = tmp.path().string();
+  CHECK(contains(error_of([&] { Registry::open(empty); }), "index.json"));
+}
+
+TEST_CASE("corrupt registry: a truncated index.json names the file and a line:col") {
+  RegistryCopy copy;
+  const fs::path index = copy / "index.json";
+  const std::string text = read_file(index);
+  write_file(index, text.substr(0, text.size() / 2));
+  const std::string msg = error_of([&] { Registry::open(copy.dir().string()); });
+  CHECK(contains(msg, index.string()));
+  CHECK(std::regex_search(msg, std::regex("index\\.json:[0-9]+:[0-9]+:")));
+  CHECK(contains(msg, "JSON"));
+}
+
+TEST_CASE("corrupt registry: an index naming a missing descriptor fails when the op is used") {
+  RegistryCopy copy;
+  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  REQUIRE(fs::remove(desc));
+  std::unique_ptr<Registry> reg;
+  REQUIRE_NOTHROW(reg = Registry::open(copy.dir().string()));  // lazily read
+  const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg, desc.string()));
+  // Other ops are unaffected.
+  CHECK_NOTHROW(reg->select("apply_gradient_descent", {}, "avx2"));
+}
+
+TEST_CASE("corrupt registry: a descriptor for another variant than the index says is named") {
+  RegistryCopy copy;
+  const fs::path a = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  const fs::path b = copy / "ops/apply_adam__use_nesterov_1__f32__avx2.json";
+  write_file(a, read_file(b));
+  auto reg = Registry::open(copy.dir().string());
+  const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg, a.string()));
+  CHECK(contains(msg, kAdamAvx2));
+}
+
+TEST_CASE("corrupt registry: an index path that leaves the registry is rejected at open") {
+  RegistryCopy copy;
+  const fs::path index = copy / "index.json";
+  json j = json::parse(read_file(index));
+  j["variants"][0]["descriptor"] = "../outside.json";
+  write_file(index, j.dump(2));
+  const std::string msg = error_of([&] { Registry::open(copy.dir().string()); });
+  CHECK(contains(msg, index.string()));
+  CHECK(contains(msg, "/variants/0/descriptor"));
+}
+
+TEST_CASE("corrupt registry: an attr combination no variant has is named") {
+  RegistryCopy copy;
+  const fs::path index = copy / "index.json";
+  json j = json::parse(read_file(index));
+  json kept = json::array();
+  for (const auto& v : j["variants"]) {
+    if (!(v["op"] == "apply_adam" && v["attrs"]["use_nesterov"] == "true")) kept.push_back(v);
+  }
+  REQUIRE(kept.size() + 2 == j["variants"].size());
+  j["variants"] = kept;
+  write_file(index, j.dump(2));
+  auto reg = Registry::open(copy.dir().string());
+  CHECK_NOTHROW(reg->select("apply_adam", {}, "avx2"));
+  const std::string msg = error_of([&] {
+    reg->select("apply_adam", {{"use_nesterov", "true"}}, "avx2");
+  });
+  CHECK(contains(msg, "apply_adam"));
+  CHECK(contains(msg, "no registered variant"));
+  CHECK(contains(msg, "use_nesterov=true"));
+}
+
+TEST_CASE("corrupt registry: a self-consistent descriptor that disagrees with the kernel") {
+  RegistryCopy copy;
+  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  json j = json::parse(read_file(desc));
+  // Rename grad -> gradient everywhere the descriptor names it.
+  int renamed = 0;
+  for (auto& in : j["inputs"]) {
+    if (in["name"] == "grad") in["name"] = "gradient", ++renamed;
+  }
+  for (auto& a : j["kernel"]["args"]) {
+    if (a["name"] == "grad") a["name"] = "gradient", ++renamed;
+  }
+  for (auto& s : j["shape"]["same_shape"]) {
+    if (s == "grad") s = "gradient", ++renamed;
+  }
+  REQUIRE(renamed == 3);
+  write_file(desc, j.dump(2));
+  auto reg = Registry::open(copy.dir().string());
+  // The descriptor alone is valid ...
+  registry::Descriptor d;
+  REQUIRE_NOTHROW(d = reg->descriptor(kAdamAvx2));
+  CHECK(d.find_input("gradient") != nullptr);
+  // ... but the compiled kernel's metadata says otherwise.
+  const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg, "metadata"));
+  CHECK(contains(msg, kAdamAvx2));
+  CHECK(contains(msg, "'grad'"));
+  CHECK(contains(msg, "'gradient'"));
+  // The untouched nesterov variant still loads.
+  CHECK_NOTHROW(reg->select("apply_adam", {{"use_nesterov", "true"}}, "avx2"));
+}
+
+TEST_CASE("corrupt registry: a descriptor whose kernel argument order is swapped") {
+  RegistryCopy copy;
+  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  json j = json::parse(read_file(desc));
+  auto& args = j["kernel"]["args"];
+  REQUIRE(args[3]["name"] == "beta1_power");
+  REQUIRE(args[4]["name"] == "beta2_power");
+  std::swap(args[3], args[4]);  // would silently swap two scalars
+  write_file(desc, j.dump(2));
+  auto reg = Registry::open(copy.dir().string());
+  const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg, "metadata"));
+  CHECK(contains(msg, "argument 3"));
+}
+
+TEST_CASE("corrupt registry: a kernel .so replaced by garbage cannot load") {
+  RegistryCopy copy;
+  const fs::path so = copy / "kernels/apply_gradient_descent__f32__avx2.so";
+  fs::remove(so);  // a new inode: never the file the shared registry may have mapped
+  write_file(so, std::string(4096, '\x5a') + "this is not an ELF shared object");
+  auto reg = Registry::open(copy.dir().string());
+  const std::string msg = error_of([&] { reg->select("apply_gradient_descent", {}, "avx2"); });
+  CHECK(contains(msg, "cannot load kernel"));
+  CHECK(contains(msg, so.string()));
+  // A missing kernel file is reported the same way.
+  const fs::path so2 = copy / "kernels/apply_adam__use_nesterov_0__f32__avx2.so";
+  fs::remove(so2);
+  const std::string msg2 = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg2, "cannot load kernel"));
+  CHECK(contains(msg2, so2.string()));
+}
+
+TEST_CASE("corrupt registry: a missing Halide runtime library is named") {
+  RegistryCopy copy;
+  const fs::path rt = copy / "lib/libopforge_halide_runtime.so";
+  fs::remove(rt);
+  auto reg = Registry::open(copy.dir().string());
+  const std::string msg = error_of([&] { reg->select("apply_gradient_descent", {}, "avx2"); });
+  CHECK(contains(msg, rt.string()));
+}
+
+}  // namespace
+}  // namespace opforge::testing
