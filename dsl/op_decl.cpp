@@ -208,9 +208,4 @@ std::string canonicalize_attr(const AttrDecl& a, const std::string& text) {
   throw bad("unknown type");
 }
 
-Expr sign(const Expr& x) {
-  Halide::Type t = x.type();
-  return Halide::select(x > 0, Halide::cast(t, 1), x < 0, Halide::cast(t, -1), Halide::cast(t, 0));
-}
-
 }  // namespace opforge::dsl

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "dsl/math.h"
 #include "registry/format/descriptor.h"
 
 namespace opforge::dsl {
@@ -126,8 +127,5 @@ std::string canonical_float(double v);
 // Parses user text for an attr of the given type into its canonical form; throws
 // std::invalid_argument on bad text.
 std::string canonicalize_attr(const AttrDecl& a, const std::string& text);
-
-// sign(x): 1, -1 or 0 (TensorFlow's sign(0) == 0). Halide 14 has no sign().
-Expr sign(const Expr& x);
 
 }  // namespace opforge::dsl

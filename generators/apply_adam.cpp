@@ -7,7 +7,9 @@ namespace opforge::generators {
 const dsl::OptimizerDecl& apply_adam() {
   static const dsl::OptimizerDecl d =
       dsl::OptimizerDecl("apply_adam")
-          .summary("Adam, TensorFlow convention (bias correction folded into lr_t), in place")
+          .summary(
+              "Adam, TensorFlow convention (bias correction folded into lr_t), in place; the "
+              "divide by sqrt(v) + epsilon uses a refined reciprocal (within 2 ulp)")
           .reference("TensorFlow ApplyAdam (tensorflow/core/kernels/training_ops.cc)")
           .formula(
               "lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power); "
@@ -32,7 +34,8 @@ const dsl::OptimizerDecl& apply_adam() {
             dsl::Expr m = c["m"] + (g - c["m"]) * (1 - c["beta1"]);
             dsl::Expr v = c["v"] + (g * g - c["v"]) * (1 - c["beta2"]);
             dsl::Expr num = c.attr_bool("use_nesterov") ? g * (1 - c["beta1"]) + c["beta1"] * m : m;
-            dsl::Expr var = c["var"] - lr_t * num / (Halide::sqrt(v) + c["epsilon"]);
+            // num / (sqrt(v) + epsilon): the divide through dsl::reciprocal (see dsl/math.h).
+            dsl::Expr var = c["var"] - lr_t * num * dsl::reciprocal(Halide::sqrt(v) + c["epsilon"]);
             return dsl::Updates{{"var", var}, {"m", m}, {"v", v}};
           });
   return d;

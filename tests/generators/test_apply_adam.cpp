@@ -45,3 +45,50 @@ const RegisterReference reg("apply_adam",
 
 }  // namespace
 }  // namespace opforge::testing
+
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "opforge/runtime.hpp"
+#include "test_registry.h"
+
+namespace opforge::testing {
+namespace {
+
+// IEEE edge cases of the division, as TensorFlow's Eigen kernel gives them:
+//   sqrt(v) + epsilon == 0 with m != 0  ->  var becomes -+inf;
+//   grad*grad overflows, v == inf       ->  m / inf == 0, var unchanged.
+TEST_CASE("apply_adam: division edge cases match IEEE (TF) semantics on every ISA") {
+  auto reg = Registry::open(test_registry_dir());
+  for (const char* isa : {"avx2", "avx512"}) {
+    if (std::string(isa) == "avx512" && !cpu_supports("avx512f")) continue;
+    CAPTURE(isa);
+    Kernel& k = reg->select("apply_adam", {}, isa);
+    const int64_t n = 37;  // vector body and tail
+    std::vector<float> var(n, 1.0f), m(n), v(n, 0.0f), grad(n, 0.0f);
+    for (int64_t i = 0; i < n; ++i) m[i] = i % 2 ? 0.5f : -0.5f;
+    grad[3] = 1e20f;  // grad^2 overflows: v = inf there
+    std::map<std::string, double> s = {{"beta1_power", 0.9}, {"beta2_power", 0.999},
+                                       {"lr", 0.01},         {"beta1", 0.9},
+                                       {"beta2", 0.999},     {"epsilon", 0.0}};
+    k.call({{"var", var.data(), registry::DType::f32, {n}},
+            {"m", m.data(), registry::DType::f32, {n}},
+            {"v", v.data(), registry::DType::f32, {n}},
+            {"grad", grad.data(), registry::DType::f32, {n}}},
+           s);
+    for (int64_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      if (i == 3) {
+        CHECK(std::isinf(v[i]));
+        CHECK(var[i] == 1.0f);
+      } else {
+        CHECK(std::isinf(var[i]));
+        CHECK((var[i] > 0) == (m[i] < 0));  // var -= lr_t * m / 0
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opforge::testing

@@ -1,0 +1,22 @@
+#include "dsl/math.h"
+
+namespace opforge::dsl {
+
+using Halide::Expr;
+
+Expr sign(const Expr& x) {
+  Halide::Type t = x.type();
+  return Halide::select(x > 0, Halide::cast(t, 1), x < 0, Halide::cast(t, -1), Halide::cast(t, 0));
+}
+
+Expr reciprocal(const Expr& x) {
+  Expr r0 = Halide::fast_inverse(x);
+  Expr r1 = r0 * (2.0f - x * r0);
+  // For 0, denormals, inf and NaN the Newton step gives NaN; the estimate itself is exact
+  // there. The test is on the exponent bits: Halide's simplifier assumes finite floats, and
+  // both `x == inf` and is_nan() were optimized into wrong tests.
+  Expr exponent = (Halide::reinterpret(Halide::UInt(32), x) >> 23) & 0xff;
+  return Halide::select(exponent == 0 || exponent == 0xff, r0, r1);
+}
+
+}  // namespace opforge::dsl
