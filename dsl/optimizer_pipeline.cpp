@@ -127,42 +127,9 @@ std::string exact_text(const Expr& e) {
   return s.str();
 }
 
-OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
-                                           const std::map<std::string, int64_t>& schedule,
-                                           const Halide::Target& target) {
-  decl.validate();
-  OptimizerPipeline r;
-  AttrValues attrs = decl.resolve_attrs(given);
-  r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
-  r.schedule_summary = ElementwiseSchedule::summary(r.schedule_params);
-
-  // Arguments in declaration order: fp32 1-D buffers for tensors, fp32 params for scalars.
-  Var i("i");
-  std::map<std::string, Expr> values;
-  std::vector<std::string> tensor_names;
-  for (const auto& a : decl.args()) {
-    if (a.role == Input::Role::scalar) {
-      Halide::Param<float> p(a.name);
-      values[a.name] = p;
-      r.arguments.push_back(p);
-      r.kernel_args.push_back({a.name, KernelArg::Kind::input_scalar, registry::DType::f32, 0});
-      r.inputs.push_back({a.name, a.role, registry::DType::f32, 0, a.description});
-    } else {
-      ImageParam im(Halide::Float(32), 1, a.name);
-      im.dim(0).set_estimate(0, 1 << 20);
-      values[a.name] = im(i);
-      r.arguments.push_back(im);
-      r.kernel_args.push_back({a.name, KernelArg::Kind::input_buffer, registry::DType::f32, 1});
-      r.inputs.push_back({a.name, a.role, registry::DType::f32, -1, a.description});
-      tensor_names.push_back(a.name);
-    }
-  }
-  for (const auto& a : decl.attrs()) {
-    r.attrs.push_back(
-        {a.name, a.type, a.default_value, attrs.at(a.name), a.description, a.choices});
-  }
-
-  // Simultaneous assignment: every update Expr was built from the old values above.
+std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
+                                const std::map<std::string, Expr>& values) {
+  // Simultaneous assignment: every update Expr is built from the old values.
   Updates updates = decl.update_fn()(UpdateContext(values, attrs, decl.name()));
   std::map<std::string, Expr> by_state;
   const std::vector<std::string> states = decl.states();
@@ -178,6 +145,44 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     if (it == by_state.end()) fail(decl.name(), "state '" + s + "' is never updated");
     new_values.push_back(Halide::cast(Halide::Float(32), it->second));
   }
+  return new_values;
+}
+
+OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
+                                           const std::map<std::string, int64_t>& schedule,
+                                           const Halide::Target& target) {
+  decl.validate();
+  OptimizerPipeline r;
+  AttrValues attrs = decl.resolve_attrs(given);
+  r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
+  r.schedule_summary = ElementwiseSchedule::summary(r.schedule_params);
+
+  // Arguments in declaration order: fp32 1-D buffers for tensors, fp32 params for scalars.
+  Var i("i");
+  std::map<std::string, Expr> values;
+  for (const auto& a : decl.args()) {
+    if (a.role == Input::Role::scalar) {
+      Halide::Param<float> p(a.name);
+      values[a.name] = p;
+      r.arguments.push_back(p);
+      r.kernel_args.push_back({a.name, KernelArg::Kind::input_scalar, registry::DType::f32, 0});
+      r.inputs.push_back({a.name, a.role, registry::DType::f32, 0, a.description});
+    } else {
+      ImageParam im(Halide::Float(32), 1, a.name);
+      im.dim(0).set_estimate(0, 1 << 20);
+      values[a.name] = im(i);
+      r.arguments.push_back(im);
+      r.kernel_args.push_back({a.name, KernelArg::Kind::input_buffer, registry::DType::f32, 1});
+      r.inputs.push_back({a.name, a.role, registry::DType::f32, -1, a.description});
+    }
+  }
+  for (const auto& a : decl.attrs()) {
+    r.attrs.push_back(
+        {a.name, a.type, a.default_value, attrs.at(a.name), a.description, a.choices});
+  }
+
+  const std::vector<std::string> states = decl.states();
+  const std::vector<Expr> new_values = state_updates(decl, attrs, values);
 
   // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
   // moved 44 B/element for Adam instead of 28 and were correct in one order only.

@@ -29,6 +29,12 @@ struct OptimizerPipeline {
   std::string algorithm;
 };
 
+// The declaration's update evaluated on `values` (every argument's current element or scalar):
+// the new value of each state, in state order, as fp32. Throws std::invalid_argument naming
+// the op when a non-state is assigned, a state twice, or a state never.
+std::vector<Halide::Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
+                                        const std::map<std::string, Halide::Expr>& values);
+
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,
                                            const std::map<std::string, int64_t>& schedule,
                                            const Halide::Target& target);

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <set>
+#include <stdexcept>
 
 #include "generators/ops.h"
 
@@ -47,6 +48,17 @@ std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& at
     id += "__" + a.name + "_" + v;
   }
   return id + "__f32__" + isa;
+}
+
+const dsl::OptimizerDecl& find_decl(const std::string& op) {
+  std::set<std::string> names;
+  for (const auto& row : op_table()) {
+    if (row.decl->name() == op) return *row.decl;
+    names.insert(row.decl->name());
+  }
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown op '" + op + "' (the op table has " + known + ")");
 }
 
 const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl) {

@@ -27,6 +27,10 @@ const std::vector<VariantSpec>& op_table();
 std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& resolved_attrs,
                        const std::string& isa);
 
+// The declaration of an op in the table (bandwidth kernels included); throws
+// std::invalid_argument for an unknown name.
+const dsl::OptimizerDecl& find_decl(const std::string& op);
+
 // The bandwidth kernel with the same traffic as `decl`.
 const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl);
 
