@@ -22,8 +22,8 @@ const dsl::OptimizerDecl& bandwidth(int states, int grads) {
     const std::string name = "bandwidth_s" + std::to_string(states) + "_g" + std::to_string(grads);
     auto d = std::make_unique<dsl::OptimizerDecl>(name);
     d->kind("bandwidth")
-        .summary("Read-modify-write bandwidth kernel: " + std::to_string(states) + " states, " +
-                 std::to_string(grads) + " gradients")
+        .summary("Read-modify-write bandwidth kernel (states=" + std::to_string(states) +
+                 ", gradients=" + std::to_string(grads) + ")")
         .reference("opforge benchmark ceiling")
         .formula("s_k += sum_j g_j for every state s_k")
         .tolerance(2e-7, 1e-7);

@@ -1,4 +1,5 @@
 // opforge list / describe: what the registry holds, from its descriptors.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -40,7 +41,7 @@ int cmd_list(const Args& a) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-24s %-8s %-14s %-22s %s\n", "op", "kind", "isas", "attrs", "summary");
+  std::vector<std::vector<std::string>> rows = {{"op", "kind", "isas", "attrs", "summary"}};
   for (const auto& op : reg->ops()) {
     auto vs = reg->variants(op);
     std::set<std::string> isas, attrs;
@@ -48,9 +49,16 @@ int cmd_list(const Args& a) {
       isas.insert(d.target.isa);
       attrs.insert(attrs_text(d.attr_values()));
     }
-    std::printf("%-24s %-8s %-14s %-22s %s\n", op.c_str(), vs[0].kind.c_str(),
-                join({isas.begin(), isas.end()}, ",").c_str(),
-                join({attrs.begin(), attrs.end()}, " | ").c_str(), vs[0].summary.c_str());
+    rows.push_back({op, vs[0].kind, join({isas.begin(), isas.end()}, ","),
+                    join({attrs.begin(), attrs.end()}, " | "), vs[0].summary});
+  }
+  std::vector<size_t> width(4, 0);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < width.size(); ++c) std::printf("%-*s  ", int(width[c]), r[c].c_str());
+    std::printf("%s\n", r.back().c_str());
   }
   std::printf("%zu variants in %s\n", reg->index().variants.size(), reg->dir().c_str());
   return 0;
