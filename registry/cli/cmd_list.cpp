@@ -64,6 +64,25 @@ int cmd_list(const Args& a) {
   return 0;
 }
 
+std::string op_help(const Args& a, const std::string& op) {
+  const registry::Descriptor d = Registry::open(registry_dir(a))->variants(op).front();
+  std::string s = d.op + ": " + d.summary + "\n  " + d.formula + "\n\narguments (in order):\n";
+  for (const auto& in : d.inputs) {
+    const bool scalar = in.role == registry::Input::Role::scalar;
+    std::string left = std::string(scalar ? "  --scalar " : "  --in ") + in.name +
+                       (scalar ? "=VALUE" : "=FILE.npy");
+    left.resize(std::max<size_t>(left.size() + 1, 32), ' ');
+    s += left + registry::role_name(in.role) + ", " + registry::dtype_name(in.dtype) + ": " +
+         in.description + "\n";
+  }
+  for (const auto& at : d.attrs) {
+    std::string left = "  --attr " + at.name + "=" + registry::attr_type_name(at.type);
+    left.resize(std::max<size_t>(left.size() + 1, 32), ' ');
+    s += left + "default " + at.default_value + ": " + at.description + "\n";
+  }
+  return s;
+}
+
 int cmd_describe(const Args& a) {
   auto reg = Registry::open(registry_dir(a));
   const std::string op = a.positional.at(0);

@@ -24,6 +24,9 @@ int cmd_run(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_cache(const Args& a);
 
+// An op's arguments and attrs, from its descriptor (for `opforge run OP --help`).
+std::string op_help(const Args& a, const std::string& op);
+
 // Options shared by commands that read a registry / the cache.
 OptionSpec registry_option();
 OptionSpec cache_option();

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
       Args a = parse(c.spec, argc, argv, 2);
       if (a.has("help")) {
         std::cout << help_text(c.spec);
+        // `opforge run apply_adam --help`: the op's own arguments and attrs, from its descriptor.
+        if (c.spec.positional == "OP" && a.positional.size() == 1) {
+          std::cout << "\n" << op_help(a, a.positional[0]);
+        }
         return 0;
       }
       return c.run(a);

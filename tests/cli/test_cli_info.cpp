@@ -194,5 +194,20 @@ TEST_CASE("help and unknown commands") {
   CHECK(contains(near.err, "did you mean 'list'"));
 }
 
+TEST_CASE("run OP --help lists the op's own arguments in order, from its descriptor") {
+  const Result r = opforge_reg({"run", "apply_adam", "--help"});
+  CHECK(r.rc == 0);
+  size_t at = 0;
+  for (const char* arg :
+       {"--in var=", "--in m=", "--in v=", "--scalar beta1_power=", "--scalar beta2_power=",
+        "--scalar lr=", "--scalar beta1=", "--scalar beta2=", "--scalar epsilon=", "--in grad="}) {
+    const size_t next = r.out.find(arg, at);
+    CHECK_MESSAGE(next != std::string::npos, arg << " missing or out of order");
+    if (next != std::string::npos) at = next;
+  }
+  CHECK(contains(r.out, "--attr use_nesterov=bool"));
+  CHECK(contains(r.out, "Nesterov"));
+}
+
 }  // namespace
 }  // namespace opforge::testing
