@@ -172,40 +172,11 @@ std::string canonical_float(double v) {
 }
 
 std::string canonicalize_attr(const AttrDecl& a, const std::string& text) {
-  auto bad = [&](const std::string& why) {
-    return std::invalid_argument("attr '" + a.name + "': " + why + " (got '" + text + "')");
-  };
-  switch (a.type) {
-    case Attr::Type::boolean:
-      if (text == "true" || text == "1" || text == "True") return "true";
-      if (text == "false" || text == "0" || text == "False") return "false";
-      throw bad("expected true or false");
-    case Attr::Type::integer: {
-      errno = 0;
-      char* end = nullptr;
-      long long v = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || errno == ERANGE) throw bad("expected an integer");
-      return canonical_int(v);
-    }
-    case Attr::Type::real: {
-      errno = 0;
-      char* end = nullptr;
-      double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite number");
-      return canonical_float(v);
-    }
-    case Attr::Type::string:
-      if (!a.choices.empty()) {
-        for (const auto& c : a.choices) {
-          if (c == text) return text;
-        }
-        std::string list;
-        for (const auto& c : a.choices) list += (list.empty() ? "" : ", ") + c;
-        throw bad("expected one of " + list);
-      }
-      return text;
+  try {
+    return registry::canonical_attr_value(a.type, a.choices, text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("attr '" + a.name + "': " + e.what());
   }
-  throw bad("unknown type");
 }
 
 }  // namespace opforge::dsl

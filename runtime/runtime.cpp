@@ -57,33 +57,11 @@ bool cpuid_f16c() {
 
 std::string canonical_attr(const registry::Attr& a, const std::string& text,
                            const std::string& op) {
-  auto bad = [&](const char* want) {
-    return Error("op '" + op + "': attr '" + a.name + "' expects " + want + ", got '" + text + "'");
-  };
-  switch (a.type) {
-    case registry::Attr::Type::boolean:
-      if (text == "true" || text == "1" || text == "True") return "true";
-      if (text == "false" || text == "0" || text == "False") return "false";
-      throw bad("true or false");
-    case registry::Attr::Type::integer: {
-      char* end = nullptr;
-      errno = 0;
-      long long v = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end || errno) throw bad("an integer");
-      return std::to_string(v);
-    }
-    case registry::Attr::Type::real: {
-      char* end = nullptr;
-      double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end || !std::isfinite(v)) throw bad("a finite number");
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g", v);
-      return buf;
-    }
-    case registry::Attr::Type::string:
-      return text;
+  try {
+    return registry::canonical_attr_value(a.type, a.choices, text);
+  } catch (const std::invalid_argument& e) {
+    throw Error("op '" + op + "': attr '" + a.name + "' " + e.what());
   }
-  return text;
 }
 
 halide_type_t halide_type_of(DType t) {

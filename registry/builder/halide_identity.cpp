@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "registry/builder/atomic_file.h"
+#include "registry/cache/atomic_file.h"
 #include "registry/cache/compile_cache.h"
 
 namespace opforge::builder {
@@ -54,7 +54,7 @@ HalideIdentity halide_identity(const std::string& cache_root) {
   id.sha256 = *h;
   // Best effort: a missing memo only costs a re-hash next time.
   try {
-    write_file_atomic(memo, nlohmann::json{{"stamp", stamp}, {"sha256", id.sha256}}.dump());
+    cache::write_file_atomic(memo, nlohmann::json{{"stamp", stamp}, {"sha256", id.sha256}}.dump());
   } catch (const std::exception&) {
   }
   return id;

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "registry/builder/atomic_file.h"
+#include "registry/cache/atomic_file.h"
 
 namespace opforge::builder {
 
@@ -104,7 +104,7 @@ cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
   cache::Entry e;
   for (const char* name :
        {"kernel.so", "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s"}) {
-    e.artifacts[name] = read_file(dir.file(name));
+    e.artifacts[name] = cache::read_file(dir.file(name));
   }
   e.artifacts["loop_nest.txt"] = loop_nest_of(p);
   return e;
@@ -117,7 +117,7 @@ cache::Entry compile_runtime() {
                              std::string("-Wl,-soname,") + kRuntimeLibrary, "-Wl,-z,noexecstack",
                              "-lpthread", "-ldl", "-lm"});
   cache::Entry e;
-  e.artifacts["runtime.so"] = read_file(dir.file("runtime.so"));
+  e.artifacts["runtime.so"] = cache::read_file(dir.file("runtime.so"));
   return e;
 }
 

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "dsl/fingerprint.h"
-#include "registry/builder/atomic_file.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
+#include "registry/cache/atomic_file.h"
 
 namespace opforge::builder {
 
@@ -111,11 +111,11 @@ void install(const std::string& path, const std::string& bytes, unsigned mode) {
   std::error_code ec;
   if (fs::exists(path, ec) && fs::file_size(path, ec) == bytes.size()) {
     try {
-      if (read_file(path) == bytes) return;
+      if (cache::read_file(path) == bytes) return;
     } catch (const std::exception&) {
     }
   }
-  write_file_atomic(path, bytes, mode);
+  cache::write_file_atomic(path, bytes, mode);
 }
 
 void check_registry_dir(const std::string& dir) {
@@ -137,7 +137,7 @@ std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
   const std::string path = dir + "/index.json";
   std::error_code ec;
   if (!fs::exists(path, ec)) return out;
-  registry::Index old = registry::index_from_json(read_file(path), path);
+  registry::Index old = registry::index_from_json(cache::read_file(path), path);
   for (const auto& e : old.variants) {
     if (!rebuilt_ops.count(e.op) && fs::exists(fs::path(dir) / e.descriptor, ec)) {
       out.push_back(e);
@@ -246,7 +246,7 @@ BuildReport build_registry(const BuildOptions& opts) {
     ~Cleanup() { llvm::sys::fs::remove_directories(dir); }
   } cleanup{std::string(scratch)};
   const std::string rt_path = cleanup.dir + "/" + kRuntimeLibrary;
-  write_file_atomic(rt_path, rt_entry.artifacts.at("runtime.so"), 0755);
+  cache::write_file_atomic(rt_path, rt_entry.artifacts.at("runtime.so"), 0755);
 
   // Compile the misses in parallel; each worker takes the next variant.
   std::vector<VariantResult> results(plan.size());
@@ -315,7 +315,7 @@ BuildReport build_registry(const BuildOptions& opts) {
     install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
     index.variants.push_back({v.id, v.decl->name(), desc_file, v.isa.name, d.attr_values()});
   }
-  write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
+  cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
   std::set<std::string> keep;
   for (const auto& e : index.variants) keep.insert(e.variant);
   remove_stale(opts.registry_dir, "kernels", ".so", keep);

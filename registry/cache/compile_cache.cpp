@@ -24,6 +24,8 @@
 #include <system_error>
 #include <utility>
 
+#include "registry/cache/atomic_file.h"
+
 namespace opforge::cache {
 namespace {
 
@@ -146,35 +148,13 @@ std::error_code read_file(const std::string& p, std::string& out) {
   return ec;
 }
 
-// Writes `content` to a temp file in `dir` and renames it onto `final_path`. On any failure the
-// temp file is discarded and std::runtime_error is thrown.
+// Creates `dir` and installs `content` at `final_path` atomically (temp file + rename).
 void write_atomic(const std::string& dir, const std::string& final_path,
                   const std::string& content) {
   if (std::error_code ec = fs::create_directories(dir)) {
     throw std::runtime_error("cannot create cache directory " + dir + ": " + ec.message());
   }
-  llvm::Expected<fs::TempFile> tmp = fs::TempFile::create(join(dir, "tmp-%%%%%%%%"));
-  if (!tmp) {
-    throw std::runtime_error("cannot create temp file in " + dir + ": " +
-                             llvm::toString(tmp.takeError()));
-  }
-  std::error_code write_ec;
-  {
-    llvm::raw_fd_ostream os(tmp->FD, /*shouldClose=*/false);
-    os.write(content.data(), content.size());
-    os.flush();
-    write_ec = os.error();
-    os.clear_error();  // we report it ourselves; keeps raw_fd_ostream from aborting
-  }
-  if (write_ec) {
-    llvm::consumeError(tmp->discard());
-    throw std::runtime_error("cannot write temp file in " + dir + ": " + write_ec.message());
-  }
-  // keep() renames; on failure it removes the temp file itself.
-  if (llvm::Error err = tmp->keep(final_path)) {
-    throw std::runtime_error("cannot install " + final_path + ": " +
-                             llvm::toString(std::move(err)));
-  }
+  write_file_atomic(final_path, content);
 }
 
 // Runs `fn` while holding an llvm::LockFileManager lock on `target` (best effort: when the

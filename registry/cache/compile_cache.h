@@ -46,7 +46,7 @@ struct Entry {
 struct Stats {
   uint64_t entries = 0;
   uint64_t bytes = 0;
-  uint64_t hits = 0;     // counters kept in <root>/v<format>/stats.json
+  uint64_t hits = 0;  // counters kept in <root>/v<format>/stats.json
   uint64_t misses = 0;
   uint64_t corrupt = 0;  // entries found corrupt and dropped
 };

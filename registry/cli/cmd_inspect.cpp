@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "opforge/runtime.hpp"
-#include "registry/builder/atomic_file.h"
+#include "registry/cache/atomic_file.h"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/commands.h"
 
@@ -27,7 +27,7 @@ int cmd_inspect(const Args& a) {
   if (a.has("asm")) return std::cout << artifact("kernel.s"), 0;
   if (a.has("header")) return std::cout << artifact("kernel.h"), 0;
   if (a.has("html")) {
-    builder::write_file_atomic(a.get("html"), artifact("kernel.stmt.html"));
+    cache::write_file_atomic(a.get("html"), artifact("kernel.stmt.html"));
     std::printf("wrote %s (Halide stmt_html of %s)\n", a.get("html").c_str(), d.variant.c_str());
     return 0;
   }

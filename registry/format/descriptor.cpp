@@ -2,6 +2,7 @@
 // The JSON form is documented field by field in registry/SCHEMA.md.
 #include "registry/format/descriptor.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -412,6 +413,44 @@ std::optional<double> parse_float(const std::string& s) {
   if (*end != '\0' || !std::isfinite(v) || format_float(v) != s) return std::nullopt;
   return v;
 }
+
+}  // namespace
+
+std::string canonical_attr_value(Attr::Type type, const std::vector<std::string>& choices,
+                                 const std::string& text) {
+  auto bad = [&](const std::string& want) {
+    return std::invalid_argument("expected " + want + ", got '" + text + "'");
+  };
+  switch (type) {
+    case Attr::Type::boolean:
+      if (text == "true" || text == "1" || text == "True") return "true";
+      if (text == "false" || text == "0" || text == "False") return "false";
+      throw bad("true or false");
+    case Attr::Type::integer: {
+      errno = 0;
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE) throw bad("an integer");
+      return std::to_string(v);
+    }
+    case Attr::Type::real: {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v)) throw bad("a finite number");
+      return format_float(v);
+    }
+    case Attr::Type::string:
+      if (choices.empty() || std::find(choices.begin(), choices.end(), text) != choices.end()) {
+        return text;
+      }
+      std::string list;
+      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+      throw bad("one of " + list);
+  }
+  throw bad("a known attr type");
+}
+
+namespace {
 
 // Canonical string -> typed JSON; throws when `s` is not canonical for `type`.
 ojson attr_value_json(Attr::Type type, const std::string& s, const std::string& origin,

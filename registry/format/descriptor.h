@@ -57,6 +57,11 @@ struct Attr {
   std::vector<std::string> choices;  // for string attrs: allowed values (empty = any)
 };
 const char* attr_type_name(Attr::Type t);  // "bool", "int", "float", "string"
+// User text for an attr value -> its canonical string (bool also accepts 1/0/True/False;
+// float must be finite; string must be one of `choices` when there are any). Throws
+// std::invalid_argument saying what was expected and what was given.
+std::string canonical_attr_value(Attr::Type type, const std::vector<std::string>& choices,
+                                 const std::string& text);
 
 // One argument of the compiled kernel, in call order; checked against <entry>_metadata().
 struct KernelArg {
@@ -88,9 +93,9 @@ struct Schedule {
 };
 
 struct ShapeConstraints {
-  bool elementwise = true;               // all same_shape tensors are flattened to 1-D
-  std::vector<std::string> same_shape;   // tensors whose shapes must be equal
-  int64_t max_elements = 2147483647;     // 32-bit Halide indexing
+  bool elementwise = true;              // all same_shape tensors are flattened to 1-D
+  std::vector<std::string> same_shape;  // tensors whose shapes must be equal
+  int64_t max_elements = 2147483647;    // 32-bit Halide indexing
 };
 
 struct Tolerance {
@@ -108,7 +113,7 @@ struct Traffic {
 struct Descriptor {
   static constexpr const char* kSchema = "opforge.op/1";
 
-  std::string op;       // matches ^[a-z][a-z0-9_]{0,63}$
+  std::string op;  // matches ^[a-z][a-z0-9_]{0,63}$
   int op_version = 1;
   std::string variant;  // unique id, a C identifier: also the file stem and entry symbol
   std::string summary;
@@ -124,7 +129,7 @@ struct Descriptor {
   Schedule schedule;
   Tolerance tolerance;
   Traffic traffic;
-  std::string cache_key;     // hex SHA-256
+  std::string cache_key;  // hex SHA-256
   std::string halide_version;
   std::string bandwidth_op;  // the bandwidth kernel op with this traffic (for `bench`)
 

@@ -45,3 +45,19 @@ TEST_CASE("is_safe_relative_path") {
   CHECK_FALSE(is_safe_relative_path(std::string(256, 'a')));
   CHECK_FALSE(is_safe_relative_path(std::string("a\0b", 3)));
 }
+
+TEST_CASE("canonical_attr_value: user text to the canonical form, or a clear error") {
+  using opforge::registry::Attr;
+  using opforge::registry::canonical_attr_value;
+  CHECK(canonical_attr_value(Attr::Type::boolean, {}, "1") == "true");
+  CHECK(canonical_attr_value(Attr::Type::boolean, {}, "False") == "false");
+  CHECK(canonical_attr_value(Attr::Type::integer, {}, "007") == "7");
+  CHECK(canonical_attr_value(Attr::Type::real, {}, "0.1") == "0.10000000000000001");
+  CHECK(canonical_attr_value(Attr::Type::string, {"tf", "torch"}, "torch") == "torch");
+  CHECK_THROWS_WITH_AS(canonical_attr_value(Attr::Type::boolean, {}, "maybe"),
+                       "expected true or false, got 'maybe'", std::invalid_argument);
+  CHECK_THROWS_AS(canonical_attr_value(Attr::Type::integer, {}, "1.5"), std::invalid_argument);
+  CHECK_THROWS_AS(canonical_attr_value(Attr::Type::real, {}, "inf"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(canonical_attr_value(Attr::Type::string, {"tf", "torch"}, "keras"),
+                       "expected one of tf, torch, got 'keras'", std::invalid_argument);
+}

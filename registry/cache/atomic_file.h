@@ -4,10 +4,10 @@
 
 #include <string>
 
-namespace opforge::builder {
+namespace opforge::cache {
 
 // Creates parent directories. Throws std::runtime_error naming `path`; leaves no temp file.
 void write_file_atomic(const std::string& path, const std::string& bytes, unsigned mode = 0644);
 std::string read_file(const std::string& path);  // throws std::runtime_error naming `path`
 
-}  // namespace opforge::builder
+}  // namespace opforge::cache

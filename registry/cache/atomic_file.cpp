@@ -1,4 +1,4 @@
-#include "registry/builder/atomic_file.h"
+#include "registry/cache/atomic_file.h"
 
 #include <llvm/Support/Error.h>
 #include <llvm/Support/FileSystem.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace opforge::builder {
+namespace opforge::cache {
 
 void write_file_atomic(const std::string& path, const std::string& bytes, unsigned mode) {
   auto fail = [&](const std::string& what) { return std::runtime_error(path + ": " + what); };
@@ -49,4 +49,4 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-}  // namespace opforge::builder
+}  // namespace opforge::cache
