@@ -176,8 +176,7 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
 }
 
 std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
-                                          const std::string& cache_root) {
-  const HalideIdentity hid = halide_identity(cache_root);
+                                          const HalideIdentity& hid) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
   std::vector<PlannedVariant> out;
   for (const auto& row : generators::op_table()) {
@@ -215,7 +214,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   cache::CompileCache cache(report.cache_dir);
   llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(report.cache_dir);
-  std::vector<PlannedVariant> plan = plan_variants(opts.only, report.cache_dir);
+  std::vector<PlannedVariant> plan = plan_variants(opts.only, hid);
 
   // The shared runtime first: every kernel links against it.
   cache::KeyBuilder rt_key;
@@ -324,17 +323,6 @@ BuildReport build_registry(const BuildOptions& opts) {
   report.variants = std::move(results);
   report.seconds = ms_since(t0) / 1000.0;
   return report;
-}
-
-cache::Entry entry_for_variant(const std::string& variant, cache::CompileCache& cache) {
-  for (auto& v : plan_variants({}, cache.root())) {
-    if (v.id != variant) continue;
-    auto hit = cache.lookup(v.key.hex_digest());
-    if (hit) return *hit;
-    throw std::runtime_error("variant " + variant + ": cache entry " + v.key.hex_digest() +
-                             " is not in " + cache.root() + " (run `opforge build`)");
-  }
-  throw std::runtime_error("variant " + variant + " is not in the op table of this opforge");
 }
 
 }  // namespace opforge::builder

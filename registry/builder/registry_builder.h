@@ -60,11 +60,8 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
                              const std::string& entry, const dsl::OptimizerPipeline& p);
 
 // Plans every variant of the table (filtered by `only`); throws on unknown ops or duplicate
-// ids. `cache_root` locates the libHalide hash memo.
+// ids.
 std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
-                                          const std::string& cache_root);
-
-// The cache entry of one variant (for `inspect`); throws when it is not in the cache.
-cache::Entry entry_for_variant(const std::string& variant, cache::CompileCache& cache);
+                                          const HalideIdentity& hid);
 
 }  // namespace opforge::builder
