@@ -78,6 +78,33 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   }
 }
 
+void ElementwiseSchedule::apply_reduction(Halide::Func total, const Halide::RDom& r,
+                                          const std::map<std::string, int64_t>& p) {
+  const int vec = static_cast<int>(p.at("vector"));
+  const int tasks = static_cast<int>(p.at("tasks"));
+  total.compute_root();
+  Expr n = r.x.extent();
+  // Chunks of whole vectors; fewer than 2 chunks of work per task stays on one task.
+  Expr chunk = Halide::max(((n + tasks * vec - 1) / (tasks * vec)) * vec,
+                           static_cast<int>(p.at("serial_below")) / tasks);
+  Halide::RVar ro("ro"), ri("ri"), rio("rio"), rii("rii");
+  Var u("u"), lane("lane");
+  Halide::Func partial = total.update().split(r.x, ro, ri, chunk).rfactor(ro, u);
+  partial.compute_root().update().parallel(u);
+  Halide::Func lanes = partial.update().split(ri, rio, rii, vec).rfactor(rii, lane);
+  lanes.compute_at(partial, u).vectorize(lane).update().vectorize(lane);
+}
+
+void ElementwiseSchedule::apply_sparse(Halide::Func out, const Var& col,
+                                       const std::map<std::string, int64_t>& p) {
+  out.update().vectorize(col, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf);
+}
+
+std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int64_t>& p) {
+  return "indexed rows, serial in index order (duplicates apply in turn); each row in " +
+         std::to_string(p.at("vector")) + "-wide vectors over the columns, GuardWithIf tails";
+}
+
 std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p) {
   std::string s = "1-D, " + std::to_string(p.at("vector")) + "-wide vectors";
   if (p.at("unroll") > 1) s += " x" + std::to_string(p.at("unroll")) + " unrolled";

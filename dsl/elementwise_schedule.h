@@ -42,8 +42,17 @@ class ElementwiseSchedule {
   // Applies the schedule to a 1-D output Func over `i`.
   static void apply(Halide::Func out, const Halide::Var& i,
                     const std::map<std::string, int64_t>& p);
+  // A whole-tensor sum `total() += term(r)` (fp64), computed at root before the update:
+  // `tasks` parallel partial sums (rfactor) of vectorized partial sums (rfactor again).
+  static void apply_reduction(Halide::Func total, const Halide::RDom& r,
+                              const std::map<std::string, int64_t>& p);
+  // Sparse rows: the update over indices stays serial (duplicates apply in order); each row
+  // is `vector`-wide vectors over the columns.
+  static void apply_sparse(Halide::Func out, const Halide::Var& col,
+                           const std::map<std::string, int64_t>& p);
 
   static std::string summary(const std::map<std::string, int64_t>& p);
+  static std::string sparse_summary(const std::map<std::string, int64_t>& p);
 };
 
 }  // namespace opforge::dsl

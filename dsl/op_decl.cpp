@@ -45,30 +45,83 @@ const std::string& UpdateContext::attr_string(const std::string& name) const {
   return attr(name);
 }
 
+Expr UpdateContext::sum(const Expr& e) const {
+  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  return Halide::cast(Halide::Float(32), reducer_(e, false));
+}
+
+Expr UpdateContext::norm2(const Expr& e) const {
+  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  return Halide::cast(Halide::Float(32), Halide::sqrt(reducer_(e, true)));
+}
+
 OptimizerDecl::OptimizerDecl(std::string name) : name_(std::move(name)) {
   if (!registry::is_valid_op_name(name_)) {
     fail(name_, "op names must match ^[a-z][a-z0-9_]{0,63}$");
   }
 }
 
-OptimizerDecl& OptimizerDecl::add_arg(const std::string& name, Input::Role role,
-                                      const std::string& description) {
-  if (!registry::is_valid_op_name(name)) fail(name_, "argument name '" + name + "' is invalid");
-  for (const auto& a : args_) {
-    if (a.name == name) fail(name_, "argument '" + name + "' declared twice");
+bool Condition::holds(const std::map<std::string, std::string>& attrs) const {
+  if (attr.empty()) return true;
+  auto it = attrs.find(attr);
+  return it != attrs.end() && it->second == value;
+}
+
+OptimizerDecl& OptimizerDecl::add_arg(ArgDecl a) {
+  if (!registry::is_valid_op_name(a.name)) fail(name_, "argument name '" + a.name + "' is invalid");
+  for (const auto& x : args_) {
+    if (x.name == a.name) fail(name_, "argument '" + a.name + "' declared twice");
   }
-  args_.push_back({name, role, description});
+  args_.push_back(std::move(a));
   return *this;
 }
 
-OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d) {
-  return add_arg(n, Input::Role::state, d);
+OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d, Condition when) {
+  return add_arg({n, Input::Role::state, d, registry::DType::f32, std::move(when)});
 }
 OptimizerDecl& OptimizerDecl::grad(const std::string& n, const std::string& d) {
-  return add_arg(n, Input::Role::gradient, d);
+  return add_arg({n, Input::Role::gradient, d, registry::DType::f32, {}});
 }
-OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d) {
-  return add_arg(n, Input::Role::scalar, d);
+OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d, Condition when) {
+  return add_arg({n, Input::Role::scalar, d, registry::DType::f32, std::move(when)});
+}
+OptimizerDecl& OptimizerDecl::scalar_i64(const std::string& n, const std::string& d) {
+  return add_arg({n, Input::Role::scalar, d, registry::DType::i64, {}});
+}
+
+OptimizerDecl& OptimizerDecl::sparse_rows() {
+  if (sparse_) fail(name_, "sparse_rows() called twice");
+  size_t last_grad = args_.size();
+  for (size_t k = 0; k < args_.size(); ++k) {
+    if (args_[k].role == Input::Role::gradient) last_grad = k;
+  }
+  if (last_grad == args_.size()) fail(name_, "a sparse op needs a gradient argument");
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_grad) + 1,
+               ArgDecl{"indices", Input::Role::tensor,
+                       "Row indices into the states, one per gradient row (applied in order)",
+                       registry::DType::i32, {}});
+  sparse_ = true;
+  return attr_string("Tindices", "int32", {"int32", "int64"}, "dtype of indices");
+}
+
+OptimizerDecl OptimizerDecl::renamed(std::string name) const {
+  OptimizerDecl d = *this;
+  if (!registry::is_valid_op_name(name)) fail(name, "op names must match ^[a-z][a-z0-9_]{0,63}$");
+  d.name_ = std::move(name);
+  return d;
+}
+
+std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
+  std::vector<ArgDecl> out;
+  for (const auto& a : args_) {
+    if (!a.when.holds(attrs)) continue;
+    out.push_back(a);
+    if (sparse_ && a.name == "indices" && attrs.count("Tindices") &&
+        attrs.at("Tindices") == "int64") {
+      out.back().dtype = registry::DType::i64;
+    }
+  }
+  return out;
 }
 
 OptimizerDecl& OptimizerDecl::add_attr(AttrDecl a) {
@@ -126,9 +179,9 @@ OptimizerDecl& OptimizerDecl::update(UpdateFn fn) {
   return *this;
 }
 
-std::vector<std::string> OptimizerDecl::states() const {
+std::vector<std::string> OptimizerDecl::states(const AttrValues& attrs) const {
   std::vector<std::string> out;
-  for (const auto& a : args_) {
+  for (const auto& a : args_for(attrs)) {
     if (a.role == Input::Role::state) out.push_back(a.name);
   }
   return out;
@@ -153,7 +206,15 @@ AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
 }
 
 void OptimizerDecl::validate() const {
-  if (states().empty()) fail(name_, "declares no state tensor");
+  bool any_state = false;
+  for (const auto& a : args_) any_state = any_state || a.role == Input::Role::state;
+  if (!any_state) fail(name_, "declares no state tensor");
+  for (const auto& a : args_) {
+    if (a.when.attr.empty()) continue;
+    bool known = false;
+    for (const auto& at : attrs_) known = known || at.name == a.when.attr;
+    if (!known) fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + a.when.attr + "'");
+  }
   if (!update_) fail(name_, "has no update");
   if (kind_ != "optimizer" && kind_ != "bandwidth") fail(name_, "unknown kind '" + kind_ + "'");
   if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail(name_, "negative tolerance");

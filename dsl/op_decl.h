@@ -29,10 +29,18 @@ namespace opforge::dsl {
 using Halide::Expr;
 using AttrValues = std::map<std::string, std::string>;  // name -> canonical value
 
+// An argument exists in a variant when its condition holds (e.g. v_max only with amsgrad).
+struct Condition {
+  std::string attr, value;  // empty attr: always
+  bool holds(const std::map<std::string, std::string>& attrs) const;
+};
+
 struct ArgDecl {
   std::string name;
   registry::Input::Role role = registry::Input::Role::state;
   std::string description;
+  registry::DType dtype = registry::DType::f32;  // scalars may be int64 (global_step)
+  Condition when;
 };
 
 struct AttrDecl {
@@ -43,13 +51,26 @@ struct AttrDecl {
   std::vector<std::string> choices;  // string attrs only
 };
 
+// Whole-tensor reduction of a per-element Expr: returns the fp64 sum (of squares when
+// `squares`), as a scalar Expr usable in the update. Provided by the pipeline builder.
+using Reducer = std::function<Expr(const Expr& per_element, bool squares)>;
+
 // What an update function sees: the current element of every tensor argument and every
-// run-time scalar (as fp32 Exprs), and the compile-time attribute values.
+// run-time scalar (fp32 Exprs; int64 scalars as Int(64)), the compile-time attribute values,
+// and whole-tensor reductions.
 class UpdateContext {
  public:
-  UpdateContext(std::map<std::string, Expr> values, AttrValues attrs, std::string op)
-      : values_(std::move(values)), attrs_(std::move(attrs)), op_(std::move(op)) {}
+  UpdateContext(std::map<std::string, Expr> values, AttrValues attrs, std::string op,
+                Reducer reducer = nullptr)
+      : values_(std::move(values)),
+        attrs_(std::move(attrs)),
+        op_(std::move(op)),
+        reducer_(std::move(reducer)) {}
   Expr operator[](const std::string& name) const;
+  // sum over every element of the tensor of `e` (accumulated in fp64, returned as fp32)
+  Expr sum(const Expr& e) const;
+  // sqrt(sum of e^2) over the tensor (fp64 accumulation, returned as fp32)
+  Expr norm2(const Expr& e) const;
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   double attr_float(const std::string& name) const;
@@ -60,6 +81,7 @@ class UpdateContext {
   std::map<std::string, Expr> values_;
   AttrValues attrs_;
   std::string op_;
+  Reducer reducer_;
 };
 
 using Updates = std::vector<std::pair<std::string, Expr>>;  // state -> new value
@@ -70,9 +92,20 @@ class OptimizerDecl {
   explicit OptimizerDecl(std::string name);
 
   // Arguments, in the op's argument order (the kernel's and the C API's order too).
-  OptimizerDecl& state(const std::string& name, const std::string& description);
+  OptimizerDecl& state(const std::string& name, const std::string& description,
+                       Condition when = {});
   OptimizerDecl& grad(const std::string& name, const std::string& description);
-  OptimizerDecl& scalar(const std::string& name, const std::string& description);
+  OptimizerDecl& scalar(const std::string& name, const std::string& description,
+                        Condition when = {});
+  OptimizerDecl& scalar_i64(const std::string& name, const std::string& description);
+
+  // Makes this the indexed-row (sparse) form: states are [rows, ...], gradients hold one row
+  // per index, an `indices` argument follows the last gradient (TensorFlow's order), and an
+  // attr Tindices ("int32"/"int64") selects its dtype. Rows are updated in index order, so
+  // duplicate indices apply one after another. Reductions are not available.
+  OptimizerDecl& sparse_rows();
+  // A copy under another name (e.g. the sparse form of a dense op shares its update).
+  OptimizerDecl renamed(std::string name) const;
 
   OptimizerDecl& attr_bool(const std::string& name, bool def, const std::string& description);
   OptimizerDecl& attr_int(const std::string& name, int64_t def, const std::string& description);
@@ -91,6 +124,9 @@ class OptimizerDecl {
 
   const std::string& name() const { return name_; }
   const std::vector<ArgDecl>& args() const { return args_; }
+  // The arguments of the variant with these (resolved) attrs, in order.
+  std::vector<ArgDecl> args_for(const AttrValues& attrs) const;
+  bool sparse() const { return sparse_; }
   const std::vector<AttrDecl>& attrs() const { return attrs_; }
   const std::string& summary() const { return summary_; }
   const std::string& formula() const { return formula_; }
@@ -100,7 +136,7 @@ class OptimizerDecl {
   registry::Tolerance tolerance() const { return tolerance_; }
   const UpdateFn& update_fn() const { return update_; }
 
-  std::vector<std::string> states() const;
+  std::vector<std::string> states(const AttrValues& attrs) const;
   // Defaults filled in, every value checked against its declaration (type, choices);
   // unknown names rejected. Throws std::invalid_argument naming the op and the attr.
   AttrValues resolve_attrs(const AttrValues& given) const;
@@ -108,8 +144,7 @@ class OptimizerDecl {
   void validate() const;
 
  private:
-  OptimizerDecl& add_arg(const std::string& name, registry::Input::Role role,
-                         const std::string& description);
+  OptimizerDecl& add_arg(ArgDecl a);
   OptimizerDecl& add_attr(AttrDecl a);
   std::string name_;
   std::vector<ArgDecl> args_;
@@ -118,6 +153,7 @@ class OptimizerDecl {
   int version_ = 1;
   registry::Tolerance tolerance_{1e-6, 1e-7};
   UpdateFn update_;
+  bool sparse_ = false;
 };
 
 // Canonical attribute text: bool "true"/"false", int decimal, float "%.17g".

@@ -127,12 +127,44 @@ std::string exact_text(const Expr& e) {
   return s.str();
 }
 
+Halide::Type halide_type(registry::DType t) {
+  switch (t) {
+    case registry::DType::f16:
+      return Halide::Float(16);
+    case registry::DType::bf16:
+      return Halide::BFloat(16);
+    case registry::DType::f32:
+      return Halide::Float(32);
+    case registry::DType::f64:
+      return Halide::Float(64);
+    case registry::DType::i32:
+      return Halide::Int(32);
+    case registry::DType::i64:
+      return Halide::Int(64);
+  }
+  return Halide::Float(32);
+}
+
+std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved) {
+  std::vector<ArgLayout> out;
+  for (const auto& a : decl.args_for(resolved)) {
+    int dims = a.role == Input::Role::scalar ? 0 : 1;
+    if (decl.sparse() && a.role != Input::Role::scalar && a.name != "indices") dims = 2;
+    out.push_back({a, dims});
+  }
+  return out;
+}
+
+namespace {
+
+// The new value of each state, in state order, as fp32: simultaneous assignment, every
+// update Expr reads the old values.
 std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
-                                const std::map<std::string, Expr>& values) {
-  // Simultaneous assignment: every update Expr is built from the old values.
-  Updates updates = decl.update_fn()(UpdateContext(values, attrs, decl.name()));
+                                const std::map<std::string, Expr>& values, Reducer reducer) {
+  Updates updates =
+      decl.update_fn()(UpdateContext(values, attrs, decl.name(), std::move(reducer)));
   std::map<std::string, Expr> by_state;
-  const std::vector<std::string> states = decl.states();
+  const std::vector<std::string> states = decl.states(attrs);
   for (const auto& [name, e] : updates) {
     if (std::find(states.begin(), states.end(), name) == states.end()) {
       fail(decl.name(), "update assigns '" + name + "', which is not a state");
@@ -148,62 +180,136 @@ std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& att
   return new_values;
 }
 
+void define_values(Func out, const std::vector<Halide::Expr>& args, const std::vector<Expr>& v) {
+  if (v.size() == 1) {
+    out(args) = v[0];
+  } else {
+    out(args) = Halide::Tuple(v);
+  }
+}
+
+// Built from a Function so the name is exactly `name`: Func(name) would pass through
+// unique_name() and become "name$1" in the second pipeline of a process.
+Func exact_func(const std::string& name) { return Func{Halide::Internal::Function(name)}; }
+
+std::string define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
+                         Func out, const std::map<std::string, int64_t>& sched) {
+  Var i("i");
+  std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
+  for (const auto& [name, f] : in.tensors) values[name] = f(i);
+  // Reductions run over the whole tensor before the update (computed at root): the update
+  // then overwrites in place what they read.
+  // Every tensor has the same extent (the runtime checks it); the first one's is the count.
+  const Expr n = in.extents.begin()->second[0];
+  std::vector<std::pair<Func, Halide::RDom>> reductions;
+  Reducer reducer = [&](const Expr& e, bool squares) {
+    const std::string base = "reduce" + std::to_string(reductions.size());
+    Func term = exact_func(base + "_term");
+    Expr d = Halide::cast(Halide::Float(64), e);
+    term(i) = squares ? d * d : d;
+    Halide::RDom r(0, n, base + "_r");
+    Func total = exact_func(base);
+    total() = Halide::cast(Halide::Float(64), 0);
+    total() += term(r);
+    reductions.push_back({total, r});
+    return total();
+  };
+  define_values(out, {i}, state_updates(decl, attrs, values, reducer));
+  const std::string text = algorithm_text(out);
+  for (auto& [total, r] : reductions) ElementwiseSchedule::apply_reduction(total, r, sched);
+  ElementwiseSchedule::apply(out, i, sched);
+  return text;
+}
+
+std::string define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
+                          const Bindings& in, Func out, const std::map<std::string, int64_t>& sched) {
+  Var c("c"), row("row");
+  const Func& indices = in.tensors.at("indices");
+  Halide::RDom k(0, in.extents.at("indices")[0], "k");
+  // The runtime rejects out-of-range indices before the call; the clamp bounds the rows
+  // Halide's bounds inference sees.
+  const Expr rows = in.extents.at(decl.states(attrs)[0])[1];
+  Expr r = Halide::clamp(Halide::cast(Halide::Int(32), indices(k)), 0, rows - 1);
+  const std::vector<std::string> states = decl.states(attrs);
+  std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
+  for (const auto& [name, f] : in.tensors) {
+    if (name != "indices") values[name] = f(c, k);  // gradients: row k of grad
+  }
+  // States are read from the output itself: with duplicate indices the second update must see
+  // the first one's result, and reads of the (aliased) input buffers could be reordered.
+  for (size_t s = 0; s < states.size(); ++s) {
+    values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
+  }
+  std::vector<Expr> undef(states.size(), Halide::undef<float>());
+  define_values(out, {c, row}, undef);
+  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr));
+  const std::string text = algorithm_text(out);
+  ElementwiseSchedule::apply_sparse(out, c, sched);
+  return text;
+}
+
+}  // namespace
+
+std::string define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
+                             const Bindings& in, Func out,
+                             const std::map<std::string, int64_t>& schedule) {
+  return decl.sparse() ? define_sparse(decl, resolved, in, out, schedule)
+                       : define_dense(decl, resolved, in, out, schedule);
+}
+
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
                                            const std::map<std::string, int64_t>& schedule,
                                            const Halide::Target& target) {
   decl.validate();
   OptimizerPipeline r;
-  AttrValues attrs = decl.resolve_attrs(given);
+  const AttrValues attrs = decl.resolve_attrs(given);
   r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
-  r.schedule_summary = ElementwiseSchedule::summary(r.schedule_params);
+  r.schedule_recipe = decl.sparse() ? "sparse_rows" : ElementwiseSchedule::recipe_name();
+  r.schedule_summary = decl.sparse() ? ElementwiseSchedule::sparse_summary(r.schedule_params)
+                                     : ElementwiseSchedule::summary(r.schedule_params);
 
-  // Arguments in declaration order: fp32 1-D buffers for tensors, fp32 params for scalars.
-  Var i("i");
-  std::map<std::string, Expr> values;
-  for (const auto& a : decl.args()) {
+  // Arguments in declaration order, named like the op's arguments.
+  Bindings in;
+  for (const auto& [a, dims] : argument_layout(decl, attrs)) {
+    const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {
-      Halide::Param<float> p(a.name);
-      values[a.name] = p;
+      Halide::Param<> p(t, a.name);  // type chosen at run time: fp32, or int64 (global_step)
+      in.scalars[a.name] = p;
       r.arguments.push_back(p);
-      r.kernel_args.push_back({a.name, KernelArg::Kind::input_scalar, registry::DType::f32, 0});
-      r.inputs.push_back({a.name, a.role, registry::DType::f32, 0, a.description});
     } else {
-      ImageParam im(Halide::Float(32), 1, a.name);
-      im.dim(0).set_estimate(0, 1 << 20);
-      values[a.name] = im(i);
+      ImageParam im(t, dims, a.name);
+      for (int d = 0; d < dims; ++d) {
+        im.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
+        in.extents[a.name].push_back(im.dim(d).extent());
+      }
+      in.tensors[a.name] = im;
       r.arguments.push_back(im);
-      r.kernel_args.push_back({a.name, KernelArg::Kind::input_buffer, registry::DType::f32, 1});
-      r.inputs.push_back({a.name, a.role, registry::DType::f32, -1, a.description});
     }
+    r.kernel_args.push_back({a.name,
+                             a.role == Input::Role::scalar ? KernelArg::Kind::input_scalar
+                                                           : KernelArg::Kind::input_buffer,
+                             a.dtype, dims});
+    r.inputs.push_back({a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1,
+                        a.description});
   }
   for (const auto& a : decl.attrs()) {
-    r.attrs.push_back(
-        {a.name, a.type, a.default_value, attrs.at(a.name), a.description, a.choices});
+    r.attrs.push_back({a.name, a.type, a.default_value, attrs.at(a.name), a.description,
+                       a.choices});
   }
-
-  const std::vector<std::string> states = decl.states();
-  const std::vector<Expr> new_values = state_updates(decl, attrs, values);
 
   // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
   // moved 44 B/element for Adam instead of 28 and were correct in one order only.
-  // Built from a Function so the name is exactly "updated": Func("updated") would pass
-  // through unique_name() and become "updated$1" in the second pipeline of a process,
-  // making argument names and cache keys depend on build order.
-  Func out{Halide::Internal::Function("updated")};
-  if (new_values.size() == 1) {
-    out(i) = new_values[0];
-  } else {
-    out(i) = Halide::Tuple(new_values);
-  }
-  ElementwiseSchedule::apply(out, i, r.schedule_params);
+  Func out = exact_func("updated");
+  r.algorithm = define_optimizer(decl, attrs, in, out, r.schedule_params);
+  const std::vector<std::string> states = decl.states(attrs);
   const auto buffers = out.output_buffers();
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
-    ob.dim(0).set_estimate(0, 1 << 20);
-    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
+    const int dims = ob.dimensions();
+    for (int d = 0; d < dims; ++d) ob.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
+    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, dims});
     r.outputs.push_back({states[k], ob.name(), states[k], registry::DType::f32, -1});
   }
-  r.algorithm = algorithm_text(out);
   r.pipeline = Halide::Pipeline(out);
   return r;
 }

@@ -1,7 +1,12 @@
-// Turns an OptimizerDecl (+ attr values, dtype, schedule params, target) into a scheduled
-// Halide pipeline with the kernel's argument list, and into the registry descriptor's
-// op-level parts. Nothing here lowers or compiles: that is the builder's job, and the cache
-// key is computed from what this returns, before any compilation.
+// Turns an OptimizerDecl (+ attr values, schedule params, target) into a scheduled Halide
+// pipeline with the kernel's argument list, and into the registry descriptor's op-level parts.
+// Nothing here lowers or compiles: that is the builder's job, and the cache key is computed
+// from what this returns, before any compilation.
+//
+// Two forms: dense (every tensor flattened to 1-D, one Tuple-valued output overwriting the
+// states in place; whole-tensor reductions computed first when the update asks for them) and
+// sparse rows (states [rows, cols], gradients [len(indices), cols]; the output's pure
+// definition is undef and one update per index rewrites that row, in index order).
 #pragma once
 
 #include <Halide.h>
@@ -15,6 +20,29 @@
 
 namespace opforge::dsl {
 
+// One kernel argument of a variant: its element type and Halide dimensions (scalars 0; dense
+// tensors 1; sparse states and gradients 2 (cols, rows), indices 1).
+struct ArgLayout {
+  ArgDecl decl;
+  int dims;
+};
+std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved);
+Halide::Type halide_type(registry::DType t);
+
+// What the update reads: each tensor argument as a Func (an ImageParam or a Generator Input),
+// each scalar as an Expr, and each tensor's extents (innermost first).
+struct Bindings {
+  std::map<std::string, Halide::Func> tensors;
+  std::map<std::string, Halide::Expr> scalars;
+  std::map<std::string, std::vector<Halide::Expr>> extents;
+};
+
+// Defines `out` (the new states, a Tuple when there are several) from the declaration and
+// schedules it with the recipe. Returns the exact algorithm text (see algorithm_text).
+std::string define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
+                             const Bindings& in, Halide::Func out,
+                             const std::map<std::string, int64_t>& schedule);
+
 struct OptimizerPipeline {
   Halide::Pipeline pipeline;
   std::vector<Halide::Argument> arguments;  // kernel call order
@@ -23,17 +51,11 @@ struct OptimizerPipeline {
   std::vector<registry::Output> outputs;
   std::vector<registry::Attr> attrs;
   std::map<std::string, int64_t> schedule_params;  // resolved
-  std::string schedule_summary;
+  std::string schedule_recipe, schedule_summary;
   // Exact text of every definition in the pipeline (floats as hex): the algorithm part of
   // the cache key. Two pipelines with equal text compute the same thing.
   std::string algorithm;
 };
-
-// The declaration's update evaluated on `values` (every argument's current element or scalar):
-// the new value of each state, in state order, as fp32. Throws std::invalid_argument naming
-// the op when a non-state is assigned, a state twice, or a state never.
-std::vector<Halide::Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
-                                        const std::map<std::string, Halide::Expr>& values);
 
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,
                                            const std::map<std::string, int64_t>& schedule,

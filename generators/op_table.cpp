@@ -16,7 +16,8 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
   std::set<std::string> seen;
   std::vector<VariantSpec> extra;
   for (const auto& r : rows) {
-    const dsl::OptimizerDecl& bw = bandwidth_for(*r.decl);
+    if (r.decl->sparse()) continue;  // sparse ops are measured in rows/s
+    const dsl::OptimizerDecl& bw = bandwidth_for(*r.decl, r.decl->resolve_attrs(r.attrs));
     if (seen.insert(bw.name()).second) extra.push_back({&bw, {}, kAllIsas, r.schedule});
   }
   rows.insert(rows.end(), extra.begin(), extra.end());
@@ -61,9 +62,10 @@ const dsl::OptimizerDecl& find_decl(const std::string& op) {
   throw std::invalid_argument("unknown op '" + op + "' (the op table has " + known + ")");
 }
 
-const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl) {
+const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
+                                        const dsl::AttrValues& resolved_attrs) {
   int states = 0, grads = 0;
-  for (const auto& a : decl.args()) {
+  for (const auto& a : decl.args_for(resolved_attrs)) {
     states += a.role == registry::Input::Role::state;
     grads += a.role != registry::Input::Role::state && a.role != registry::Input::Role::scalar;
   }

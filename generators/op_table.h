@@ -31,7 +31,9 @@ std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& re
 // std::invalid_argument for an unknown name.
 const dsl::OptimizerDecl& find_decl(const std::string& op);
 
-// The bandwidth kernel with the same traffic as `decl`.
-const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl);
+// The bandwidth kernel with the same traffic as the variant of `decl` with these attrs
+// (arguments can depend on attrs, e.g. v_max with amsgrad).
+const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
+                                        const dsl::AttrValues& resolved_attrs);
 
 }  // namespace opforge::generators

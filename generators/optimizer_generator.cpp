@@ -8,7 +8,7 @@
 //
 // Inputs are added in configure() in the op's argument order (TensorFlow's), from the same
 // declaration the opforge builder uses; the one Tuple-valued output overwrites the states.
-// opforge itself compiles through the same DSL functions (dsl/optimizer_pipeline.h).
+// The update and its schedule come from dsl::define_optimizer, as in opforge's own builds.
 #include <Halide.h>
 
 #include <sstream>
@@ -38,52 +38,52 @@ std::map<std::string, std::string> parse_list(const std::string& text, const cha
 class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
  public:
   GeneratorParam<std::string> op{"op", ""};
-  GeneratorParam<std::string> attrs{"attrs", ""};      // "use_nesterov=true,..."
-  GeneratorParam<std::string> recipe{"schedule", ""};  // elementwise recipe: "tasks=16,..."
+  GeneratorParam<std::string> attrs{"attrs", ""};     // "use_nesterov:true,..."
+  GeneratorParam<std::string> recipe{"schedule", ""};  // elementwise recipe: "tasks:16,..."
 
-  Output<Halide::Func> updated{"updated", 1};
+  Output<Halide::Func> updated{"updated"};
 
   void configure() {
     decl_ = &find_decl(op);
-    for (const auto& a : decl_->args()) {
-      if (a.role == registry::Input::Role::scalar) {
-        scalars_[a.name] = add_input<float>(a.name);
+    resolved_ = decl_->resolve_attrs(parse_list(attrs, "attrs"));
+    for (const auto& [a, dims] : dsl::argument_layout(*decl_, resolved_)) {
+      const Halide::Type t = dsl::halide_type(a.dtype);
+      if (dims == 0) {
+        scalars_[a.name] = add_input<Halide::Expr>(a.name, t);
       } else {
-        buffers_[a.name] = add_input<Halide::Buffer<float, 1>>(a.name);
+        buffers_[a.name] = {add_input<Halide::Buffer<>>(a.name, t, dims), dims};
       }
     }
+    out_dims_ = decl_->sparse() ? 2 : 1;
+    updated.set_dimensions(out_dims_);
   }
 
   void generate() {
-    std::map<std::string, Halide::Expr> values;
-    for (auto& [name, in] : buffers_) values[name] = (*in)(i_);
-    for (auto& [name, in] : scalars_) values[name] = *in;
-    const dsl::AttrValues resolved = decl_->resolve_attrs(parse_list(attrs, "attrs"));
-    std::vector<Halide::Expr> v = dsl::state_updates(*decl_, resolved, values);
-    if (v.size() == 1) {
-      updated(i_) = v[0];
-    } else {
-      updated(i_) = Halide::Tuple(v);
+    dsl::Bindings in;
+    for (auto& [name, b] : buffers_) {
+      in.tensors[name] = *b.first;
+      for (int d = 0; d < b.second; ++d) in.extents[name].push_back(b.first->dim(d).extent());
     }
-  }
-
-  void schedule() {
+    for (auto& [name, s] : scalars_) in.scalars[name] = *s;
     std::map<std::string, int64_t> given;
     for (const auto& [k, v] : parse_list(recipe, "schedule")) given[k] = std::stoll(v);
-    for (auto& [name, in] : buffers_) in->dim(0).set_estimate(0, 1 << 20);
+    const auto sched = dsl::ElementwiseSchedule::resolve(given, get_target());
     Halide::Func out = updated;
-    for (auto ob : out.output_buffers()) ob.dim(0).set_estimate(0, 1 << 20);
-    if (!auto_schedule) {
-      dsl::ElementwiseSchedule::apply(out, i_,
-                                      dsl::ElementwiseSchedule::resolve(given, get_target()));
+    dsl::define_optimizer(*decl_, resolved_, in, out, sched);
+    for (auto& [name, b] : buffers_) {
+      for (int d = 0; d < b.second; ++d) b.first->dim(d).set_estimate(0, 1 << 16);
+    }
+    for (auto ob : out.output_buffers()) {
+      for (int d = 0; d < out_dims_; ++d) ob.dim(d).set_estimate(0, 1 << 16);
     }
   }
 
  private:
   const dsl::OptimizerDecl* decl_ = nullptr;
-  std::map<std::string, Input<Halide::Buffer<float, 1>>*> buffers_;
-  std::map<std::string, Input<float>*> scalars_;
-  Halide::Var i_{"i"};
+  dsl::AttrValues resolved_;
+  std::map<std::string, std::pair<Input<Halide::Buffer<>>*, int>> buffers_;
+  std::map<std::string, Input<Halide::Expr>*> scalars_;
+  int out_dims_ = 1;
 };
 
 }  // namespace

@@ -385,11 +385,11 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
   for (size_t k = 0; k < scalar_inputs_.size(); ++k) {
     if (!s_set[k]) throw fail("missing scalar argument '" + scalar_inputs_[k]->name + "'");
   }
-  // Shapes: all tensors equal (elementwise), no negative dims, within the kernel's limit.
+  // Element counts: no negative dims, no int64 overflow, data present.
   auto shape_of = [](const TensorView& t) {
     return std::vector<int64_t>(t.shape, t.shape + t.rank);
   };
-  int64_t n = 0;
+  int64_t elements[kMaxArgs];
   for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
     const TensorView* t = t_at[k];
     if (!t) throw fail("missing tensor argument '" + tensor_inputs_[k]->name + "'");
@@ -404,27 +404,92 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
                    "' has more elements than fit in 64 bits " + shape_text(shape_of(*t)));
       }
     }
-    if (k == 0) {
-      n = e;
-    } else if (t->rank != t_at[0]->rank ||
-               !std::equal(t->shape, t->shape + t->rank, t_at[0]->shape)) {
-      throw fail(std::string("argument '") + t->name + "' has shape " + shape_text(shape_of(*t)) +
-                 " but '" + t_at[0]->name + "' has shape " + shape_text(shape_of(*t_at[0])));
+    if (e > d.shape.max_elements) {
+      throw fail(std::string("argument '") + t->name + "' has " + std::to_string(e) +
+                 " elements, more than this kernel's limit of " +
+                 std::to_string(d.shape.max_elements));
     }
     if (e > 0 && !t->data) throw fail(std::string("argument '") + t->name + "' has no data");
+    elements[k] = e;
   }
-  if (n > d.shape.max_elements) {
-    throw fail(std::to_string(n) + " elements exceed this kernel's limit of " +
-               std::to_string(d.shape.max_elements));
+  auto slot_of = [&](const std::string& name) {
+    size_t k = 0;
+    while (k < tensor_inputs_.size() && tensor_inputs_[k]->name != name) ++k;
+    return k;
+  };
+  auto require_shape = [&](size_t k, const std::vector<int64_t>& want, const std::string& why) {
+    const TensorView* t = t_at[k];
+    if (shape_of(*t) != want) {
+      throw fail(std::string("argument '") + t->name + "' has shape " + shape_text(shape_of(*t)) +
+                 " but " + why + " " + shape_text(want));
+    }
+  };
+
+  // Halide dims per tensor: elementwise ops flatten to 1-D; sparse ops see states as
+  // (cols, rows), gradients as (cols, len(indices)) and indices as 1-D.
+  halide_dimension_t dims[kMaxArgs][2];
+  int rank[kMaxArgs];
+  if (d.shape.elementwise) {
+    const std::vector<int64_t> shape0 = shape_of(*t_at[0]);
+    for (size_t k = 1; k < tensor_inputs_.size(); ++k) {
+      require_shape(k, shape0, "'" + std::string(t_at[0]->name) + "' has shape");
+    }
+    if (elements[0] == 0) return;
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      dims[k][0] = {0, static_cast<int32_t>(elements[k]), 1, 0};
+      rank[k] = 1;
+    }
+  } else {
+    const size_t idx = slot_of(d.shape.indices);
+    const size_t first_state = slot_of(d.shape.same_shape.at(0));
+    const TensorView& state = *t_at[first_state];
+    if (state.rank < 1) throw fail(std::string("argument '") + state.name + "' must have rank >= 1");
+    const std::vector<int64_t> state_shape = shape_of(state);
+    if (t_at[idx]->rank != 1) {
+      throw fail("argument '" + d.shape.indices + "' must be a vector, got shape " +
+                 shape_text(shape_of(*t_at[idx])));
+    }
+    const int64_t rows = state_shape[0], count = t_at[idx]->shape[0];
+    const int64_t cols = rows ? elements[first_state] / rows : 1;
+    std::vector<int64_t> slice_shape = state_shape;
+    slice_shape[0] = count;
+    for (const auto& name : d.shape.same_shape) {
+      require_shape(slot_of(name), state_shape, "'" + std::string(state.name) + "' has shape");
+    }
+    for (const auto& name : d.shape.row_slices) {
+      require_shape(slot_of(name), slice_shape,
+                    "with " + std::to_string(count) + " indices it must have shape");
+    }
+    if (count == 0) return;
+    // Every index is checked before anything runs: a bad one changes nothing.
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t v = t_at[idx]->dtype == registry::DType::i64
+                            ? static_cast<const int64_t*>(t_at[idx]->data)[k]
+                            : static_cast<const int32_t*>(t_at[idx]->data)[k];
+      if (v < 0 || v >= rows) {
+        throw fail(d.shape.indices + "[" + std::to_string(k) + "] = " + std::to_string(v) +
+                   " is out of range [0, " + std::to_string(rows) + ")");
+      }
+    }
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      if (k == idx) {
+        dims[k][0] = {0, static_cast<int32_t>(count), 1, 0};
+        rank[k] = 1;
+      } else {
+        const int64_t r = t_at[k]->shape[0];
+        dims[k][0] = {0, static_cast<int32_t>(cols), 1, 0};
+        dims[k][1] = {0, static_cast<int32_t>(r), static_cast<int32_t>(cols), 0};
+        rank[k] = 2;
+      }
+    }
   }
-  if (n == 0) return;
   // In-place updates assume distinct arguments do not overlap.
   for (size_t a = 0; a < tensor_inputs_.size(); ++a) {
     for (size_t b = a + 1; b < tensor_inputs_.size(); ++b) {
       const char* pa = static_cast<const char*>(t_at[a]->data);
       const char* pb = static_cast<const char*>(t_at[b]->data);
-      if (pa < pb + n * registry::dtype_bytes(t_at[b]->dtype) &&
-          pb < pa + n * registry::dtype_bytes(t_at[a]->dtype)) {
+      if (pa < pb + elements[b] * registry::dtype_bytes(t_at[b]->dtype) &&
+          pb < pa + elements[a] * registry::dtype_bytes(t_at[a]->dtype)) {
         throw fail(std::string("arguments '") + t_at[a]->name + "' and '" + t_at[b]->name +
                    "' overlap in memory");
       }
@@ -432,23 +497,46 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
   }
 
   // One halide_buffer_t per tensor; an output gets the buffer of the state it overwrites.
-  halide_dimension_t dims[kMaxArgs];
   halide_buffer_t bufs[kMaxArgs];
-  float scalar_values[kMaxArgs];
+  union ScalarValue {
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+  } scalar_values[kMaxArgs];
   void* argv[3 * kMaxArgs];
   for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
-    dims[k] = halide_dimension_t{0, static_cast<int32_t>(n), 1, 0};
     bufs[k] = halide_buffer_t{};
     bufs[k].host = static_cast<uint8_t*>(t_at[k]->data);
     bufs[k].type = halide_type_of(t_at[k]->dtype);
-    bufs[k].dimensions = 1;
-    bufs[k].dim = &dims[k];
+    bufs[k].dimensions = rank[k];
+    bufs[k].dim = dims[k];
   }
   for (size_t k = 0; k < arg_sources_.size(); ++k) {
     const ArgSource& src = arg_sources_[k];
     if (src.kind == KernelArg::Kind::input_scalar) {
-      scalar_values[src.slot] = static_cast<float>(s_at[src.slot]);
-      argv[k] = &scalar_values[src.slot];
+      ScalarValue& v = scalar_values[src.slot];
+      const double x = s_at[src.slot];
+      const registry::DType t = scalar_inputs_[src.slot]->dtype;
+      if ((t == registry::DType::i32 || t == registry::DType::i64) &&
+          !(std::trunc(x) == x && std::fabs(x) < 9.007199254740992e15)) {
+        throw fail("scalar '" + scalar_inputs_[src.slot]->name + "' must be an integer, got " +
+                   std::to_string(x));
+      }
+      switch (t) {
+        case registry::DType::f64:
+          v.f64 = x;
+          break;
+        case registry::DType::i32:
+          v.i32 = static_cast<int32_t>(x);
+          break;
+        case registry::DType::i64:
+          v.i64 = static_cast<int64_t>(x);
+          break;
+        default:
+          v.f32 = static_cast<float>(x);
+      }
+      argv[k] = &v;
     } else {
       argv[k] = &bufs[src.slot];
     }

@@ -41,7 +41,7 @@ std::string arguments_text(const std::vector<registry::KernelArg>& args) {
 }
 
 std::string schedule_text(const std::map<std::string, int64_t>& params) {
-  std::string s = "elementwise{";
+  std::string s = "{";
   for (const auto& [k, v] : params) s += k + "=" + std::to_string(v) + ",";
   return s + "}";
 }
@@ -82,19 +82,25 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.inputs = v.pipeline.inputs;
   r.outputs = v.pipeline.outputs;
   r.attrs = v.pipeline.attrs;
-  r.shape.elementwise = true;
   int tensors = 0;
+  r.shape.elementwise = !d.sparse();
   for (const auto& in : r.inputs) {
-    if (in.role != registry::Input::Role::scalar) {
+    if (in.role == registry::Input::Role::scalar) continue;
+    ++tensors;
+    if (!d.sparse() || in.role == registry::Input::Role::state) {
       r.shape.same_shape.push_back(in.name);
-      ++tensors;
+    } else if (in.role == registry::Input::Role::gradient) {
+      r.shape.row_slices.push_back(in.name);
+    } else if (in.name == "indices") {
+      r.shape.indices = in.name;
     }
   }
+  if (d.sparse()) --tensors;  // indices are not per-element traffic
   r.kernel.file = "kernels/" + v.id + ".so";
   r.kernel.entry = v.id;
   r.kernel.args = v.pipeline.kernel_args;
   r.target = {v.isa.name, v.target.to_string(), v.isa.cpu_features, v.isa.priority};
-  r.schedule.recipe = "elementwise";
+  r.schedule.recipe = v.pipeline.schedule_recipe;
   for (const auto& [k, val] : v.pipeline.schedule_params)
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
@@ -102,7 +108,7 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.traffic = {4 * tensors, 4 * static_cast<int>(r.outputs.size())};
   r.cache_key = v.key.hex_digest();
   r.halide_version = halide_version;
-  r.bandwidth_op = generators::bandwidth_for(d).name();
+  if (!d.sparse()) r.bandwidth_op = generators::bandwidth_for(d, r.attr_values()).name();
   return r;
 }
 
@@ -170,7 +176,7 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
       .add("entry", entry)
       .add("arguments", arguments_text(p.kernel_args))
       .add("algorithm", p.algorithm)
-      .add("schedule", schedule_text(p.schedule_params))
+      .add("schedule", p.schedule_recipe + schedule_text(p.schedule_params))
       .add("dsl_sources", dsl::sources_fingerprint());
   return k;
 }

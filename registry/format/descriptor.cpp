@@ -536,6 +536,10 @@ ojson shape_json(const ShapeConstraints& s) {
   j["elementwise"] = s.elementwise;
   j["same_shape"] = s.same_shape;
   j["max_elements"] = s.max_elements;
+  if (!s.elementwise) {
+    j["indices"] = s.indices;
+    j["row_slices"] = s.row_slices;
+  }
   return j;
 }
 
@@ -663,6 +667,10 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   s.elementwise = o.boolean("elementwise");
   s.same_shape = string_array(origin, o.array("same_shape"), o.at("same_shape"));
   s.max_elements = o.integer("max_elements", 1, std::numeric_limits<int64_t>::max());
+  if (!s.elementwise) {
+    s.indices = o.str("indices");
+    s.row_slices = string_array(origin, o.array("row_slices"), o.at("row_slices"));
+  }
   o.finish();
   return s;
 }
@@ -920,6 +928,21 @@ void check_shape(const Descriptor& d, const std::string& origin) {
     if (!in) fail(origin, ptr, quote(name) + " names no input");
     if (in->role == Input::Role::scalar) fail(origin, ptr, quote(name) + " is a scalar input");
     if (!seen.insert(name).second) fail(origin, ptr, quote(name) + " is listed twice");
+  }
+  if (d.shape.elementwise) return;
+  const Input* idx = d.find_input(d.shape.indices);
+  if (!idx || idx->role == Input::Role::scalar ||
+      (idx->dtype != DType::i32 && idx->dtype != DType::i64)) {
+    fail(origin, "/shape/indices",
+         quote(d.shape.indices) + " must name an int32 or int64 tensor input");
+  }
+  for (size_t i = 0; i < d.shape.row_slices.size(); ++i) {
+    const std::string& name = d.shape.row_slices[i];
+    const Input* in = d.find_input(name);
+    if (!in || in->role == Input::Role::scalar || !seen.insert(name).second || name == d.shape.indices) {
+      fail(origin, child("/shape/row_slices", i),
+           quote(name) + " must name a tensor input not listed elsewhere in /shape");
+    }
   }
 }
 

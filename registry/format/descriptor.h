@@ -96,6 +96,10 @@ struct ShapeConstraints {
   bool elementwise = true;              // all same_shape tensors are flattened to 1-D
   std::vector<std::string> same_shape;  // tensors whose shapes must be equal
   int64_t max_elements = 2147483647;    // 32-bit Halide indexing
+  // Sparse rows (elementwise false): same_shape are the states [rows, ...]; `indices` is the
+  // 1-D index tensor; each row_slices tensor is [len(indices)] + state.shape[1:].
+  std::string indices;
+  std::vector<std::string> row_slices;
 };
 
 struct Tolerance {

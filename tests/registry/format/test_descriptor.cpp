@@ -152,6 +152,8 @@ void check_same(const Descriptor& a, const Descriptor& b) {
   CHECK(a.shape.elementwise == b.shape.elementwise);
   CHECK(a.shape.same_shape == b.shape.same_shape);
   CHECK(a.shape.max_elements == b.shape.max_elements);
+  CHECK(a.shape.indices == b.shape.indices);
+  CHECK(a.shape.row_slices == b.shape.row_slices);
   CHECK(a.kernel.file == b.kernel.file);
   CHECK(a.kernel.entry == b.kernel.entry);
   check_same(a.kernel.args, b.kernel.args);
@@ -366,7 +368,7 @@ TEST_CASE("a hand-written minimal descriptor parses; optional fields default") {
                {"name": "s", "role": "scalar", "dtype": "int64", "rank": 0}],
     "outputs": [{"name": "x", "kernel_arg": "out", "aliases": "x", "dtype": "bfloat16",
                  "rank": -1}],
-    "shape": {"elementwise": false, "same_shape": ["x", "y"], "max_elements": 4294967296},
+    "shape": {"elementwise": true, "same_shape": ["x", "y"], "max_elements": 4294967296},
     "kernel": {"file": "kernels/bandwidth_rmw_r2_w1.so", "entry": "bandwidth_rmw_r2_w1",
                "args": [{"name": "out", "kind": "output_buffer", "dtype": "bfloat16", "dims": 1},
                         {"name": "s", "kind": "input_scalar", "dtype": "int64", "dims": 0},
@@ -394,7 +396,8 @@ TEST_CASE("a hand-written minimal descriptor parses; optional fields default") {
   CHECK(d.inputs[1].rank == 3);
   CHECK(d.inputs[2].dtype == DType::i64);
   CHECK(d.outputs[0].aliases == "x");
-  CHECK(d.shape.elementwise == false);
+  CHECK(d.shape.elementwise == true);
+  CHECK(d.shape.indices.empty());
   CHECK(d.shape.max_elements == 4294967296LL);
   REQUIRE(d.kernel.args.size() == 4);
   CHECK(d.kernel.args[0].kind == KernelArg::Kind::output_buffer);
@@ -746,4 +749,38 @@ TEST_CASE("reject: CPU feature names") {
                  "/target/cpu_features/0", "CPU feature");
   CHECK(reject([](json& j) { j["target"]["cpu_features"][0] = "x86-64-v3"; }) ==
         "<no FormatError thrown>");
+}
+
+// A sparse-rows descriptor: SparseApplyAdagrad-like, indices after grad.
+Descriptor make_sparse() {
+  Descriptor d = make_adam();
+  d.shape.elementwise = false;
+  d.shape.same_shape = {"var", "m", "v"};
+  d.shape.row_slices = {"grad"};
+  d.inputs.push_back(input("indices", Input::Role::tensor, -1));
+  d.inputs.back().dtype = DType::i64;
+  d.shape.indices = "indices";
+  d.kernel.args.insert(d.kernel.args.begin() + 10, arg("indices", KernelArg::Kind::input_buffer, 1));
+  d.kernel.args[10].dtype = DType::i64;
+  return d;
+}
+
+TEST_CASE("sparse-rows shape constraints round trip and are validated") {
+  const Descriptor d = make_sparse();
+  const std::string text = to_json(d);
+  check_same(d, descriptor_from_json(text, kOrigin));
+  json j = json::parse(text);
+  CHECK(j["shape"]["indices"] == "indices");
+  CHECK(j["shape"]["row_slices"] == json::array({"grad"}));
+  auto edited = [&](const std::function<void(json&)>& edit) {
+    json k = json::parse(text);
+    edit(k);
+    return error_of([&] { descriptor_from_json(k.dump(), kOrigin); });
+  };
+  check_rejected(edited([](json& k) { k["shape"].erase("indices"); }), "/shape/indices",
+                 "missing required field");
+  check_rejected(edited([](json& k) { k["shape"]["indices"] = "grad"; }), "/shape/indices",
+                 "int32 or int64");
+  check_rejected(edited([](json& k) { k["shape"]["row_slices"] = json::array({"var"}); }),
+                 "/shape/row_slices/0", "\"var\"");
 }
