@@ -46,7 +46,8 @@ std::map<std::string, int64_t> ElementwiseSchedule::resolve(
 }
 
 void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
-                                const std::map<std::string, int64_t>& p) {
+                                const std::map<std::string, int64_t>& p,
+                                const std::vector<Expr>& fast_paths) {
   const int vec = static_cast<int>(p.at("vector"));
   const int unroll = static_cast<int>(p.at("unroll"));
   const int tasks = static_cast<int>(p.at("tasks"));
@@ -54,9 +55,11 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   const int step = vec * unroll;
   Expr n = out.output_buffers()[0].dim(0).extent();
 
+  // Split names must be unique across all copies of the definition: copy k uses suffix k.
+  int copy = 0;
   auto vectorize = [&](Halide::Stage s, const Var& v) {
     if (unroll > 1) {
-      Var vo("vo"), vi("vi");
+      Var vo("vo" + std::to_string(copy)), vi("vi" + std::to_string(copy));
       s.split(v, vo, vi, step, TailStrategy::GuardWithIf)
           .vectorize(vi, vec, TailStrategy::GuardWithIf)
           .unroll(vi);
@@ -64,17 +67,33 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
       s.vectorize(v, vec, TailStrategy::GuardWithIf);
     }
   };
-
-  if (tasks > 1) {
-    Var io("io"), ii("ii");
+  // Specializations, checked in this order: each fast path with large N (parallel), each
+  // fast path (serial), large N (parallel), then the default (serial). Flat conditions rather
+  // than nested specializations: a specialization of a specialization scheduled the parent.
+  auto parallel = [&](Halide::Stage s) {
+    ++copy;
+    Var io("io" + std::to_string(copy)), ii("ii" + std::to_string(copy));
     Expr chunk = ((n + tasks * step - 1) / (tasks * step)) * step;
-    Halide::Stage big =
-        serial_below > 0 ? Halide::Stage(out.specialize(n >= serial_below)) : Halide::Stage(out);
-    big.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
-    vectorize(big, ii);
-    if (serial_below > 0) vectorize(out, i);
+    s.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
+    vectorize(s, ii);
+  };
+  auto serial = [&](Halide::Stage s) {
+    ++copy;
+    vectorize(s, i);
+  };
+  const bool split = tasks > 1;
+  Expr big = serial_below > 0 ? n >= serial_below : Halide::Internal::const_true();
+  std::vector<Halide::Stage> serial_copies;
+  for (const Expr& cond : fast_paths) {
+    if (split) parallel(out.specialize(cond && big));
+    if (!split || serial_below > 0) serial_copies.push_back(out.specialize(cond));
+  }
+  if (split && serial_below > 0) parallel(out.specialize(big));
+  for (auto& s : serial_copies) serial(s);
+  if (split && serial_below == 0) {
+    parallel(out);
   } else {
-    vectorize(out, i);
+    serial(out);
   }
 }
 
@@ -97,7 +116,17 @@ void ElementwiseSchedule::apply_reduction(Halide::Func total, const Halide::RDom
 
 void ElementwiseSchedule::apply_sparse(Halide::Func out, const Var& col,
                                        const std::map<std::string, int64_t>& p) {
-  out.update().vectorize(col, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf);
+  // Index loop outermost, whole rows inside it: Halide's default put the column chunks
+  // outside the index loop, striding over every row once per chunk (sparse_apply_adagrad,
+  // 1e5 rows x 128 columns: 41 ms; row by row: 19 ms).
+  Var co("co"), ci("ci");
+  Halide::Stage u = out.update();
+  u.split(col, co, ci, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf)
+      .vectorize(ci);
+  // Parallel column chunks (legal: duplicates only meet in the same column) were 3.5x slower
+  // at 1e5 x 128 (68 ms): each task strides over every row for one cache line of it.
+  const auto& rvars = out.function().update(0).schedule().rvars();
+  u.reorder(ci, co, Halide::RVar(rvars.at(0).var));
 }
 
 std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int64_t>& p) {

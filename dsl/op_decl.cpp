@@ -50,6 +50,15 @@ Expr UpdateContext::sum(const Expr& e) const {
   return Halide::cast(Halide::Float(32), reducer_(e, false));
 }
 
+void UpdateContext::fast_path(const Expr& condition) const {
+  // Asking twice is asking once: Halide returns the existing specialization for an equal
+  // condition, and scheduling it twice fails.
+  for (const auto& c : fast_paths_) {
+    if (Halide::Internal::equal(c, condition)) return;
+  }
+  fast_paths_.push_back(condition);
+}
+
 Expr UpdateContext::norm2(const Expr& e) const {
   if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
   return Halide::cast(Halide::Float(32), Halide::sqrt(reducer_(e, true)));
@@ -125,7 +134,7 @@ std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
 }
 
 OptimizerDecl& OptimizerDecl::add_attr(AttrDecl a) {
-  if (!registry::is_valid_op_name(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
+  if (!registry::is_valid_identifier(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
   for (const auto& x : attrs_) {
     if (x.name == a.name) fail(name_, "attr '" + a.name + "' declared twice");
   }

@@ -71,6 +71,11 @@ class UpdateContext {
   Expr sum(const Expr& e) const;
   // sqrt(sum of e^2) over the tensor (fp64 accumulation, returned as fp32)
   Expr norm2(const Expr& e) const;
+  // Asks for a copy of the kernel specialized on a run-time condition over scalars, e.g.
+  // lr_power == -0.5 in Ftrl: Halide substitutes param == constant into that copy, so a
+  // select on it keeps only the cheap branch (sqrt instead of a scalar pow per element).
+  void fast_path(const Expr& condition) const;
+  const std::vector<Expr>& fast_paths() const { return fast_paths_; }
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   double attr_float(const std::string& name) const;
@@ -82,6 +87,7 @@ class UpdateContext {
   AttrValues attrs_;
   std::string op_;
   Reducer reducer_;
+  mutable std::vector<Expr> fast_paths_;
 };
 
 using Updates = std::vector<std::pair<std::string, Expr>>;  // state -> new value

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -158,11 +159,14 @@ std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValu
 namespace {
 
 // The new value of each state, in state order, as fp32: simultaneous assignment, every
-// update Expr reads the old values.
+// update Expr reads the old values. `fast_paths` receives the conditions the update asked to
+// be specialized on.
 std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
-                                const std::map<std::string, Expr>& values, Reducer reducer) {
-  Updates updates =
-      decl.update_fn()(UpdateContext(values, attrs, decl.name(), std::move(reducer)));
+                                const std::map<std::string, Expr>& values, Reducer reducer,
+                                std::vector<Expr>* fast_paths = nullptr) {
+  UpdateContext ctx(values, attrs, decl.name(), std::move(reducer));
+  Updates updates = decl.update_fn()(ctx);
+  if (fast_paths) *fast_paths = ctx.fast_paths();
   std::map<std::string, Expr> by_state;
   const std::vector<std::string> states = decl.states(attrs);
   for (const auto& [name, e] : updates) {
@@ -180,6 +184,19 @@ std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& att
   return new_values;
 }
 
+// Names of the Funcs an Expr calls.
+class CallNames : public Halide::Internal::IRGraphVisitor {
+ public:
+  std::set<std::string> names;
+
+ protected:
+  using IRGraphVisitor::visit;
+  void visit(const Halide::Internal::Call* op) override {
+    names.insert(op->name);
+    IRGraphVisitor::visit(op);
+  }
+};
+
 void define_values(Func out, const std::vector<Halide::Expr>& args, const std::vector<Expr>& v) {
   if (v.size() == 1) {
     out(args) = v[0];
@@ -192,36 +209,58 @@ void define_values(Func out, const std::vector<Halide::Expr>& args, const std::v
 // unique_name() and become "name$1" in the second pipeline of a process.
 Func exact_func(const std::string& name) { return Func{Halide::Internal::Function(name)}; }
 
-std::string define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
-                         Func out, const std::map<std::string, int64_t>& sched) {
+Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
+                        Func out, const std::map<std::string, int64_t>& sched) {
   Var i("i");
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
   for (const auto& [name, f] : in.tensors) values[name] = f(i);
-  // Reductions run over the whole tensor before the update (computed at root): the update
-  // then overwrites in place what they read.
-  // Every tensor has the same extent (the runtime checks it); the first one's is the count.
-  const Expr n = in.extents.begin()->second[0];
-  std::vector<std::pair<Func, Halide::RDom>> reductions;
-  Reducer reducer = [&](const Expr& e, bool squares) {
-    const std::string base = "reduce" + std::to_string(reductions.size());
-    Func term = exact_func(base + "_term");
+
+  // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
+  // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
+  // the update is evaluated again reading that sum. Reductions may not depend on each other.
+  std::vector<Expr> terms;
+  Reducer collect = [&](const Expr& e, bool squares) {
     Expr d = Halide::cast(Halide::Float(64), e);
-    term(i) = squares ? d * d : d;
-    Halide::RDom r(0, n, base + "_r");
-    Func total = exact_func(base);
-    total() = Halide::cast(Halide::Float(64), 0);
-    total() += term(r);
-    reductions.push_back({total, r});
-    return total();
+    terms.push_back(squares ? d * d : d);
+    return Halide::cast(Halide::Float(64), 0);
   };
-  define_values(out, {i}, state_updates(decl, attrs, values, reducer));
-  const std::string text = algorithm_text(out);
-  for (auto& [total, r] : reductions) ElementwiseSchedule::apply_reduction(total, r, sched);
-  ElementwiseSchedule::apply(out, i, sched);
-  return text;
+  std::vector<Expr> fast_paths;
+  std::vector<Expr> new_values = state_updates(decl, attrs, values, collect, &fast_paths);
+  Definition def;
+  Func total = exact_func("reduce");
+  Halide::RDom r;
+  if (!terms.empty()) {
+    // Every tensor has the same extent (the runtime checks it); the first one's is the count.
+    r = Halide::RDom(0, in.extents.begin()->second[0], "reduce_r");
+    Func term = exact_func("reduce_terms");
+    std::vector<Expr> zero(terms.size(), Halide::cast(Halide::Float(64), 0)), sum;
+    define_values(term, {i}, terms);
+    define_values(total, {}, zero);
+    for (size_t k = 0; k < terms.size(); ++k) {
+      sum.push_back(terms.size() == 1 ? Expr(total() + term(r))
+                                      : Expr(total()[int(k)] + term(r)[int(k)]));
+    }
+    define_values(total, {}, sum);
+    size_t next = 0;
+    Reducer read = [&](const Expr&, bool) {
+      const int k = static_cast<int>(next++);
+      return terms.size() == 1 ? Expr(total()) : Expr(total()[k]);
+    };
+    new_values = state_updates(decl, attrs, values, read);
+    CallNames calls;
+    for (const auto& t : terms) t.accept(&calls);
+    for (const auto& [name, f] : in.tensors) {
+      if (calls.names.count(f.name())) def.reduction_reads.push_back(name);
+    }
+  }
+  define_values(out, {i}, new_values);
+  def.algorithm = algorithm_text(out);
+  if (!terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
+  ElementwiseSchedule::apply(out, i, sched, fast_paths);
+  return def;
 }
 
-std::string define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
+Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
                           const Bindings& in, Func out, const std::map<std::string, int64_t>& sched) {
   Var c("c"), row("row");
   const Func& indices = in.tensors.at("indices");
@@ -237,22 +276,23 @@ std::string define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
   }
   // States are read from the output itself: with duplicate indices the second update must see
   // the first one's result, and reads of the (aliased) input buffers could be reordered.
+  std::vector<Expr> undef(states.size(), Halide::undef<float>());
+  define_values(out, {c, row}, undef);
   for (size_t s = 0; s < states.size(); ++s) {
     values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
   }
-  std::vector<Expr> undef(states.size(), Halide::undef<float>());
-  define_values(out, {c, row}, undef);
   define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr));
-  const std::string text = algorithm_text(out);
+  Definition def;
+  def.algorithm = algorithm_text(out);
   ElementwiseSchedule::apply_sparse(out, c, sched);
-  return text;
+  return def;
 }
 
 }  // namespace
 
-std::string define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
-                             const Bindings& in, Func out,
-                             const std::map<std::string, int64_t>& schedule) {
+Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
+                            const Bindings& in, Func out,
+                            const std::map<std::string, int64_t>& schedule) {
   return decl.sparse() ? define_sparse(decl, resolved, in, out, schedule)
                        : define_dense(decl, resolved, in, out, schedule);
 }
@@ -300,7 +340,9 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
   // moved 44 B/element for Adam instead of 28 and were correct in one order only.
   Func out = exact_func("updated");
-  r.algorithm = define_optimizer(decl, attrs, in, out, r.schedule_params);
+  Definition def = define_optimizer(decl, attrs, in, out, r.schedule_params);
+  r.algorithm = def.algorithm;
+  r.reduction_reads = def.reduction_reads;
   const std::vector<std::string> states = decl.states(attrs);
   const auto buffers = out.output_buffers();
   for (size_t k = 0; k < buffers.size(); ++k) {

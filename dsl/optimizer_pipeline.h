@@ -37,11 +37,16 @@ struct Bindings {
   std::map<std::string, std::vector<Halide::Expr>> extents;
 };
 
+struct Definition {
+  std::string algorithm;                     // exact text of every definition
+  std::vector<std::string> reduction_reads;  // tensors the reduction pass reads (extra traffic)
+};
+
 // Defines `out` (the new states, a Tuple when there are several) from the declaration and
-// schedules it with the recipe. Returns the exact algorithm text (see algorithm_text).
-std::string define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
-                             const Bindings& in, Halide::Func out,
-                             const std::map<std::string, int64_t>& schedule);
+// schedules it with the recipe.
+Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
+                            const Bindings& in, Halide::Func out,
+                            const std::map<std::string, int64_t>& schedule);
 
 struct OptimizerPipeline {
   Halide::Pipeline pipeline;
@@ -55,6 +60,7 @@ struct OptimizerPipeline {
   // Exact text of every definition in the pipeline (floats as hex): the algorithm part of
   // the cache key. Two pipelines with equal text compute the same thing.
   std::string algorithm;
+  std::vector<std::string> reduction_reads;
 };
 
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,

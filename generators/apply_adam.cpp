@@ -1,24 +1,70 @@
-// TensorFlow ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad;
-// use_nesterov). Epsilon is added after the bias correction folded into lr_t (TF placement).
+// The Adam family. TensorFlow: ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1,
+// beta2, epsilon, grad; use_nesterov), ResourceApplyAdamWithAmsgrad (+vhat). Beyond TF:
+// apply_adamw (torch.optim.AdamW, or CANN's ApplyAdamW inputs) and the lazy sparse_adam.
+//
+// epsilon_mode: "tf" adds epsilon to sqrt(v) with the bias correction folded into lr_t;
+// "torch" adds it to sqrt(v_hat) = sqrt(v)/sqrt(1 - beta2^t).
 #include "generators/ops.h"
 
 namespace opforge::generators {
 
+using dsl::Expr;
+
+namespace {
+
+const std::vector<std::string> kEpsilonModes = {"tf", "torch"};
+const char* const kEpsilonModeDoc =
+    "where epsilon goes: tf = lr_t*m/(sqrt(v)+eps) with lr_t = lr*sqrt(1-b2^t)/(1-b1^t); torch "
+    "= lr/(1-b1^t) * m/(sqrt(v)/sqrt(1-b2^t) + eps)";
+
+// var's step for moment m (or the Nesterov numerator) and second moment vv, given the bias
+// corrections bc1 = 1 - beta1^t and bc2 = 1 - beta2^t. The divide goes through
+// dsl::reciprocal (see dsl/math.h).
+Expr adam_step(const dsl::UpdateContext& c, const Expr& lr, const Expr& num, const Expr& vv,
+               const Expr& bc1, const Expr& bc2) {
+  if (c.attr_string("epsilon_mode") == "torch") {
+    Expr denom = Halide::sqrt(vv) / Halide::sqrt(bc2) + c["epsilon"];
+    return lr / bc1 * num * dsl::reciprocal(denom);
+  }
+  Expr lr_t = lr * Halide::sqrt(bc2) / bc1;
+  return lr_t * num * dsl::reciprocal(Halide::sqrt(vv) + c["epsilon"]);
+}
+
+dsl::Updates tf_adam(const dsl::UpdateContext& c, const char* vmax, bool nesterov) {
+  Expr g = c["grad"], b1 = c["beta1"];
+  Expr m = c["m"] + (g - c["m"]) * (1.f - b1);
+  Expr v = c["v"] + (g * g - c["v"]) * (1.f - c["beta2"]);
+  Expr num = nesterov ? g * (1.f - b1) + b1 * m : m;
+  Expr vv = vmax ? Halide::max(c[vmax], v) : v;
+  Expr step = adam_step(c, c["lr"], num, vv, 1.f - c["beta1_power"], 1.f - c["beta2_power"]);
+  dsl::Updates u = {{"var", c["var"] - step}, {"m", m}, {"v", v}};
+  if (vmax) u.push_back({vmax, vv});
+  return u;
+}
+
+const char* const kAdamFormula =
+    "lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power); m += (grad - m) * (1 - beta1); "
+    "v += (grad*grad - v) * (1 - beta2); var -= lr_t * m / (sqrt(v) + epsilon); use_nesterov: "
+    "numerator grad * (1 - beta1) + beta1 * m; epsilon_mode=torch: var -= lr / (1 - "
+    "beta1_power) * m / (sqrt(v) / sqrt(1 - beta2_power) + epsilon)";
+
+dsl::OptimizerDecl tf_adam_decl(const std::string& name) {
+  return dsl::OptimizerDecl(name)
+      .state("var", "Variable to update, in place")
+      .state("m", "First moment estimate, in place")
+      .state("v", "Second moment estimate, in place");
+}
+
+}  // namespace
+
 const dsl::OptimizerDecl& apply_adam() {
   static const dsl::OptimizerDecl d =
-      dsl::OptimizerDecl("apply_adam")
+      tf_adam_decl("apply_adam")
           .summary(
               "Adam, TensorFlow convention (bias correction folded into lr_t), in place; the "
               "divide by sqrt(v) + epsilon uses a refined reciprocal (within 2 ulp)")
           .reference("TensorFlow ApplyAdam (tensorflow/core/kernels/training_ops.cc)")
-          .formula(
-              "lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power); "
-              "m += (grad - m) * (1 - beta1); v += (grad*grad - v) * (1 - beta2); "
-              "var -= lr_t * m / (sqrt(v) + epsilon); "
-              "use_nesterov: var -= lr_t * (grad * (1 - beta1) + beta1 * m) / (sqrt(v) + epsilon)")
-          .state("var", "Variable to update, in place")
-          .state("m", "First moment estimate, in place")
-          .state("v", "Second moment estimate, in place")
+          .formula(kAdamFormula)
           .scalar("beta1_power", "beta1 ** t")
           .scalar("beta2_power", "beta2 ** t")
           .scalar("lr", "Learning rate")
@@ -27,17 +73,106 @@ const dsl::OptimizerDecl& apply_adam() {
           .scalar("epsilon", "Ridge term, added to sqrt(v)")
           .grad("grad", "The gradient")
           .attr_bool("use_nesterov", false, "Nesterov momentum in the numerator")
+          .attr_string("epsilon_mode", "tf", kEpsilonModes, kEpsilonModeDoc)
           .tolerance(4e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
-            dsl::Expr g = c["grad"];
-            dsl::Expr lr_t = c["lr"] * Halide::sqrt(1 - c["beta2_power"]) / (1 - c["beta1_power"]);
-            dsl::Expr m = c["m"] + (g - c["m"]) * (1 - c["beta1"]);
-            dsl::Expr v = c["v"] + (g * g - c["v"]) * (1 - c["beta2"]);
-            dsl::Expr num = c.attr_bool("use_nesterov") ? g * (1 - c["beta1"]) + c["beta1"] * m : m;
-            // num / (sqrt(v) + epsilon): the divide through dsl::reciprocal (see dsl/math.h).
-            dsl::Expr var = c["var"] - lr_t * num * dsl::reciprocal(Halide::sqrt(v) + c["epsilon"]);
-            return dsl::Updates{{"var", var}, {"m", m}, {"v", v}};
+            return tf_adam(c, nullptr, c.attr_bool("use_nesterov"));
           });
+  return d;
+}
+
+const dsl::OptimizerDecl& apply_adam_with_amsgrad() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_adam_with_amsgrad")
+          .summary("Adam with AMSGrad (max of raw second moments), TensorFlow convention")
+          .reference("TensorFlow ResourceApplyAdamWithAmsgrad (training_ops.cc)")
+          .formula(std::string(kAdamFormula) +
+                   "; vhat = max(vhat, v) replaces v in the denominator")
+          .state("var", "Variable to update, in place")
+          .state("m", "First moment estimate, in place")
+          .state("v", "Second moment estimate, in place")
+          .state("vhat", "Running maximum of v, in place")
+          .scalar("beta1_power", "beta1 ** t")
+          .scalar("beta2_power", "beta2 ** t")
+          .scalar("lr", "Learning rate")
+          .scalar("beta1", "First moment decay")
+          .scalar("beta2", "Second moment decay")
+          .scalar("epsilon", "Ridge term")
+          .grad("grad", "The gradient")
+          .attr_string("epsilon_mode", "tf", kEpsilonModes, kEpsilonModeDoc)
+          .tolerance(4e-7, 1e-7)
+          .update([](const dsl::UpdateContext& c) { return tf_adam(c, "vhat", false); });
+  return d;
+}
+
+const dsl::OptimizerDecl& apply_adamw() {
+  static const dsl::Condition amsgrad{"amsgrad", "true"}, torch{"convention", "torch"},
+      cann{"convention", "cann"};
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_adamw")
+          .summary("AdamW, decoupled weight decay (torch.optim.AdamW; CANN ApplyAdamW inputs)")
+          .reference("torch.optim.AdamW (_single_tensor_adamw); CANN aclnnApplyAdamW")
+          .formula(
+              "g = maximize ? -grad : grad; var *= 1 - lr*weight_decay; m = beta1*m + (1-beta1)*g; "
+              "v = beta2*v + (1-beta2)*g^2; amsgrad: v_max = max(v_max, v) in the denominator; "
+              "var -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + epsilon); t = step "
+              "(convention torch) or beta^t = beta_power*beta (convention cann: inputs are "
+              "beta^(t-1)); epsilon_mode tf: epsilon added to sqrt(v) with the bias correction "
+              "in lr_t")
+          .state("var", "Variable to update, in place")
+          .state("m", "First moment (exp_avg), in place")
+          .state("v", "Second moment (exp_avg_sq), in place")
+          .state("v_max", "Running maximum of v (max_exp_avg_sq), in place", amsgrad)
+          .grad("grad", "The gradient")
+          .scalar("lr", "Learning rate")
+          .scalar("beta1", "First moment decay")
+          .scalar("beta2", "Second moment decay")
+          .scalar("epsilon", "Ridge term")
+          .scalar("weight_decay", "Decoupled weight decay")
+          .scalar("step", "1-based step count t, after this update's increment", torch)
+          .scalar("beta1_power", "beta1 ** (t-1) (CANN convention)", cann)
+          .scalar("beta2_power", "beta2 ** (t-1) (CANN convention)", cann)
+          .attr_bool("amsgrad", false, "use the running maximum of v (adds state v_max)")
+          .attr_bool("maximize", false, "ascend: negate the gradient")
+          .attr_string("convention", "torch", {"torch", "cann"},
+                       "bias-correction inputs: torch = step t; cann = beta1_power, beta2_power "
+                       "holding beta^(t-1) (CANN ApplyAdamW)")
+          .attr_string("epsilon_mode", "torch", kEpsilonModes, kEpsilonModeDoc)
+          .tolerance(4e-7, 1e-7)
+          .update([](const dsl::UpdateContext& c) {
+            Expr g = c.attr_bool("maximize") ? -c["grad"] : c["grad"];
+            Expr b1 = c["beta1"], b2 = c["beta2"], lr = c["lr"];
+            Expr b1t, b2t;
+            if (c.attr_string("convention") == "torch") {
+              b1t = Halide::pow(b1, c["step"]);
+              b2t = Halide::pow(b2, c["step"]);
+            } else {
+              b1t = c["beta1_power"] * b1;
+              b2t = c["beta2_power"] * b2;
+            }
+            Expr decayed = c["var"] * (1.f - lr * c["weight_decay"]);
+            Expr m = b1 * c["m"] + (1.f - b1) * g;
+            Expr v = b2 * c["v"] + (1.f - b2) * g * g;
+            const bool ams = c.attr_bool("amsgrad");
+            Expr vv = ams ? Halide::max(c["v_max"], v) : v;
+            dsl::Updates u = {{"var", decayed - adam_step(c, lr, m, vv, 1.f - b1t, 1.f - b2t)},
+                              {"m", m},
+                              {"v", v}};
+            if (ams) u.push_back({"v_max", vv});
+            return u;
+          });
+  return d;
+}
+
+const dsl::OptimizerDecl& sparse_adam() {
+  static const dsl::OptimizerDecl d =
+      apply_adam()
+          .renamed("sparse_adam")
+          .summary(
+              "Lazy Adam: TensorFlow ApplyAdam on the rows named by indices only (m, v and var "
+              "of other rows untouched)")
+          .reference("TensorFlow ApplyAdam per row (LazyAdam semantics)")
+          .sparse_rows();
   return d;
 }
 

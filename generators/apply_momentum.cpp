@@ -29,3 +29,17 @@ const dsl::OptimizerDecl& apply_momentum() {
 }
 
 }  // namespace opforge::generators
+
+namespace opforge::generators {
+
+const dsl::OptimizerDecl& sparse_apply_momentum() {
+  static const dsl::OptimizerDecl d =
+      apply_momentum()
+          .renamed("sparse_apply_momentum")
+          .summary("Momentum SGD (TF convention) on the rows named by indices, in order")
+          .reference("TensorFlow SparseApplyMomentum (training_ops.cc)")
+          .sparse_rows();
+  return d;
+}
+
+}  // namespace opforge::generators

@@ -38,7 +38,7 @@ std::map<std::string, std::string> parse_list(const std::string& text, const cha
 class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
  public:
   GeneratorParam<std::string> op{"op", ""};
-  GeneratorParam<std::string> attrs{"attrs", ""};     // "use_nesterov:true,..."
+  GeneratorParam<std::string> attrs{"attrs", ""};      // "use_nesterov:true,..."
   GeneratorParam<std::string> recipe{"schedule", ""};  // elementwise recipe: "tasks:16,..."
 
   Output<Halide::Func> updated{"updated"};

@@ -105,6 +105,8 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
   r.tolerance = d.tolerance();
+  // A reduction pass reads its tensors once more before the update.
+  tensors += static_cast<int>(v.pipeline.reduction_reads.size());
   r.traffic = {4 * tensors, 4 * static_cast<int>(r.outputs.size())};
   r.cache_key = v.key.hex_digest();
   r.halide_version = halide_version;

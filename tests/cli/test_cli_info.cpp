@@ -40,7 +40,7 @@ TEST_CASE("list: every op, as a table and as JSON") {
       CHECK(e.at("attrs").contains("use_nesterov"));
     }
   }
-  CHECK(adam == 4);  // use_nesterov false/true x avx512/avx2
+  CHECK(adam == 8);  // use_nesterov false/true x epsilon_mode tf/torch x avx512/avx2
 }
 
 TEST_CASE("describe apply_adam: formula and every argument in TF order") {
@@ -79,7 +79,7 @@ TEST_CASE("describe --json: every variant's descriptor") {
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   const json v = parse_json(r);
   REQUIRE(v.is_array());
-  CHECK(v.size() == 4);
+  CHECK(v.size() == 8);
   for (const auto& d : v) {
     CHECK(d.at("op") == "apply_adam");
     CHECK(d.at("inputs").size() == 10);
@@ -101,7 +101,7 @@ TEST_CASE("inspect apply_adam: loop nest, stmt, asm, html") {
   CHECK(contains(nest.out, "loop nest"));
   CHECK(contains(nest.out, "parallel"));
   CHECK(contains(nest.out, "vectorized"));
-  CHECK(contains(nest.out, "apply_adam__use_nesterov_0__f32__avx2"));
+  CHECK(contains(nest.out, "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2"));
 
   const Result stmt = opforge_reg(concat(base, {"--stmt"}));
   CHECK_MESSAGE(stmt.rc == 0, stmt.err);

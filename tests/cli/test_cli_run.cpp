@@ -66,8 +66,8 @@ void check_run(const std::vector<int64_t>& shape, bool nesterov) {
   args = concat(concat(args, in.write(dir)), scalar_args(adam_scalars()));
   const Result r = opforge_reg(args);
   REQUIRE_MESSAGE(r.rc == 0, r.all());
-  CHECK(contains(r.out, nesterov ? "apply_adam__use_nesterov_1__f32__avx2"
-                                 : "apply_adam__use_nesterov_0__f32__avx2"));
+  CHECK(contains(r.out, nesterov ? "apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2"
+                                 : "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2"));
   CHECK(r.err.empty());
 
   std::vector<std::string> files;

@@ -23,7 +23,7 @@ const Reference* find_reference(const std::string& op) {
   if (std::sscanf(op.c_str(), "bandwidth_s%d_g%d", &s, &g) != 2) return nullptr;
   static std::map<std::string, Reference> bw;
   Reference& r = bw[op];
-  r.inputs = [s, g](std::mt19937& rng, size_t n, Tensors& t, Scalars&) {
+  r.inputs = [s, g](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars&) {
     for (int k = 0; k < s; ++k) t["s" + std::to_string(k)] = uniform(rng, n, -1, 1);
     for (int k = 0; k < g; ++k) t["g" + std::to_string(k)] = uniform(rng, n, -1, 1);
   };

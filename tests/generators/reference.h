@@ -17,8 +17,9 @@ using Scalars = std::map<std::string, double>;
 using Attrs = std::map<std::string, std::string>;
 
 struct Reference {
-  // Fills every tensor (n elements each) and scalar with values from the op's domain.
-  std::function<void(std::mt19937&, size_t n, Tensors&, Scalars&)> inputs;
+  // Fills every tensor argument of the variant with these attrs (n elements each) and every
+  // scalar with values from the op's domain.
+  std::function<void(std::mt19937&, size_t n, const Attrs&, Tensors&, Scalars&)> inputs;
   // Updates the states in `t` in place, in double precision.
   std::function<void(const Attrs&, const Scalars&, Tensors& t)> update;
 };

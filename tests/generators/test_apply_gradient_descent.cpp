@@ -5,7 +5,7 @@ namespace opforge::testing {
 namespace {
 
 const RegisterReference reg("apply_gradient_descent",
-                            {[](std::mt19937& rng, size_t n, Tensors& t, Scalars& s) {
+                            {[](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars& s) {
                                t["var"] = uniform(rng, n, -1, 1);
                                t["delta"] = uniform(rng, n, -1, 1);
                                s["alpha"] = uniform(rng, 1, 1e-3, 0.5)[0];

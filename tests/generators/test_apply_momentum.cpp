@@ -8,7 +8,7 @@ namespace opforge::testing {
 namespace {
 
 const RegisterReference reg("apply_momentum",
-                            {[](std::mt19937& rng, size_t n, Tensors& t, Scalars& s) {
+                            {[](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars& s) {
                                t["var"] = uniform(rng, n, -1, 1);
                                t["accum"] = uniform(rng, n, -1, 1);
                                t["grad"] = uniform(rng, n, -1, 1);

@@ -45,7 +45,7 @@ TEST_CASE("opforge_gen emits every op with its arguments in declaration order") 
     const auto sig = header.find("int gen_" + d.name() + "(");
     REQUIRE(sig != std::string::npos);
     size_t at = sig;
-    for (const auto& a : d.args()) {
+    for (const auto& a : d.args_for(d.resolve_attrs({}))) {
       const size_t next = header.find(
           "_" + a.name + (a.role == registry::Input::Role::scalar ? "," : "_buffer"), at);
       CHECK_MESSAGE(next != std::string::npos, "argument " << a.name << " missing or out of order");

@@ -87,7 +87,7 @@ TEST_CASE("C ABI: variant and ISA strings") {
 
   opforge_kernel* nest = nullptr;
   REQUIRE(opforge_select(r.reg, "apply_adam", "use_nesterov=true", "avx2", &nest) == 0);
-  CHECK(std::string(opforge_kernel_variant(nest)) == "apply_adam__use_nesterov_1__f32__avx2");
+  CHECK(std::string(opforge_kernel_variant(nest)) == "apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2");
 
   opforge_kernel* best = nullptr;
   REQUIRE(opforge_select(r.reg, "apply_gradient_descent", nullptr, nullptr, &best) == 0);

@@ -29,7 +29,7 @@ void write_file(const fs::path& p, const std::string& text) {
   out << text;
 }
 
-const char* const kAdamAvx2 = "apply_adam__use_nesterov_0__f32__avx2";
+const char* const kAdamAvx2 = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2";
 
 TEST_CASE("corrupt registry: a missing directory or index is named") {
   TempDir tmp;
@@ -65,7 +65,7 @@ TEST_CASE("corrupt registry: an index naming a missing descriptor fails when the
 TEST_CASE("corrupt registry: a descriptor for another variant than the index says is named") {
   RegistryCopy copy;
   const fs::path a = copy / (std::string("ops/") + kAdamAvx2 + ".json");
-  const fs::path b = copy / "ops/apply_adam__use_nesterov_1__f32__avx2.json";
+  const fs::path b = copy / "ops/apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2.json";
   write_file(a, read_file(b));
   auto reg = Registry::open(copy.dir().string());
   const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
@@ -92,7 +92,7 @@ TEST_CASE("corrupt registry: an attr combination no variant has is named") {
   for (const auto& v : j["variants"]) {
     if (!(v["op"] == "apply_adam" && v["attrs"]["use_nesterov"] == "true")) kept.push_back(v);
   }
-  REQUIRE(kept.size() + 2 == j["variants"].size());
+  REQUIRE(kept.size() + 4 == j["variants"].size());  // 2 epsilon modes x 2 ISAs
   j["variants"] = kept;
   write_file(index, j.dump(2));
   auto reg = Registry::open(copy.dir().string());
@@ -162,7 +162,7 @@ TEST_CASE("corrupt registry: a kernel .so replaced by garbage cannot load") {
   CHECK(contains(msg, "cannot load kernel"));
   CHECK(contains(msg, so.string()));
   // A missing kernel file is reported the same way.
-  const fs::path so2 = copy / "kernels/apply_adam__use_nesterov_0__f32__avx2.so";
+  const fs::path so2 = copy / "kernels/apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2.so";
   fs::remove(so2);
   const std::string msg2 = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
   CHECK(contains(msg2, "cannot load kernel"));

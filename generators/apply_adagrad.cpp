@@ -1,0 +1,65 @@
+// TensorFlow ApplyAdagrad(var, accum, lr, grad; update_slots) and ApplyAdagradV2(var, accum,
+// lr, epsilon, grad; update_slots), and SparseApplyAdagrad.
+#include "generators/ops.h"
+
+namespace opforge::generators {
+
+using dsl::Expr;
+
+const dsl::OptimizerDecl& apply_adagrad() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_adagrad")
+          .summary("Adagrad (no epsilon), in place")
+          .reference("TensorFlow ApplyAdagrad (training_ops.cc)")
+          .formula("update_slots: accum += grad^2; var -= lr * grad * rsqrt(accum)")
+          .state("var", "Variable to update, in place")
+          .state("accum", "Sum of squared gradients, in place")
+          .scalar("lr", "Scaling factor")
+          .grad("grad", "The gradient")
+          .attr_bool("update_slots", true,
+                     "accumulate grad^2 into accum (false: accum is read only)")
+          .tolerance(3e-7, 1e-7)
+          .update([](const dsl::UpdateContext& c) {
+            Expr g = c["grad"];
+            Expr accum = c.attr_bool("update_slots") ? c["accum"] + g * g : c["accum"];
+            return dsl::Updates{{"var", c["var"] - g * c["lr"] / Halide::sqrt(accum)},
+                                {"accum", accum}};
+          });
+  return d;
+}
+
+const dsl::OptimizerDecl& apply_adagrad_v2() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_adagrad_v2")
+          .summary("Adagrad with epsilon outside the square root, in place")
+          .reference("TensorFlow ApplyAdagradV2 (training_ops.cc)")
+          .formula("update_slots: accum += grad^2; var -= lr * grad / (sqrt(accum) + epsilon)")
+          .state("var", "Variable to update, in place")
+          .state("accum", "Sum of squared gradients, in place")
+          .scalar("lr", "Scaling factor")
+          .scalar("epsilon", "Added to sqrt(accum)")
+          .grad("grad", "The gradient")
+          .attr_bool("update_slots", true,
+                     "accumulate grad^2 into accum (false: accum is read only)")
+          .tolerance(3e-7, 1e-7)
+          .update([](const dsl::UpdateContext& c) {
+            Expr g = c["grad"];
+            Expr accum = c.attr_bool("update_slots") ? c["accum"] + g * g : c["accum"];
+            return dsl::Updates{
+                {"var", c["var"] - g * c["lr"] / (Halide::sqrt(accum) + c["epsilon"])},
+                {"accum", accum}};
+          });
+  return d;
+}
+
+const dsl::OptimizerDecl& sparse_apply_adagrad() {
+  static const dsl::OptimizerDecl d =
+      apply_adagrad()
+          .renamed("sparse_apply_adagrad")
+          .summary("Adagrad on the rows named by indices, in order; other rows untouched")
+          .reference("TensorFlow SparseApplyAdagrad (training_ops.cc)")
+          .sparse_rows();
+  return d;
+}
+
+}  // namespace opforge::generators

@@ -1,0 +1,110 @@
+// TensorFlow ApplyFtrl(var, accum, linear, grad, lr, l1, l2, lr_power) and ApplyFtrlV2 (adds
+// l2_shrinkage before lr_power), attr multiply_linear_by_lr; SparseApplyFtrl.
+//
+// TF's dense ApplyFtrlV2 kernel dispatches the two functors swapped relative to the flag;
+// opforge follows the attr's documented meaning (as ApplyFtrl and SparseApplyFtrlV2 do). With
+// linear starting at 0 and a constant lr both give the same var.
+#include "generators/ops.h"
+
+namespace opforge::generators {
+
+using dsl::Expr;
+
+namespace {
+
+// pow(x, -lr_power), as sqrt(x) when lr_power is exactly -0.5 (TF's special case). The kernel
+// is specialized on lr_power == -0.5, where the per-element scalar pow disappears.
+Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
+  Expr lr_power = c["lr_power"];
+  c.fast_path(lr_power == -0.5f);
+  return Halide::select(lr_power == -0.5f, Halide::sqrt(x), Halide::pow(x, -lr_power));
+}
+
+// p(accum + grad^2) - p(accum). In the sqrt case as grad^2 / (sqrt(new) + sqrt(old)): the
+// plain difference cancels (TF's fp32 kernel loses up to ~10 ulp of linear there).
+Expr power_delta(const dsl::UpdateContext& c, const Expr& old_accum, const Expr& new_accum,
+                 const Expr& g2) {
+  Expr stable = g2 / (Halide::sqrt(new_accum) + Halide::sqrt(old_accum));
+  Expr general = accum_power(c, new_accum) - accum_power(c, old_accum);
+  return Halide::select(c["lr_power"] == -0.5f, stable, general);
+}
+
+dsl::Updates ftrl(const dsl::UpdateContext& c, bool shrinkage) {
+  Expr g = c["grad"], var = c["var"], lr = c["lr"], l1 = c["l1"], l2 = c["l2"];
+  Expr g_s = shrinkage ? g + 2.f * c["l2_shrinkage"] * var : g;
+  Expr accum = c["accum"] + g * g;
+  Expr delta_power = power_delta(c, c["accum"], accum, g * g);
+  Expr linear, threshold, quadratic;
+  if (c.attr_bool("multiply_linear_by_lr")) {
+    linear = c["linear"] + g_s * lr - delta_power * var;
+    threshold = l1 * lr;
+    quadratic = accum_power(c, accum) + 2.f * l2 * lr;
+  } else {
+    linear = c["linear"] + g_s - delta_power / lr * var;
+    threshold = l1;
+    quadratic = accum_power(c, accum) / lr + 2.f * l2;
+  }
+  Expr new_var = Halide::select(Halide::abs(linear) > threshold,
+                                (threshold * dsl::sign(linear) - linear) / quadratic, 0.f);
+  return {{"var", new_var}, {"accum", accum}, {"linear", linear}};
+}
+
+const char* const kFormula =
+    "accum' = accum + grad^2; p(x) = x^-lr_power (sqrt when lr_power == -0.5); linear += g_s - "
+    "(p(accum') - p(accum))/lr*var; var = |linear| > l1 ? (l1*sign(linear) - linear) / "
+    "(p(accum')/lr + 2*l2) : 0; multiply_linear_by_lr: linear += g_s*lr - (p(accum') - "
+    "p(accum))*var, threshold l1*lr, denominator p(accum') + 2*l2*lr";
+
+}  // namespace
+
+const dsl::OptimizerDecl& apply_ftrl() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_ftrl")
+          .summary("FTRL-Proximal, in place")
+          .reference("TensorFlow ApplyFtrl (training_ops.cc)")
+          .formula(std::string(kFormula) + "; g_s = grad")
+          .state("var", "Variable to update, in place")
+          .state("accum", "Sum of squared gradients, in place")
+          .state("linear", "Linear term, in place")
+          .grad("grad", "The gradient")
+          .scalar("lr", "Scaling factor")
+          .scalar("l1", "L1 regularization")
+          .scalar("l2", "L2 regularization")
+          .scalar("lr_power", "Learning-rate power (usually -0.5)")
+          .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
+          .tolerance(1e-6, 1e-7)
+          .update([](const dsl::UpdateContext& c) { return ftrl(c, false); });
+  return d;
+}
+
+const dsl::OptimizerDecl& apply_ftrl_v2() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_ftrl_v2")
+          .summary("FTRL-Proximal with online L2 shrinkage, in place")
+          .reference("TensorFlow ApplyFtrlV2 (training_ops.cc); flag semantics as ApplyFtrl")
+          .formula(std::string(kFormula) + "; g_s = grad + 2*l2_shrinkage*var")
+          .state("var", "Variable to update, in place")
+          .state("accum", "Sum of squared gradients, in place")
+          .state("linear", "Linear term, in place")
+          .grad("grad", "The gradient")
+          .scalar("lr", "Scaling factor")
+          .scalar("l1", "L1 regularization")
+          .scalar("l2", "L2 regularization")
+          .scalar("l2_shrinkage", "L2 shrinkage added to the gradient")
+          .scalar("lr_power", "Learning-rate power (usually -0.5)")
+          .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
+          .tolerance(1e-6, 1e-7)
+          .update([](const dsl::UpdateContext& c) { return ftrl(c, true); });
+  return d;
+}
+
+const dsl::OptimizerDecl& sparse_apply_ftrl() {
+  static const dsl::OptimizerDecl d = apply_ftrl()
+                                          .renamed("sparse_apply_ftrl")
+                                          .summary("FTRL-Proximal on the rows named by indices")
+                                          .reference("TensorFlow SparseApplyFtrl (training_ops.cc)")
+                                          .sparse_rows();
+  return d;
+}
+
+}  // namespace opforge::generators

@@ -1,0 +1,86 @@
+// Layer-wise adaptive ops: apply_lamb (TensorFlow Addons LAMB) and apply_lars (TensorFlow
+// contrib LARSOptimizer). Their trust ratios need whole-tensor norms, written in the DSL as
+// reductions: a fused fp64 reduction pass over the tensor, then the elementwise update.
+#include "generators/ops.h"
+
+namespace opforge::generators {
+
+using dsl::Expr;
+
+namespace {
+
+// ratio = a/b where both are > 0, else 1 (the where-zero rules of LAMB and LARS).
+Expr trust_ratio(const Expr& w_norm, const Expr& other, const Expr& value) {
+  return Halide::select(w_norm > 0.f && other > 0.f, value, 1.f);
+}
+
+}  // namespace
+
+const dsl::OptimizerDecl& apply_lamb() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_lamb")
+          .summary("LAMB: Adam update scaled by the per-tensor trust ratio ||var||/||update||")
+          .reference("TensorFlow Addons tfa.optimizers.LAMB (_resource_apply_dense)")
+          .formula(
+              "m = beta1*m + (1-beta1)*grad; v = beta2*v + (1-beta2)*grad^2; u = "
+              "(m/(1-beta1^step)) "
+              "/ (sqrt(v/(1-beta2^step)) + epsilon) + weight_decay*var; ratio = ||var|| > 0 and "
+              "||u|| > 0 ? ||var||/||u|| : 1 (norms over the whole tensor); var -= ratio*lr*u")
+          .state("var", "Variable to update, in place")
+          .state("m", "First moment, in place")
+          .state("v", "Second moment, in place")
+          .grad("grad", "The gradient")
+          .scalar("lr", "Learning rate")
+          .scalar("beta1", "First moment decay")
+          .scalar("beta2", "Second moment decay")
+          .scalar("epsilon", "Added to sqrt(v_hat)")
+          .scalar("weight_decay", "Weight decay rate, added to the update")
+          .scalar("step", "1-based step count for bias correction")
+          .tolerance(1e-6, 1e-7)
+          .update([](const dsl::UpdateContext& c) {
+            Expr g = c["grad"], b1 = c["beta1"], b2 = c["beta2"];
+            Expr m = b1 * c["m"] + (1.f - b1) * g;
+            Expr v = b2 * c["v"] + (1.f - b2) * g * g;
+            Expr m_hat = m / (1.f - Halide::pow(b1, c["step"]));
+            Expr v_hat = v / (1.f - Halide::pow(b2, c["step"]));
+            Expr u = m_hat / (Halide::sqrt(v_hat) + c["epsilon"]) + c["weight_decay"] * c["var"];
+            Expr w_norm = c.norm2(c["var"]), u_norm = c.norm2(u);
+            Expr ratio = trust_ratio(w_norm, u_norm, w_norm / u_norm);
+            return dsl::Updates{{"var", c["var"] - ratio * c["lr"] * u}, {"m", m}, {"v", v}};
+          });
+  return d;
+}
+
+const dsl::OptimizerDecl& apply_lars() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("apply_lars")
+          .summary("LARS: momentum SGD with the layer-wise trust ratio scaling lr")
+          .reference("TensorFlow contrib LARSOptimizer (then ApplyMomentum)")
+          .formula(
+              "w = ||var||, g = ||grad|| (whole tensor); ratio = w > 0 and g > 0 ? "
+              "eta*w/(g + weight_decay*w + epsilon) : 1; lr_s = lr*ratio; m = m*momentum + grad; "
+              "var -= lr_s*m; use_nesterov: var -= grad*lr_s + m*momentum*lr_s")
+          .state("var", "Variable to update, in place")
+          .state("m", "Momentum accumulator, in place")
+          .grad("grad", "The gradient")
+          .scalar("lr", "Learning rate")
+          .scalar("momentum", "Momentum factor")
+          .scalar("weight_decay", "Weight decay in the trust-ratio denominator")
+          .scalar("eta", "Trust coefficient")
+          .scalar("epsilon", "Added to the trust-ratio denominator")
+          .attr_bool("use_nesterov", false, "Nesterov momentum")
+          .tolerance(1e-6, 1e-7)
+          .update([](const dsl::UpdateContext& c) {
+            Expr w = c.norm2(c["var"]), gn = c.norm2(c["grad"]);
+            Expr ratio =
+                trust_ratio(w, gn, c["eta"] * w / (gn + c["weight_decay"] * w + c["epsilon"]));
+            Expr lr = c["lr"] * ratio;
+            Expr m = c["m"] * c["momentum"] + c["grad"];
+            Expr step =
+                c.attr_bool("use_nesterov") ? c["grad"] * lr + m * c["momentum"] * lr : lr * m;
+            return dsl::Updates{{"var", c["var"] - step}, {"m", m}};
+          });
+  return d;
+}
+
+}  // namespace opforge::generators
