@@ -21,10 +21,12 @@ Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
 }
 
 // p(accum + grad^2) - p(accum). In the sqrt case as grad^2 / (sqrt(new) + sqrt(old)): the
-// plain difference cancels (TF's fp32 kernel loses up to ~10 ulp of linear there).
+// plain difference cancels (TF's fp32 kernel loses up to ~10 ulp of linear there). A zero
+// grad^2 is a zero difference (the quotient would be 0/0 for a fresh slot, accum == 0).
 Expr power_delta(const dsl::UpdateContext& c, const Expr& old_accum, const Expr& new_accum,
                  const Expr& g2) {
-  Expr stable = g2 / (Halide::sqrt(new_accum) + Halide::sqrt(old_accum));
+  Expr stable = Halide::select(
+      g2 > 0.f, g2 / (Halide::sqrt(new_accum) + Halide::sqrt(old_accum)), 0.f);
   Expr general = accum_power(c, new_accum) - accum_power(c, old_accum);
   return Halide::select(c["lr_power"] == -0.5f, stable, general);
 }
@@ -72,7 +74,8 @@ const dsl::OptimizerDecl& apply_ftrl() {
           .scalar("l2", "L2 regularization")
           .scalar("lr_power", "Learning-rate power (usually -0.5)")
           .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
-          .tolerance(1e-6, 1e-7)
+          // linear is a sum of O(1) terms that cancel: a few fp32 roundings exceed 1e-7.
+          .tolerance(1e-6, 3e-7)
           .update([](const dsl::UpdateContext& c) { return ftrl(c, false); });
   return d;
 }
@@ -93,7 +96,7 @@ const dsl::OptimizerDecl& apply_ftrl_v2() {
           .scalar("l2_shrinkage", "L2 shrinkage added to the gradient")
           .scalar("lr_power", "Learning-rate power (usually -0.5)")
           .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
-          .tolerance(1e-6, 1e-7)
+          .tolerance(1e-6, 3e-7)  // see apply_ftrl
           .update([](const dsl::UpdateContext& c) { return ftrl(c, true); });
   return d;
 }

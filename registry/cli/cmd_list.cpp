@@ -41,6 +41,33 @@ int cmd_list(const Args& a) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  if (a.has("markdown")) {
+    // The README's op table, generated from the descriptors (one declaration per op).
+    std::printf("| op | arguments | matches | attrs (default first) | what it does |\n");
+    std::printf("|---|---|---|---|---|\n");
+    for (const auto& op : reg->ops()) {
+      auto vs = reg->variants(op);
+      const registry::Descriptor& d = vs.front();
+      if (d.kind != "optimizer") continue;
+      std::vector<std::string> args, attrs;
+      std::map<std::string, std::set<std::string>> values;
+      for (const auto& v : vs) {
+        for (const auto& at : v.attrs) values[at.name].insert(at.value);
+      }
+      for (const auto& in : d.inputs) args.push_back(in.name);
+      for (const auto& at : d.attrs) {
+        std::vector<std::string> vals = {at.default_value};
+        for (const auto& x : values[at.name]) {
+          if (x != at.default_value) vals.push_back(x);
+        }
+        attrs.push_back("`" + at.name + "` " + join(vals, "/"));
+      }
+      std::printf("| `%s` | %s | %s | %s | %s |\n", op.c_str(), join(args).c_str(),
+                  d.reference.c_str(), attrs.empty() ? "-" : join(attrs).c_str(),
+                  d.summary.c_str());
+    }
+    return 0;
+  }
   std::vector<std::vector<std::string>> rows = {{"op", "kind", "isas", "attrs", "summary"}};
   for (const auto& op : reg->ops()) {
     auto vs = reg->variants(op);

@@ -1,6 +1,12 @@
 #include "generators/reference.h"
 
+#include <doctest/doctest.h>
+
+#include <cmath>
 #include <cstdio>
+
+#include "opforge/runtime.hpp"
+#include "test_registry.h"
 
 namespace opforge::testing {
 
@@ -14,6 +20,42 @@ std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi) {
   std::vector<double> v(n);
   for (auto& x : v) x = static_cast<float>(u(rng));  // representable in fp32
   return v;
+}
+
+std::vector<double> tile(const std::vector<double>& pattern, size_t n) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = pattern[i % pattern.size()];
+  return v;
+}
+
+std::vector<std::map<std::string, std::vector<float>>> check_kernel(
+    const std::string& op, const Attrs& attrs, const Tensors& in, const Scalars& s,
+    void (*update)(const Attrs&, const Scalars&, Tensors&)) {
+  auto reg = Registry::open(test_registry_dir());
+  std::vector<std::map<std::string, std::vector<float>>> results;
+  for (const std::string isa : {"avx2", "avx512"}) {
+    if (isa == "avx512" && !cpu_supports("avx512f")) continue;
+    CAPTURE(isa);
+    Kernel& k = reg->select(op, attrs, isa);
+    std::map<std::string, std::vector<float>> got;
+    std::vector<Tensor> tensors;
+    for (const auto& [name, v] : in) got[name].assign(v.begin(), v.end());
+    for (auto& [name, v] : got) {
+      tensors.push_back({name, v.data(), registry::DType::f32, {static_cast<int64_t>(v.size())}});
+    }
+    k.call(tensors, s);
+    Tensors want = in;
+    update(k.descriptor().attr_values(), s, want);
+    const registry::Tolerance tol = k.descriptor().tolerance;
+    for (const auto& [name, w] : want) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        CHECK_MESSAGE(std::fabs(got[name][i] - w[i]) <= tol.atol + tol.rtol * std::fabs(w[i]),
+                      name << "[" << i << "] = " << got[name][i] << ", fp64 reference " << w[i]);
+      }
+    }
+    results.push_back(std::move(got));
+  }
+  return results;
 }
 
 const Reference* find_reference(const std::string& op) {

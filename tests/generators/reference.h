@@ -35,4 +35,14 @@ struct RegisterReference {
 // Uniform values in [lo, hi).
 std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi);
 
+// `pattern` repeated to n elements: n = 37 covers the vector body and the tail.
+std::vector<double> tile(const std::vector<double>& pattern, size_t n = 37);
+
+// Runs `op` with `attrs` in place on fp32 copies of `in`, on every ISA this CPU runs, and checks
+// every tensor against `update` applied to `in` in fp64 with the op's tolerance (doctest
+// CHECKs). Returns what each ISA's kernel left in the tensors. For focused edge-case tests.
+std::vector<std::map<std::string, std::vector<float>>> check_kernel(
+    const std::string& op, const Attrs& attrs, const Tensors& in, const Scalars& s,
+    void (*update)(const Attrs&, const Scalars&, Tensors&));
+
 }  // namespace opforge::testing

@@ -1,8 +1,11 @@
-// Reference: TensorFlow ApplyAdam:
-//   lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)
+// Reference: TensorFlow ApplyAdam (training_ops.cc, tf_formulas.md 2.13):
 //   m += (grad - m) * (1 - beta1);  v += (grad^2 - v) * (1 - beta2)
-//   var -= lr_t * m / (sqrt(v) + epsilon)
-//   use_nesterov: var -= lr_t * (grad * (1 - beta1) + beta1 * m) / (sqrt(v) + epsilon)
+//   num = m                                          (use_nesterov = false)
+//   num = grad * (1 - beta1) + beta1 * m             (use_nesterov = true; the new m)
+//   epsilon_mode "tf":    var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * num
+//                                / (sqrt(v) + epsilon)
+//   epsilon_mode "torch": var -= lr / (1 - beta1_power) * num
+//                                / (sqrt(v) / sqrt(1 - beta2_power) + epsilon)
 #include <cmath>
 
 #include "generators/reference.h"
@@ -10,38 +13,44 @@
 namespace opforge::testing {
 namespace {
 
-const RegisterReference reg("apply_adam",
-                            {[](std::mt19937& rng, size_t n, Tensors& t, Scalars& s) {
-                               t["var"] = uniform(rng, n, -1, 1);
-                               t["m"] = uniform(rng, n, -0.1, 0.1);
-                               t["v"] = uniform(rng, n, 0, 0.01);
-                               t["grad"] = uniform(rng, n, -1, 1);
-                               const double beta1 = uniform(rng, 1, 0.8, 0.95)[0],
-                                            beta2 = uniform(rng, 1, 0.99, 0.9999)[0];
-                               const int step = std::uniform_int_distribution<int>(1, 1000)(rng);
-                               s["beta1"] = beta1;
-                               s["beta2"] = beta2;
-                               s["beta1_power"] = static_cast<float>(std::pow(beta1, step));
-                               s["beta2_power"] = static_cast<float>(std::pow(beta2, step));
-                               s["lr"] = uniform(rng, 1, 1e-4, 1e-2)[0];
-                               s["epsilon"] = static_cast<float>(1e-7);
-                             },
-                             [](const Attrs& a, const Scalars& s, Tensors& t) {
-                               const double b1 = s.at("beta1"), b2 = s.at("beta2"),
-                                            eps = s.at("epsilon");
-                               const double lr_t = s.at("lr") * std::sqrt(1 - s.at("beta2_power")) /
-                                                   (1 - s.at("beta1_power"));
-                               const bool nesterov = a.at("use_nesterov") == "true";
-                               for (size_t i = 0; i < t["var"].size(); ++i) {
-                                 const double g = t["grad"][i];
-                                 double& m = t["m"][i];
-                                 double& v = t["v"][i];
-                                 m += (g - m) * (1 - b1);
-                                 v += (g * g - v) * (1 - b2);
-                                 const double num = nesterov ? g * (1 - b1) + b1 * m : m;
-                                 t["var"][i] -= lr_t * num / (std::sqrt(v) + eps);
-                               }
-                             }});
+void apply_adam_reference(const Attrs& a, const Scalars& s, Tensors& t) {
+  const double b1 = s.at("beta1"), b2 = s.at("beta2"), eps = s.at("epsilon"), lr = s.at("lr");
+  const double bc1 = 1 - s.at("beta1_power"), bc2 = 1 - s.at("beta2_power");
+  const bool nesterov = a.at("use_nesterov") == "true";
+  const auto mode = a.find("epsilon_mode");
+  const bool torch = mode != a.end() && mode->second == "torch";
+  std::vector<double>&var = t["var"], &m = t["m"], &v = t["v"];
+  const std::vector<double>& grad = t["grad"];
+  for (size_t i = 0; i < var.size(); ++i) {
+    const double g = grad[i];
+    m[i] += (g - m[i]) * (1 - b1);
+    v[i] += (g * g - v[i]) * (1 - b2);
+    const double num = nesterov ? g * (1 - b1) + b1 * m[i] : m[i];
+    if (torch) {
+      var[i] -= lr / bc1 * num / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
+    } else {
+      var[i] -= lr * std::sqrt(bc2) / bc1 * num / (std::sqrt(v[i]) + eps);
+    }
+  }
+}
+
+// beta powers are beta^t for t in [1, 1000].
+void apply_adam_inputs(std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars& s) {
+  t["var"] = uniform(rng, n, -1, 1);
+  t["m"] = uniform(rng, n, -0.1, 0.1);
+  t["v"] = uniform(rng, n, 0, 0.01);
+  t["grad"] = uniform(rng, n, -1, 1);
+  const double beta1 = uniform(rng, 1, 0.8, 0.95)[0], beta2 = uniform(rng, 1, 0.99, 0.9999)[0];
+  const int step = std::uniform_int_distribution<int>(1, 1000)(rng);
+  s["beta1"] = beta1;
+  s["beta2"] = beta2;
+  s["beta1_power"] = static_cast<float>(std::pow(beta1, step));
+  s["beta2_power"] = static_cast<float>(std::pow(beta2, step));
+  s["lr"] = uniform(rng, 1, 1e-4, 1e-2)[0];
+  s["epsilon"] = static_cast<float>(1e-7);
+}
+
+const RegisterReference reg("apply_adam", {apply_adam_inputs, apply_adam_reference});
 
 }  // namespace
 }  // namespace opforge::testing
