@@ -121,8 +121,7 @@ void ElementwiseSchedule::apply_sparse(Halide::Func out, const Var& col,
   // 1e5 rows x 128 columns: 41 ms; row by row: 19 ms).
   Var co("co"), ci("ci");
   Halide::Stage u = out.update();
-  u.split(col, co, ci, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf)
-      .vectorize(ci);
+  u.split(col, co, ci, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf).vectorize(ci);
   // Parallel column chunks (legal: duplicates only meet in the same column) were 3.5x slower
   // at 1e5 x 128 (68 ms): each task strides over every row for one cache line of it.
   const auto& rvars = out.function().update(0).schedule().rvars();

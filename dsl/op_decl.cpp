@@ -106,9 +106,11 @@ OptimizerDecl& OptimizerDecl::sparse_rows() {
   }
   if (last_grad == args_.size()) fail(name_, "a sparse op needs a gradient argument");
   args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_grad) + 1,
-               ArgDecl{"indices", Input::Role::tensor,
+               ArgDecl{"indices",
+                       Input::Role::tensor,
                        "Row indices into the states, one per gradient row (applied in order)",
-                       registry::DType::i32, {}});
+                       registry::DType::i32,
+                       {}});
   sparse_ = true;
   return attr_string("Tindices", "int32", {"int32", "int64"}, "dtype of indices");
 }
@@ -222,7 +224,8 @@ void OptimizerDecl::validate() const {
     if (a.when.attr.empty()) continue;
     bool known = false;
     for (const auto& at : attrs_) known = known || at.name == a.when.attr;
-    if (!known) fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + a.when.attr + "'");
+    if (!known)
+      fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + a.when.attr + "'");
   }
   if (!update_) fail(name_, "has no update");
   if (kind_ != "optimizer" && kind_ != "bandwidth") fail(name_, "unknown kind '" + kind_ + "'");

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <optional>
 #include <set>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -195,6 +194,7 @@ class CallNames : public Halide::Internal::IRGraphVisitor {
     names.insert(op->name);
     IRGraphVisitor::visit(op);
   }
+  void visit(const Halide::Internal::Variable* op) override { names.insert(op->name); }
 };
 
 void define_values(Func out, const std::vector<Halide::Expr>& args, const std::vector<Expr>& v) {
@@ -207,7 +207,9 @@ void define_values(Func out, const std::vector<Halide::Expr>& args, const std::v
 
 // Built from a Function so the name is exactly `name`: Func(name) would pass through
 // unique_name() and become "name$1" in the second pipeline of a process.
-Func exact_func(const std::string& name) { return Func{Halide::Internal::Function(name)}; }
+Func exact_func(const std::string& name) {
+  return Func{Halide::Internal::Function(name)};
+}
 
 Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
                         Func out, const std::map<std::string, int64_t>& sched) {
@@ -260,8 +262,8 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   return def;
 }
 
-Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
-                          const Bindings& in, Func out, const std::map<std::string, int64_t>& sched) {
+Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
+                         Func out, const std::map<std::string, int64_t>& sched) {
   Var c("c"), row("row");
   const Func& indices = in.tensors.at("indices");
   Halide::RDom k(0, in.extents.at("indices")[0], "k");
@@ -289,6 +291,25 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs,
 }
 
 }  // namespace
+
+std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved) {
+  if (decl.sparse()) return {};
+  std::map<std::string, Expr> values;
+  for (const auto& a : decl.args_for(resolved)) {
+    values[a.name] = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
+  }
+  CallNames calls;
+  Reducer collect = [&](const Expr& e, bool) {
+    e.accept(&calls);
+    return Halide::cast(Halide::Float(64), 0);
+  };
+  state_updates(decl, resolved, values, collect);
+  std::vector<std::string> out;
+  for (const auto& a : decl.args_for(resolved)) {
+    if (a.role != Input::Role::scalar && calls.names.count(a.name)) out.push_back(a.name);
+  }
+  return out;
+}
 
 Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
                             const Bindings& in, Func out,
@@ -329,12 +350,12 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
                              a.role == Input::Role::scalar ? KernelArg::Kind::input_scalar
                                                            : KernelArg::Kind::input_buffer,
                              a.dtype, dims});
-    r.inputs.push_back({a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1,
-                        a.description});
+    r.inputs.push_back(
+        {a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1, a.description});
   }
   for (const auto& a : decl.attrs()) {
-    r.attrs.push_back({a.name, a.type, a.default_value, attrs.at(a.name), a.description,
-                       a.choices});
+    r.attrs.push_back(
+        {a.name, a.type, a.default_value, attrs.at(a.name), a.description, a.choices});
   }
 
   // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
@@ -349,7 +370,8 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     Halide::OutputImageParam ob = buffers[k];
     const int dims = ob.dimensions();
     for (int d = 0; d < dims; ++d) ob.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
-    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, dims});
+    r.kernel_args.push_back(
+        {ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, dims});
     r.outputs.push_back({states[k], ob.name(), states[k], registry::DType::f32, -1});
   }
   r.pipeline = Halide::Pipeline(out);

@@ -63,6 +63,10 @@ struct OptimizerPipeline {
   std::vector<std::string> reduction_reads;
 };
 
+// The tensors a variant's whole-tensor reductions read (its extra read pass), found by
+// evaluating the update symbolically: no pipeline is built.
+std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved);
+
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,
                                            const std::map<std::string, int64_t>& schedule,
                                            const Halide::Target& target);

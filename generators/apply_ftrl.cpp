@@ -26,7 +26,7 @@ Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
 Expr power_delta(const dsl::UpdateContext& c, const Expr& old_accum, const Expr& new_accum,
                  const Expr& g2) {
   Expr stable = Halide::select(
-      g2 > 0.f, g2 / (Halide::sqrt(new_accum) + Halide::sqrt(old_accum)), 0.f);
+      g2 > 0.f, g2 * dsl::reciprocal(Halide::sqrt(new_accum) + Halide::sqrt(old_accum)), 0.f);
   Expr general = accum_power(c, new_accum) - accum_power(c, old_accum);
   return Halide::select(c["lr_power"] == -0.5f, stable, general);
 }
@@ -36,18 +36,23 @@ dsl::Updates ftrl(const dsl::UpdateContext& c, bool shrinkage) {
   Expr g_s = shrinkage ? g + 2.f * c["l2_shrinkage"] * var : g;
   Expr accum = c["accum"] + g * g;
   Expr delta_power = power_delta(c, c["accum"], accum, g * g);
+  // Per-element divides go through dsl::reciprocal and divisions by lr become multiplications
+  // by 1/lr (computed once): with three divides and two sqrts per element Ftrl ran at 70% of
+  // the bandwidth kernel at 1e7.
+  Expr inv_lr = 1.f / lr;
   Expr linear, threshold, quadratic;
   if (c.attr_bool("multiply_linear_by_lr")) {
     linear = c["linear"] + g_s * lr - delta_power * var;
     threshold = l1 * lr;
     quadratic = accum_power(c, accum) + 2.f * l2 * lr;
   } else {
-    linear = c["linear"] + g_s - delta_power / lr * var;
+    linear = c["linear"] + g_s - delta_power * inv_lr * var;
     threshold = l1;
-    quadratic = accum_power(c, accum) / lr + 2.f * l2;
+    quadratic = accum_power(c, accum) * inv_lr + 2.f * l2;
   }
-  Expr new_var = Halide::select(Halide::abs(linear) > threshold,
-                                (threshold * dsl::sign(linear) - linear) / quadratic, 0.f);
+  Expr new_var =
+      Halide::select(Halide::abs(linear) > threshold,
+                     (threshold * dsl::sign(linear) - linear) * dsl::reciprocal(quadratic), 0.f);
   return {{"var", new_var}, {"accum", accum}, {"linear", linear}};
 }
 

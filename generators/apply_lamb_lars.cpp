@@ -41,9 +41,14 @@ const dsl::OptimizerDecl& apply_lamb() {
             Expr g = c["grad"], b1 = c["beta1"], b2 = c["beta2"];
             Expr m = b1 * c["m"] + (1.f - b1) * g;
             Expr v = b2 * c["v"] + (1.f - b2) * g * g;
-            Expr m_hat = m / (1.f - Halide::pow(b1, c["step"]));
-            Expr v_hat = v / (1.f - Halide::pow(b2, c["step"]));
-            Expr u = m_hat / (Halide::sqrt(v_hat) + c["epsilon"]) + c["weight_decay"] * c["var"];
+            // Divisions by the per-call bias corrections become multiplications by their
+            // reciprocals (computed once), and the per-element divide goes through
+            // dsl::reciprocal: both passes (norms, update) evaluate u, and with three divides
+            // per element LAMB ran at 85% of the bandwidth kernel at 1e7.
+            Expr m_hat = m * (1.f / (1.f - Halide::pow(b1, c["step"])));
+            Expr v_hat = v * (1.f / (1.f - Halide::pow(b2, c["step"])));
+            Expr u = m_hat * dsl::reciprocal(Halide::sqrt(v_hat) + c["epsilon"]) +
+                     c["weight_decay"] * c["var"];
             Expr w_norm = c.norm2(c["var"]), u_norm = c.norm2(u);
             Expr ratio = trust_ratio(w_norm, u_norm, w_norm / u_norm);
             return dsl::Updates{{"var", c["var"] - ratio * c["lr"] * u}, {"m", m}, {"v", v}};

@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "dsl/optimizer_pipeline.h"
 #include "generators/ops.h"
 
 namespace opforge::generators {
@@ -118,7 +119,8 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
     states += a.role == registry::Input::Role::state;
     grads += a.role != registry::Input::Role::state && a.role != registry::Input::Role::scalar;
   }
-  return bandwidth(states, grads);
+  return bandwidth(states, grads,
+                   static_cast<int>(dsl::reduction_reads(decl, resolved_attrs).size()));
 }
 
 }  // namespace opforge::generators

@@ -41,7 +41,8 @@ const dsl::OptimizerDecl& sparse_apply_proximal_adagrad();
 const dsl::OptimizerDecl& sparse_adam();
 
 // Read-modify-write kernel with the traffic of an op with `states` states and `grads`
-// gradients: the bandwidth ceiling benchmarks compare that op with.
-const dsl::OptimizerDecl& bandwidth(int states, int grads);
+// gradients, after a read pass over `reduce_reads` tensors (ops with norms): the bandwidth
+// ceiling benchmarks compare that op with.
+const dsl::OptimizerDecl& bandwidth(int states, int grads, int reduce_reads = 0);
 
 }  // namespace opforge::generators

@@ -23,6 +23,11 @@ struct AlignedFree {
 };
 using Buffer = std::unique_ptr<float, AlignedFree>;
 
+// Scalars not given on the command line: 0.5, or 1 for integer ones (a step count).
+double default_scalar(const registry::Input& in) {
+  return in.dtype == registry::DType::i32 || in.dtype == registry::DType::i64 ? 1.0 : 0.5;
+}
+
 // Tensors and scalars for one kernel: positive values keep sqrt() and divisions tame.
 struct Workload {
   std::vector<Buffer> buffers;
@@ -36,7 +41,8 @@ struct Workload {
     std::uniform_real_distribution<float> u(0.1f, 1.0f);
     for (const auto& in : d.inputs) {
       if (in.role == registry::Input::Role::scalar) {
-        scalars.push_back({in.name.c_str(), given.count(in.name) ? given.at(in.name) : 0.5});
+        scalars.push_back({in.name.c_str(), given.count(in.name) ? given.at(in.name)
+                                                                 : default_scalar(in)});
         continue;
       }
       const size_t bytes = ((static_cast<size_t>(n) * 4 + 63) / 64) * 64;
@@ -81,7 +87,8 @@ struct SparseWorkload {
     f32.reserve(d.inputs.size());
     for (const auto& in : d.inputs) {
       if (in.role == registry::Input::Role::scalar) {
-        scalars.push_back({in.name.c_str(), given.count(in.name) ? given.at(in.name) : 0.5});
+        scalars.push_back({in.name.c_str(), given.count(in.name) ? given.at(in.name)
+                                                                 : default_scalar(in)});
       } else if (in.name == d.shape.indices) {
         for (int64_t k = 0; k < count; ++k) idx64.push_back(pick(rng));
         idx32.assign(idx64.begin(), idx64.end());

@@ -81,7 +81,7 @@ const std::vector<Command>& commands() {
          isa,
          {"threads", "N", "threads for the op (default 2)"},
          {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
-         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5)", true},
+         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
          json}},
        cmd_bench},
       {{"cache",

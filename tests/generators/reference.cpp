@@ -61,19 +61,27 @@ std::vector<std::map<std::string, std::vector<float>>> check_kernel(
 const Reference* find_reference(const std::string& op) {
   auto it = references().find(op);
   if (it != references().end()) return &it->second;
-  int s = 0, g = 0;
-  if (std::sscanf(op.c_str(), "bandwidth_s%d_g%d", &s, &g) != 2) return nullptr;
+  int s = 0, g = 0, reads = 0;
+  if (std::sscanf(op.c_str(), "bandwidth_s%d_g%d_r%d", &s, &g, &reads) < 2) return nullptr;
   static std::map<std::string, Reference> bw;
   Reference& r = bw[op];
   r.inputs = [s, g](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars&) {
     for (int k = 0; k < s; ++k) t["s" + std::to_string(k)] = uniform(rng, n, -1, 1);
     for (int k = 0; k < g; ++k) t["g" + std::to_string(k)] = uniform(rng, n, -1, 1);
   };
-  r.update = [s, g](const Attrs&, const Scalars&, Tensors& t) {
+  r.update = [s, g, reads](const Attrs&, const Scalars&, Tensors& t) {
     const size_t n = t["s0"].size();
+    auto arg = [&](int k) -> std::vector<double>& {
+      return k < s ? t["s" + std::to_string(k)] : t["g" + std::to_string(k - s)];
+    };
+    double total = 0;  // the read pass, over the old values
+    for (int k = 0; k < reads; ++k) {
+      for (double x : arg(k)) total += x;
+    }
     for (size_t i = 0; i < n; ++i) {
       double sum = 0;
       for (int k = 0; k < g; ++k) sum += t["g" + std::to_string(k)][i];
+      if (reads) sum += total * 1e-30;
       for (int k = 0; k < s; ++k) t["s" + std::to_string(k)][i] += g ? sum : 1.0;
     }
   };
