@@ -115,17 +115,24 @@ void ElementwiseSchedule::apply_reduction(Halide::Func total, const Halide::RDom
 }
 
 void ElementwiseSchedule::apply_sparse(Halide::Func out, const Var& col,
-                                       const std::map<std::string, int64_t>& p) {
+                                       const std::map<std::string, int64_t>& p,
+                                       const std::vector<Expr>& fast_paths) {
   // Index loop outermost, whole rows inside it: Halide's default put the column chunks
   // outside the index loop, striding over every row once per chunk (sparse_apply_adagrad,
-  // 1e5 rows x 128 columns: 41 ms; row by row: 19 ms).
-  Var co("co"), ci("ci");
-  Halide::Stage u = out.update();
-  u.split(col, co, ci, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf).vectorize(ci);
-  // Parallel column chunks (legal: duplicates only meet in the same column) were 3.5x slower
-  // at 1e5 x 128 (68 ms): each task strides over every row for one cache line of it.
-  const auto& rvars = out.function().update(0).schedule().rvars();
-  u.reorder(ci, co, Halide::RVar(rvars.at(0).var));
+  // 1e5 rows x 128 columns: 41 ms; row by row: 19 ms). Parallel column chunks (legal:
+  // duplicates only meet in the same column) were 3.5x slower (68 ms): each task strides over
+  // every row for one cache line of it.
+  const Halide::RVar k(out.function().update(0).schedule().rvars().at(0).var);
+  int copy = 0;
+  auto schedule = [&](Halide::Stage u) {
+    ++copy;
+    Var co("co" + std::to_string(copy)), ci("ci" + std::to_string(copy));
+    u.split(col, co, ci, static_cast<int>(p.at("vector")), TailStrategy::GuardWithIf)
+        .vectorize(ci)
+        .reorder(ci, co, k);
+  };
+  for (const Expr& cond : fast_paths) schedule(out.update().specialize(cond));
+  schedule(out.update());
 }
 
 std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int64_t>& p) {

@@ -41,8 +41,7 @@ class ElementwiseSchedule {
 
   // Applies the schedule to a 1-D output Func over `i`, and to a copy specialized on each of
   // `fast_paths` (conditions over scalars, tried in order).
-  static void apply(Halide::Func out, const Halide::Var& i,
-                    const std::map<std::string, int64_t>& p,
+  static void apply(Halide::Func out, const Halide::Var& i, const std::map<std::string, int64_t>& p,
                     const std::vector<Halide::Expr>& fast_paths = {});
   // A whole-tensor sum `total() += term(r)` (fp64), computed at root before the update:
   // `tasks` parallel partial sums (rfactor) of vectorized partial sums (rfactor again).
@@ -51,7 +50,8 @@ class ElementwiseSchedule {
   // Sparse rows: the update over indices stays serial (duplicates apply in order); each row
   // is `vector`-wide vectors over the columns.
   static void apply_sparse(Halide::Func out, const Halide::Var& col,
-                           const std::map<std::string, int64_t>& p);
+                           const std::map<std::string, int64_t>& p,
+                           const std::vector<Halide::Expr>& fast_paths = {});
 
   static std::string summary(const std::map<std::string, int64_t>& p);
   static std::string sparse_summary(const std::map<std::string, int64_t>& p);

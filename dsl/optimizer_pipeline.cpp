@@ -283,10 +283,11 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
   for (size_t s = 0; s < states.size(); ++s) {
     values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
   }
-  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr));
+  std::vector<Expr> fast_paths;
+  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr, &fast_paths));
   Definition def;
   def.algorithm = algorithm_text(out);
-  ElementwiseSchedule::apply_sparse(out, c, sched);
+  ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
   return def;
 }
 
