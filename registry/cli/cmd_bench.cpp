@@ -263,14 +263,16 @@ int cmd_bench(const Args& a) {
     const nlohmann::json j = bench_one(a, *reg, reg->select(op, {}, a.get("isa")), {});
     all.push_back(j);
     if (a.has("json")) continue;
-    std::printf(
-        "| %s | %s | %.1f | %.1f | %s | %s |\n", op.c_str(),
-        j["variant"].get<std::string>().c_str(), j["op_us"].get<double>(),
-        j["op_gbps"].get<double>(),
-        j.contains("pct_of_bw")
-            ? (std::to_string(j["pct_of_bw"].get<double>()).substr(0, 5) + "%").c_str()
-            : "-",
-        j.contains("rows_per_s") ? std::to_string(j["rows_per_s"].get<double>()).c_str() : "-");
+    char pct[32] = "-", rows[32] = "-";
+    if (j.contains("pct_of_bw")) {
+      std::snprintf(pct, sizeof pct, "%.1f%%", j["pct_of_bw"].get<double>());
+    }
+    if (j.contains("rows_per_s")) {
+      std::snprintf(rows, sizeof rows, "%.3g", j["rows_per_s"].get<double>());
+    }
+    std::printf("| %s | %s | %.1f | %.1f | %s | %s |\n", op.c_str(),
+                j["variant"].get<std::string>().c_str(), j["op_us"].get<double>(),
+                j["op_gbps"].get<double>(), pct, rows);
     std::fflush(stdout);
   }
   if (a.has("json")) std::cout << all.dump(2) << "\n";

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       if (a.has("help")) {
         std::cout << help_text(c.spec);
         // `opforge run apply_adam --help`: the op's own arguments and attrs, from its descriptor.
-        if (c.spec.positional == "OP" && a.positional.size() == 1) {
+        if (c.spec.positional.rfind("OP", 0) == 0 && a.positional.size() == 1 &&
+            a.positional[0] != "all") {
           std::cout << "\n" << op_help(a, a.positional[0]);
         }
         return 0;
