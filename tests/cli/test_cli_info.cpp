@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli_util.h"
@@ -207,6 +208,24 @@ TEST_CASE("run OP --help lists the op's own arguments in order, from its descrip
   }
   CHECK(contains(r.out, "--attr use_nesterov=bool"));
   CHECK(contains(r.out, "Nesterov"));
+}
+
+TEST_CASE("bench all covers every optimizer op of the registry") {
+  const Result list = opforge_reg({"list", "--json"});
+  REQUIRE(list.rc == 0);
+  std::set<std::string> ops;
+  for (const auto& v : json::parse(list.out)) {
+    if (v["op"].get<std::string>().rfind("bandwidth_", 0) != 0) ops.insert(v["op"]);
+  }
+  const Result r = opforge_reg(
+      {"bench", "all", "--n", "1000", "--rows", "50", "--cols", "3", "--reps", "3", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  std::set<std::string> benched;
+  for (const auto& j : json::parse(r.out)) {
+    benched.insert(j["op"].get<std::string>());
+    CHECK(j["op_us"].get<double>() > 0);
+  }
+  CHECK(benched == ops);
 }
 
 }  // namespace
