@@ -362,9 +362,13 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
     }
     if (t_at[slot]) throw fail(std::string("tensor '") + t.name + "' given twice");
     if (t.dtype != tensor_inputs_[slot]->dtype) {
+      const bool index_attr = d.find_attr("Tindices") && d.shape.indices == t.name;
       throw fail(std::string("argument '") + t.name + "' has dtype " +
                  registry::dtype_name(t.dtype) + ", expected " +
-                 registry::dtype_name(tensor_inputs_[slot]->dtype));
+                 registry::dtype_name(tensor_inputs_[slot]->dtype) +
+                 (index_attr ? std::string(" (the variant with attr Tindices=") +
+                                   registry::dtype_name(t.dtype) + " takes those)"
+                             : std::string()));
     }
     if (t.rank < 0 || (t.rank > 0 && !t.shape)) {
       throw fail(std::string("argument '") + t.name + "' has a bad rank");
