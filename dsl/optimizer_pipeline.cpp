@@ -120,13 +120,6 @@ std::string algorithm_text(const Func& out) {
 
 }  // namespace
 
-std::string exact_text(const Expr& e) {
-  std::ostringstream s;
-  ExactPrinter p(s);
-  p.print(e);
-  return s.str();
-}
-
 Halide::Type halide_type(registry::DType t) {
   switch (t) {
     case registry::DType::f16:

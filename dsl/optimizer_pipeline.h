@@ -71,8 +71,4 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
                                            const std::map<std::string, int64_t>& schedule,
                                            const Halide::Target& target);
 
-// Exact, canonical printing of Halide Exprs: like IRPrinter but floats in hex, so constants
-// that differ in the last bit print differently.
-std::string exact_text(const Halide::Expr& e);
-
 }  // namespace opforge::dsl
