@@ -128,6 +128,19 @@ int cmd_describe(const Args& a) {
     std::printf("  %-14s %-9s %-8s %s\n", in.name.c_str(), registry::role_name(in.role),
                 registry::dtype_name(in.dtype), in.description.c_str());
   }
+  // Arguments can depend on attrs (apply_adamw: v_max with amsgrad): list the other forms.
+  std::set<std::string> forms = {join([&] {
+    std::vector<std::string> n;
+    for (const auto& in : d.inputs) n.push_back(in.name);
+    return n;
+  }())};
+  for (const auto& v : vs) {
+    std::vector<std::string> names;
+    for (const auto& in : v.inputs) names.push_back(in.name);
+    if (forms.insert(join(names)).second) {
+      std::printf("  with %s: %s\n", attrs_text(v.attr_values()).c_str(), join(names).c_str());
+    }
+  }
   std::printf("outputs (in place):\n");
   for (const auto& o : d.outputs) {
     std::printf("  %-14s overwrites %-8s (kernel argument %s)\n", o.name.c_str(), o.aliases.c_str(),
