@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dsl/fingerprint.h"
+#include "dsl/rules/rule_decl.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/cache/atomic_file.h"
@@ -183,11 +184,48 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
   return k;
 }
 
-std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
+std::vector<generators::VariantSpec> table_with_rules(
+    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
+  std::vector<generators::VariantSpec> rows = generators::op_table();
+  std::set<std::string> names;
+  for (const auto& r : rows) names.insert(r.decl->name());
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (const auto& f : fs::directory_iterator(p, ec)) {
+        if (f.path().extension() == ".rule") found.push_back(f.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      throw std::runtime_error(p + ": no such rule file or directory");
+    }
+  }
+  const std::vector<std::string> all_isas = {"avx512", "avx2"};
+  for (const auto& f : files) {
+    keep.push_back(std::make_unique<dsl::OptimizerDecl>(dsl::rules::load_rule_file(f)));
+    const dsl::OptimizerDecl& d = *keep.back();
+    if (!names.insert(d.name()).second) {
+      throw std::runtime_error(f + ": op '" + d.name() +
+                               "' is already defined (built-in or another rule)");
+    }
+    rows.push_back({&d, {}, all_isas, {}});
+    const dsl::OptimizerDecl& bw = generators::bandwidth_for(d, d.resolve_attrs({}));
+    if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
+  }
+  return rows;
+}
+
+std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
+                                          const std::vector<std::string>& only,
                                           const HalideIdentity& hid) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
   std::vector<PlannedVariant> out;
-  for (const auto& row : generators::op_table()) {
+  for (const auto& row : rows) {
     const std::string& op = row.decl->name();
     if (!wanted.empty() && !wanted.count(op)) continue;
     found.insert(op);
@@ -218,11 +256,14 @@ BuildReport build_registry(const BuildOptions& opts) {
   BuildReport report;
   report.registry_dir = opts.registry_dir;
   report.cache_dir = opts.cache_dir.empty() ? cache::CompileCache::default_root() : opts.cache_dir;
+  // Rules are parsed first: a bad rule leaves the registry and the cache untouched.
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> rule_decls;
+  const std::vector<generators::VariantSpec> rows = table_with_rules(opts.rules, rule_decls);
   check_registry_dir(opts.registry_dir);
   cache::CompileCache cache(report.cache_dir);
   llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(report.cache_dir);
-  std::vector<PlannedVariant> plan = plan_variants(opts.only, hid);
+  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid);
 
   // The shared runtime first: every kernel links against it.
   cache::KeyBuilder rt_key;

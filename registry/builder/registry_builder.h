@@ -6,6 +6,7 @@
 #include <Halide.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,9 +21,10 @@ namespace opforge::builder {
 
 struct BuildOptions {
   std::string registry_dir;
-  std::string cache_dir;          // empty: CompileCache::default_root()
-  int jobs = 0;                   // 0: hardware concurrency
-  std::vector<std::string> only;  // op names; empty = every op in the table
+  std::string cache_dir;           // empty: CompileCache::default_root()
+  int jobs = 0;                    // 0: hardware concurrency
+  std::vector<std::string> only;   // op names; empty = every op in the table
+  std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add
 };
 
 struct VariantResult {
@@ -59,9 +61,15 @@ struct PlannedVariant {
 cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
                              const std::string& entry, const dsl::OptimizerPipeline& p);
 
-// Plans every variant of the table (filtered by `only`); throws on unknown ops or duplicate
-// ids.
-std::vector<PlannedVariant> plan_variants(const std::vector<std::string>& only,
+// Plans every variant of `rows` (filtered by `only`); throws on unknown ops or duplicate ids.
+std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
+                                          const std::vector<std::string>& only,
                                           const HalideIdentity& hid);
+
+// The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
+// need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming
+// the file for a bad rule or a name clash, before anything is compiled or written.
+std::vector<generators::VariantSpec> table_with_rules(
+    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep);
 
 }  // namespace opforge::builder

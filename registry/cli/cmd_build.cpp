@@ -31,6 +31,7 @@ int cmd_build(const Args& a) {
   o.cache_dir = cache_dir(a);
   o.jobs = static_cast<int>(a.get_int("jobs", 0));
   o.only = a.all("only");
+  o.rules = a.all("rules");
   builder::BuildReport r = builder::build_registry(o);
   verify_loadable(r.registry_dir);
 

@@ -230,3 +230,24 @@ TEST_CASE("bench all covers every optimizer op of the registry") {
 
 }  // namespace
 }  // namespace opforge::testing
+
+namespace opforge::testing {
+namespace {
+
+TEST_CASE("new writes a starter rule that builds, describes and runs") {
+  TempDir dir;
+  const Result made = opforge({"new", "my_rule", "--dir", dir.path().string()});
+  REQUIRE_MESSAGE(made.rc == 0, made.all());
+  CHECK(fs::exists(dir / "my_rule.rule"));
+  CHECK(opforge({"new", "my_rule", "--dir", dir.path().string()}).rc == 1);  // no overwrite
+  CHECK(opforge({"new", "../escape", "--dir", dir.path().string()}).rc == 2);
+  const Result built = opforge({"build", "--registry", dir / "reg", "--cache-dir", test_cache_dir(),
+                                "--rules", dir / "my_rule.rule", "--only", "my_rule"});
+  REQUIRE_MESSAGE(built.rc == 0, built.all());
+  const Result d = opforge({"describe", "my_rule", "--registry", dir / "reg"});
+  CHECK(contains(d.out, "sign(grad)"));
+  CHECK(contains(d.out, "nesterov"));
+}
+
+}  // namespace
+}  // namespace opforge::testing

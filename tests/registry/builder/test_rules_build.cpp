@@ -1,0 +1,151 @@
+// Rule files through the same builder, cache and runtime as the C++ ops: the README example
+// against an fp64 reference, a rule version of TF's ApplyAdam against the C++ apply_adam, cache
+// hits and misses on rule edits, and a bad rule leaving registry and cache untouched.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "dsl/rules/diagnostics.h"
+#include "opforge/runtime.hpp"
+#include "registry/builder/registry_builder.h"
+
+namespace opforge::builder {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/opforge-rules-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+const fs::path kRules = fs::path(OPFORGE_SOURCE_DIR) / "generators" / "rules";
+
+BuildReport build(const fs::path& reg, const fs::path& cache, std::vector<std::string> only,
+                  std::vector<std::string> rules) {
+  BuildOptions o;
+  o.registry_dir = reg.string();
+  o.cache_dir = cache.string();
+  o.only = std::move(only);
+  o.rules = std::move(rules);
+  return build_registry(o);
+}
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+TEST_CASE("rules: the README example matches its fp64 formula; the Adam rule matches apply_adam") {
+  TempDir t;
+  build(t.path / "reg", t.path / "cache", {"apply_adam", "adam_rule", "sign_sqrt_momentum"},
+        {kRules.string()});
+  auto reg = Registry::open((t.path / "reg").string());
+  const int64_t n = 1001;
+  std::mt19937 rng(5);
+
+  // sign_sqrt_momentum, both attr values are declared; the default (nesterov false) ships.
+  std::vector<float> var = random_floats(rng, n, -1, 1), m = random_floats(rng, n, -1, 1);
+  std::vector<float> grad = random_floats(rng, n, -1, 1);
+  grad[7] = 0;
+  const std::vector<float> var0 = var, m0 = m;
+  Kernel& k = reg->select("sign_sqrt_momentum", {}, "avx2");
+  k.call({{"var", var.data(), registry::DType::f32, {n}},
+          {"m", m.data(), registry::DType::f32, {n}},
+          {"grad", grad.data(), registry::DType::f32, {n}}},
+         {{"lr", 0.01f}, {"beta", 0.9f}});
+  const double lr = 0.01f, beta = 0.9f;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g0 = grad[i];
+    const double g = (g0 > 0 ? 1 : g0 < 0 ? -1 : 0) * std::sqrt(std::fabs(g0));
+    const double m_new = beta * m0[i] + (1 - beta) * g;
+    const double var_new = var0[i] - lr * m0[i];  // simultaneous: the old m
+    CHECK(std::fabs(m[i] - m_new) <= 1e-7 + 1e-6 * std::fabs(m_new));
+    CHECK(std::fabs(var[i] - var_new) <= 1e-7 + 1e-6 * std::fabs(var_new));
+  }
+
+  // adam_rule vs the C++ apply_adam on the same inputs, nesterov off and on.
+  for (const char* nesterov : {"false", "true"}) {
+    CAPTURE(nesterov);
+    std::vector<float> a_var = random_floats(rng, n, -1, 1), a_m = random_floats(rng, n, -.1f, .1f);
+    std::vector<float> a_v = random_floats(rng, n, 0, .01f), a_g = random_floats(rng, n, -1, 1);
+    std::vector<float> b_var = a_var, b_m = a_m, b_v = a_v;
+    const std::map<std::string, double> s = {{"lr", 0.001},         {"beta1", 0.9},
+                                             {"beta2", 0.999},      {"epsilon", 1e-7},
+                                             {"beta1_power", 0.59}, {"beta2_power", 0.995}};
+    auto tensors = [&](std::vector<float>& var_, std::vector<float>& m_, std::vector<float>& v_) {
+      return std::vector<Tensor>{{"var", var_.data(), registry::DType::f32, {n}},
+                                 {"m", m_.data(), registry::DType::f32, {n}},
+                                 {"v", v_.data(), registry::DType::f32, {n}},
+                                 {"grad", a_g.data(), registry::DType::f32, {n}}};
+    };
+    if (std::string(nesterov) == "true") {
+      // Only the default variant of a rule ships; the attr is still declared.
+      CHECK_THROWS_WITH_AS(reg->select("adam_rule", {{"use_nesterov", "true"}}, "avx2"),
+                           doctest::Contains("no registered variant"), Error);
+      continue;
+    }
+    reg->select("adam_rule", {}, "avx2").call(tensors(a_var, a_m, a_v), s);
+    reg->select("apply_adam", {}, "avx2").call(tensors(b_var, b_m, b_v), s);
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(std::fabs(a_var[i] - b_var[i]) <= 1e-7 + 4e-7 * std::fabs(b_var[i]));
+      CHECK(std::fabs(a_m[i] - b_m[i]) <= 1e-7 + 4e-7 * std::fabs(b_m[i]));
+      CHECK(std::fabs(a_v[i] - b_v[i]) <= 1e-7 + 4e-7 * std::fabs(b_v[i]));
+    }
+  }
+}
+
+TEST_CASE("rules: an unchanged rule is a cache hit, an edit is a miss naming the algorithm") {
+  TempDir t;
+  const fs::path rule = t.path / "r.rule";
+  auto write = [&](const char* beta) {
+    std::ofstream(rule) << "optimizer tiny_rule\n  state var\n  input grad\n  hyper lr = 0.1\n"
+                        << "  var = var - lr * grad * " << beta << "\n";
+  };
+  write("0.5");
+  BuildReport a = build(t.path / "reg", t.path / "cache", {"tiny_rule"}, {rule.string()});
+  BuildReport b = build(t.path / "reg", t.path / "cache", {"tiny_rule"}, {rule.string()});
+  REQUIRE(b.variants.size() == 2);
+  for (const auto& v : b.variants) CHECK(v.hit);
+  write("0.50000006");  // the next float after 0.5
+  BuildReport c = build(t.path / "reg", t.path / "cache", {"tiny_rule"}, {rule.string()});
+  for (const auto& v : c.variants) {
+    CHECK_FALSE(v.hit);
+    CHECK(v.why.find("algorithm changed") != std::string::npos);
+  }
+  CHECK(a.variants[0].key != c.variants[0].key);
+}
+
+TEST_CASE("rules: a bad rule is a file:line:col error and writes nothing") {
+  TempDir t;
+  const fs::path rule = t.path / "bad.rule";
+  std::ofstream(rule) << "optimizer bad_rule\n  state var\n  input grad\n  hyper lr = 0.1\n"
+                      << "  var = var - lrr * grad\n";
+  try {
+    build(t.path / "reg", t.path / "cache", {}, {rule.string()});
+    FAIL("a bad rule built");
+  } catch (const dsl::rules::RuleError& e) {
+    CHECK(std::string(e.what()).find("bad.rule:5:15: error:") != std::string::npos);
+    CHECK(std::string(e.what()).find("did you mean 'lr'?") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(t.path / "reg"));
+  CHECK_FALSE(fs::exists(t.path / "cache"));
+  // A rule may not take a built-in op's name.
+  std::ofstream(rule) << "optimizer apply_adam\n  state var\n  input grad\n  var = var - grad\n";
+  CHECK_THROWS_WITH(build(t.path / "reg", t.path / "cache", {}, {rule.string()}),
+                    doctest::Contains("op 'apply_adam' is already defined"));
+  CHECK_FALSE(fs::exists(t.path / "cache"));
+}
+
+}  // namespace
+}  // namespace opforge::builder
