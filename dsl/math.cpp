@@ -4,12 +4,22 @@ namespace opforge::dsl {
 
 using Halide::Expr;
 
+Expr select(const Expr& condition, Expr a, Expr b) {
+  if (a.type() != b.type() && a.type().is_float() && b.type().is_float()) {
+    const Halide::Type wide = a.type().bits() >= b.type().bits() ? a.type() : b.type();
+    a = Halide::cast(wide, a);
+    b = Halide::cast(wide, b);
+  }
+  return Halide::select(condition, a, b);
+}
+
 Expr sign(const Expr& x) {
   Halide::Type t = x.type();
   return Halide::select(x > 0, Halide::cast(t, 1), x < 0, Halide::cast(t, -1), Halide::cast(t, 0));
 }
 
 Expr reciprocal(const Expr& x) {
+  if (x.type() != Halide::Float(32)) return 1.0f / x;  // fp64 golden builds: exact
   Expr r0 = Halide::fast_inverse(x);
   Expr r1 = r0 * (2.0f - x * r0);
   // For 0, denormals, inf and NaN the Newton step gives NaN; the estimate itself is exact

@@ -91,8 +91,9 @@ OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d, 
 OptimizerDecl& OptimizerDecl::grad(const std::string& n, const std::string& d) {
   return add_arg({n, Input::Role::gradient, d, registry::DType::f32, {}});
 }
-OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d, Condition when) {
-  return add_arg({n, Input::Role::scalar, d, registry::DType::f32, std::move(when)});
+OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d, Condition when,
+                                     std::optional<double> default_value) {
+  return add_arg({n, Input::Role::scalar, d, registry::DType::f32, std::move(when), default_value});
 }
 OptimizerDecl& OptimizerDecl::scalar_i64(const std::string& n, const std::string& d) {
   return add_arg({n, Input::Role::scalar, d, registry::DType::i64, {}});

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,7 @@ struct ArgDecl {
   std::string description;
   registry::DType dtype = registry::DType::f32;  // scalars may be int64 (global_step)
   Condition when;
+  std::optional<double> default_value;  // scalars: a rule's hyper default (used by check)
 };
 
 struct AttrDecl {
@@ -102,7 +104,7 @@ class OptimizerDecl {
                        Condition when = {});
   OptimizerDecl& grad(const std::string& name, const std::string& description);
   OptimizerDecl& scalar(const std::string& name, const std::string& description,
-                        Condition when = {});
+                        Condition when = {}, std::optional<double> default_value = {});
   OptimizerDecl& scalar_i64(const std::string& name, const std::string& description);
 
   // Makes this the indexed-row (sparse) form: states are [rows, ...], gradients hold one row

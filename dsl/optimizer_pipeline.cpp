@@ -155,7 +155,8 @@ namespace {
 // be specialized on.
 std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
                                 const std::map<std::string, Expr>& values, Reducer reducer,
-                                std::vector<Expr>* fast_paths = nullptr) {
+                                std::vector<Expr>* fast_paths = nullptr,
+                                Halide::Type compute = Halide::Float(32)) {
   UpdateContext ctx(values, attrs, decl.name(), std::move(reducer));
   Updates updates = decl.update_fn()(ctx);
   if (fast_paths) *fast_paths = ctx.fast_paths();
@@ -171,7 +172,7 @@ std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& att
   for (const auto& s : states) {
     auto it = by_state.find(s);
     if (it == by_state.end()) fail(decl.name(), "state '" + s + "' is never updated");
-    new_values.push_back(Halide::cast(Halide::Float(32), it->second));
+    new_values.push_back(Halide::cast(compute, it->second));
   }
   return new_values;
 }
@@ -220,7 +221,8 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     return Halide::cast(Halide::Float(64), 0);
   };
   std::vector<Expr> fast_paths;
-  std::vector<Expr> new_values = state_updates(decl, attrs, values, collect, &fast_paths);
+  std::vector<Expr> new_values =
+      state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
   Definition def;
   Func total = exact_func("reduce");
   Halide::RDom r;
@@ -241,7 +243,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
       const int k = static_cast<int>(next++);
       return terms.size() == 1 ? Expr(total()) : Expr(total()[k]);
     };
-    new_values = state_updates(decl, attrs, values, read);
+    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
     CallNames calls;
     for (const auto& t : terms) t.accept(&calls);
     for (const auto& [name, f] : in.tensors) {
@@ -250,6 +252,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   }
   define_values(out, {i}, new_values);
   def.algorithm = algorithm_text(out);
+  if (!in.scheduled) return def;
   if (!terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
   ElementwiseSchedule::apply(out, i, sched, fast_paths);
   return def;
@@ -271,16 +274,16 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
   }
   // States are read from the output itself: with duplicate indices the second update must see
   // the first one's result, and reads of the (aliased) input buffers could be reordered.
-  std::vector<Expr> undef(states.size(), Halide::undef<float>());
+  std::vector<Expr> undef(states.size(), Halide::undef(in.compute));
   define_values(out, {c, row}, undef);
   for (size_t s = 0; s < states.size(); ++s) {
     values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
   }
   std::vector<Expr> fast_paths;
-  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr, &fast_paths));
+  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr, &fast_paths, in.compute));
   Definition def;
   def.algorithm = algorithm_text(out);
-  ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
+  if (in.scheduled) ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
   return def;
 }
 

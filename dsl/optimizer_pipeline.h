@@ -35,6 +35,10 @@ struct Bindings {
   std::map<std::string, Halide::Func> tensors;
   std::map<std::string, Halide::Expr> scalars;
   std::map<std::string, std::vector<Halide::Expr>> extents;
+  // The kernels compute in fp32 and are scheduled; the fp64 golden (opforge check) computes
+  // the same declaration in fp64, unscheduled.
+  Halide::Type compute = Halide::Float(32);
+  bool scheduled = true;
 };
 
 struct Definition {

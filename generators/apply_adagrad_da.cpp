@@ -31,7 +31,7 @@ const dsl::OptimizerDecl& apply_adagrad_da() {
             Expr gsa = c["gradient_squared_accumulator"] + g * g;
             Expr denom = c["l2"] * (step * lr) + Halide::sqrt(gsa);
             Expr l1_form = -lr * dsl::sign(ga) * Halide::max(Halide::abs(ga) - step * l1, 0.f);
-            Expr var = Halide::select(l1 > 0.f, l1_form, -lr * ga) / denom;
+            Expr var = dsl::select(l1 > 0.f, l1_form, -lr * ga) / denom;
             return dsl::Updates{
                 {"var", var}, {"gradient_accumulator", ga}, {"gradient_squared_accumulator", gsa}};
           });

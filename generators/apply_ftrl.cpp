@@ -17,7 +17,7 @@ namespace {
 Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
   Expr lr_power = c["lr_power"];
   c.fast_path(lr_power == -0.5f);
-  return Halide::select(lr_power == -0.5f, Halide::sqrt(x), Halide::pow(x, -lr_power));
+  return dsl::select(lr_power == -0.5f, Halide::sqrt(x), Halide::pow(x, -lr_power));
 }
 
 // p(accum + grad^2) - p(accum). In the sqrt case as grad^2 / (sqrt(new) + sqrt(old)): the
@@ -25,10 +25,10 @@ Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
 // grad^2 is a zero difference (the quotient would be 0/0 for a fresh slot, accum == 0).
 Expr power_delta(const dsl::UpdateContext& c, const Expr& old_accum, const Expr& new_accum,
                  const Expr& g2) {
-  Expr stable = Halide::select(
+  Expr stable = dsl::select(
       g2 > 0.f, g2 * dsl::reciprocal(Halide::sqrt(new_accum) + Halide::sqrt(old_accum)), 0.f);
   Expr general = accum_power(c, new_accum) - accum_power(c, old_accum);
-  return Halide::select(c["lr_power"] == -0.5f, stable, general);
+  return dsl::select(c["lr_power"] == -0.5f, stable, general);
 }
 
 dsl::Updates ftrl(const dsl::UpdateContext& c, bool shrinkage) {
@@ -51,8 +51,8 @@ dsl::Updates ftrl(const dsl::UpdateContext& c, bool shrinkage) {
     quadratic = accum_power(c, accum) * inv_lr + 2.f * l2;
   }
   Expr new_var =
-      Halide::select(Halide::abs(linear) > threshold,
-                     (threshold * dsl::sign(linear) - linear) * dsl::reciprocal(quadratic), 0.f);
+      dsl::select(Halide::abs(linear) > threshold,
+                  (threshold * dsl::sign(linear) - linear) * dsl::reciprocal(quadratic), 0.f);
   return {{"var", new_var}, {"accum", accum}, {"linear", linear}};
 }
 

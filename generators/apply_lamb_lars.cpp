@@ -11,7 +11,7 @@ namespace {
 
 // ratio = a/b where both are > 0, else 1 (the where-zero rules of LAMB and LARS).
 Expr trust_ratio(const Expr& w_norm, const Expr& other, const Expr& value) {
-  return Halide::select(w_norm > 0.f && other > 0.f, value, 1.f);
+  return dsl::select(w_norm > 0.f && other > 0.f, value, 1.f);
 }
 
 }  // namespace

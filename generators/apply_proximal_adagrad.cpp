@@ -26,7 +26,7 @@ const dsl::OptimizerDecl& apply_proximal_adagrad() {
             Expr lr_t = c["lr"] / Halide::sqrt(accum);
             Expr prox = c["var"] - g * lr_t;
             Expr shrunk = dsl::sign(prox) * Halide::max(Halide::abs(prox) - lr_t * l1, 0.f);
-            Expr var = Halide::select(l1 > 0.f, shrunk, prox) / (1.f + c["l2"] * lr_t);
+            Expr var = dsl::select(l1 > 0.f, shrunk, prox) / (1.f + c["l2"] * lr_t);
             return dsl::Updates{{"var", var}, {"accum", accum}};
           });
   return d;

@@ -23,7 +23,7 @@ const dsl::OptimizerDecl& apply_proximal_gradient_descent() {
             Expr lr = c["alpha"], l1 = c["l1"], l2 = c["l2"];
             Expr prox = c["var"] - c["delta"] * lr;
             Expr shrunk = dsl::sign(prox) * Halide::max(Halide::abs(prox) - lr * l1, 0.f);
-            Expr var = Halide::select(l1 > 0.f, shrunk, prox) / (1.f + l2 * lr);
+            Expr var = dsl::select(l1 > 0.f, shrunk, prox) / (1.f + l2 * lr);
             return dsl::Updates{{"var", var}};
           });
   return d;

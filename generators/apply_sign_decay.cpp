@@ -54,8 +54,8 @@ const dsl::OptimizerDecl& apply_power_sign() {
             Expr agree = dsl::sign(g) * dsl::sign(m);
             // agree is -1, 0 or 1: three scalar exps instead of one per element.
             Expr k = c["logbase"] * c["sign_decay"];
-            Expr scale =
-                Halide::select(agree > 0.f, Halide::exp(k), agree < 0.f, Halide::exp(-k), 1.f);
+            Expr scale = dsl::select(agree > 0.f, Halide::exp(k),
+                                     dsl::select(agree < 0.f, Halide::exp(-k), 1.f));
             return dsl::Updates{{"var", c["var"] - c["lr"] * scale * g}, {"m", m}};
           });
   return d;

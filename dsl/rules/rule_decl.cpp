@@ -16,12 +16,13 @@ using HExpr = Halide::Expr;
 
 struct Builder {
   const UpdateContext& c;
+  Halide::Type compute;  // fp32 in kernels, fp64 in the golden: the states' type
   std::map<std::string, HExpr> lets;
 
   HExpr operator()(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::number:
-        return HExpr(static_cast<float>(e.number));
+        return Halide::Internal::make_const(compute, e.number);
       case Expr::Kind::name:
         return name(e);
       case Expr::Kind::unary: {
@@ -47,7 +48,7 @@ struct Builder {
       case NameKind::attr: {
         const std::string& v = c.attr_string(e.name);
         if (v == "true" || v == "false") return Halide::Internal::make_bool(v == "true");
-        return HExpr(static_cast<float>(c.attr_float(e.name)));
+        return Halide::Internal::make_const(compute, c.attr_float(e.name));
       }
     }
     throw std::logic_error("rule name of unknown kind");
@@ -88,7 +89,7 @@ struct Builder {
     for (const auto& arg : e.args) a.push_back((*this)(*arg));
     switch (e.fn) {
       case Builtin::select:
-        return Halide::select(a[0], a[1], a[2]);
+        return dsl::select(a[0], a[1], a[2]);
       case Builtin::min:
         return Halide::min(a[0], a[1]);
       case Builtin::max:
@@ -147,7 +148,7 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
       .formula(formula_of(*rule));
   for (const auto& s : rule->states) d.state(s.name, "state, updated in place");
   for (const auto& in : rule->inputs) d.grad(in.name, "input tensor");
-  for (const auto& h : rule->hypers) d.scalar(h.name, with_default(h));
+  for (const auto& h : rule->hypers) d.scalar(h.name, with_default(h), {}, h.default_value);
   for (const auto& a : rule->attrs) {
     const std::string desc = a.description.empty() ? a.name : a.description;
     if (a.kind == Attr::Kind::boolean) {
@@ -157,7 +158,7 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
     }
   }
   d.update([rule](const UpdateContext& c) {
-    Builder b{c, {}};
+    Builder b{c, c[rule->states.at(0).name].type(), {}};
     for (const auto& l : rule->lets) b.lets[l.name] = b(*l.expr);
     Updates u;
     for (const auto& up : rule->updates) u.push_back({up.state, b(*up.expr)});

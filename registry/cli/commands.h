@@ -24,6 +24,7 @@ int cmd_run(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_cache(const Args& a);
 int cmd_new(const Args& a);
+int cmd_check(const Args& a);
 
 // An op's arguments and attrs, from its descriptor (for `opforge run OP --help`).
 std::string op_help(const Args& a, const std::string& op);

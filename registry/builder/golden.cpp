@@ -1,0 +1,63 @@
+#include "registry/builder/golden.h"
+
+#include <Halide.h>
+
+#include "dsl/optimizer_pipeline.h"
+
+namespace opforge::builder {
+
+using registry::Input;
+
+void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, GoldenData& d) {
+  const dsl::AttrValues attrs = decl.resolve_attrs(given);
+  dsl::Bindings in;
+  in.compute = Halide::Float(64);
+  in.scheduled = false;
+  std::vector<Halide::ImageParam> images;
+  std::vector<Halide::Param<>> params;
+  std::map<std::string, Halide::Buffer<>> buffers;  // keeps the data views alive
+  for (const auto& [a, dims] : dsl::argument_layout(decl, attrs)) {
+    if (a.role == Input::Role::scalar) {
+      const bool integer = a.dtype == registry::DType::i64;
+      Halide::Param<> p(integer ? Halide::Int(64) : Halide::Float(64), a.name);
+      if (integer) {
+        p.set<int64_t>(static_cast<int64_t>(d.scalars.at(a.name)));
+      } else {
+        p.set<double>(d.scalars.at(a.name));
+      }
+      in.scalars[a.name] = p;
+      params.push_back(p);
+      continue;
+    }
+    Halide::Buffer<> b;
+    if (decl.sparse() && a.name == "indices") {
+      b = Halide::Buffer<int64_t>(d.indices.at(a.name).data(), static_cast<int>(d.count));
+    } else if (decl.sparse()) {
+      const int64_t rows = a.role == Input::Role::state ? d.rows : d.count;
+      b = Halide::Buffer<double>(d.tensors.at(a.name).data(), static_cast<int>(d.cols),
+                                 static_cast<int>(rows));
+    } else {
+      b = Halide::Buffer<double>(d.tensors.at(a.name).data(), static_cast<int>(d.n));
+    }
+    Halide::ImageParam im(b.type(), dims, a.name);
+    im.set(b);
+    for (int k = 0; k < dims; ++k) in.extents[a.name].push_back(im.dim(k).extent());
+    in.tensors[a.name] = im;
+    images.push_back(im);
+    buffers[a.name] = b;
+  }
+  Halide::Func out{Halide::Internal::Function("golden")};
+  dsl::define_optimizer(decl, attrs, in, out, {});
+  // Outputs are fresh copies of the states (the sparse form only rewrites indexed rows).
+  const std::vector<std::string> states = decl.states(attrs);
+  std::vector<Halide::Buffer<double>> results;
+  for (const auto& s : states) results.push_back(Halide::Buffer<double>(buffers.at(s)).copy());
+  std::vector<Halide::Buffer<>> outs(results.begin(), results.end());
+  Halide::Pipeline(out).realize(Halide::Realization(outs), Halide::get_jit_target_from_environment());
+  for (size_t k = 0; k < states.size(); ++k) {
+    std::vector<double>& dst = d.tensors.at(states[k]);
+    std::copy(results[k].data(), results[k].data() + dst.size(), dst.begin());
+  }
+}
+
+}  // namespace opforge::builder

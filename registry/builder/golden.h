@@ -1,0 +1,26 @@
+// The fp64 golden of an op: the same declaration (C++ op or rule) built at Float(64),
+// unscheduled, and run with Halide's JIT. `opforge check` compares a registered kernel with it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/op_decl.h"
+
+namespace opforge::builder {
+
+struct GoldenData {
+  std::map<std::string, std::vector<double>> tensors;  // every float tensor argument
+  std::map<std::string, std::vector<int64_t>> indices;  // sparse ops: the index tensor
+  std::map<std::string, double> scalars;
+  int64_t n = 0;                  // dense: elements per tensor
+  int64_t rows = 0, cols = 0;     // sparse: states are [rows, cols]
+  int64_t count = 0;              // sparse: len(indices); gradients are [count, cols]
+};
+
+// Updates the states in `d.tensors` in place with the op's update, computed in fp64.
+void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& attrs, GoldenData& d);
+
+}  // namespace opforge::builder

@@ -1,0 +1,154 @@
+// opforge check OP: a registered kernel against the fp64 golden of its declaration (C++ op or
+// rule) on seeded random data; exits 1 when an element exceeds the op's tolerance.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "opforge/runtime.hpp"
+#include "registry/builder/golden.h"
+#include "registry/builder/registry_builder.h"
+#include "registry/cli/commands.h"
+#include "runtime/suggest.h"
+
+namespace opforge::cli {
+
+namespace {
+
+int64_t ulp_distance(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  if (ia < 0) ia = std::numeric_limits<int32_t>::min() - ia;
+  if (ib < 0) ib = std::numeric_limits<int32_t>::min() - ib;
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+struct Errors {
+  double max_abs = 0, max_rel = 0;
+  int64_t max_ulp = 0, exceeding = 0, elements = 0;
+};
+
+}  // namespace
+
+int cmd_check(const Args& a) {
+  const std::string op = a.positional.at(0);
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+  const dsl::OptimizerDecl* decl = nullptr;
+  std::vector<std::string> names;
+  for (const auto& row : builder::table_with_rules(a.all("rules"), keep)) {
+    names.push_back(row.decl->name());
+    if (row.decl->name() == op) decl = row.decl;
+  }
+  if (!decl) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
+  auto reg = Registry::open(registry_dir(a));
+  Kernel& kernel = reg->select(op, attr_options(a), a.get("isa"));
+  const registry::Descriptor& d = kernel.descriptor();
+
+  // Seeded data: states in [0.1, 1) (accumulators stay positive), other tensors in [-1, 1).
+  std::mt19937 rng(static_cast<unsigned>(a.get_int("seed", 1)));
+  std::uniform_real_distribution<float> state(0.1f, 1.0f), other(-1.0f, 1.0f);
+  builder::GoldenData g;
+  g.n = a.get_int("n", 100000);
+  g.rows = a.get_int("rows", 1000);
+  g.cols = a.get_int("cols", 17);
+  g.count = a.get_int("indices", 500);
+  if (g.n < 1 || g.rows < 1 || g.cols < 1 || g.count < 0) {
+    throw UsageError("--n, --rows, --cols must be positive");
+  }
+  const std::map<std::string, double> given = scalar_options(a);
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<int32_t> idx32;
+  std::vector<Tensor> tensors;
+  // Scalars: --scalar, else a rule's default, else 0.1 (1 for integer scalars).
+  std::map<std::string, double> defaults;
+  for (const auto& arg : decl->args()) {
+    if (arg.default_value) defaults[arg.name] = *arg.default_value;
+  }
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      const bool integer = in.dtype == registry::DType::i64 || in.dtype == registry::DType::i32;
+      g.scalars[in.name] = given.count(in.name)      ? given.at(in.name)
+                           : defaults.count(in.name) ? defaults.at(in.name)
+                           : integer                 ? 1.0
+                                                     : 0.1;
+      continue;
+    }
+    if (!d.shape.elementwise && in.name == d.shape.indices) {
+      std::uniform_int_distribution<int64_t> pick(0, g.rows - 1);
+      auto& v = g.indices[in.name];
+      for (int64_t k = 0; k < g.count; ++k) v.push_back(pick(rng));
+      idx32.assign(v.begin(), v.end());
+      shapes[in.name] = {g.count};
+      const bool wide = in.dtype == registry::DType::i64;
+      tensors.push_back(
+          {in.name, wide ? static_cast<void*>(v.data()) : idx32.data(), in.dtype, shapes[in.name]});
+      continue;
+    }
+    const bool is_state = in.role == registry::Input::Role::state;
+    const int64_t n = d.shape.elementwise ? g.n : (is_state ? g.rows : g.count) * g.cols;
+    shapes[in.name] =
+        d.shape.elementwise ? std::vector<int64_t>{n} : std::vector<int64_t>{n / g.cols, g.cols};
+    auto& v = f32[in.name];
+    for (int64_t k = 0; k < n; ++k) v.push_back(is_state ? state(rng) : other(rng));
+    g.tensors[in.name].assign(v.begin(), v.end());
+  }
+  for (auto& [name, v] : f32)
+    tensors.push_back({name, v.data(), registry::DType::f32, shapes[name]});
+  std::map<std::string, double> scalars(g.scalars.begin(), g.scalars.end());
+  kernel.call(tensors, scalars);
+  builder::run_golden(*decl, d.attr_values(), g);
+
+  // Compare every state with the golden: |k - g| <= atol + rtol * |g|; NaN only matches NaN.
+  nlohmann::json report = {{"op", op},
+                           {"variant", d.variant},
+                           {"rtol", d.tolerance.rtol},
+                           {"atol", d.tolerance.atol},
+                           {"states", nlohmann::json::object()}};
+  bool ok = true;
+  for (const auto& out : d.outputs) {
+    const std::vector<float>& k = f32.at(out.aliases);
+    const std::vector<double>& want = g.tensors.at(out.aliases);
+    Errors e;
+    for (size_t i = 0; i < k.size(); ++i) {
+      ++e.elements;
+      if (std::isnan(k[i]) || std::isnan(want[i])) {
+        e.exceeding += std::isnan(k[i]) != std::isnan(want[i]);
+        continue;
+      }
+      const double err = std::fabs(k[i] - want[i]);
+      e.max_abs = std::max(e.max_abs, err);
+      if (want[i] != 0) e.max_rel = std::max(e.max_rel, err / std::fabs(want[i]));
+      e.max_ulp = std::max(e.max_ulp, ulp_distance(k[i], static_cast<float>(want[i])));
+      e.exceeding += !(err <= d.tolerance.atol + d.tolerance.rtol * std::fabs(want[i]));
+    }
+    ok = ok && e.exceeding == 0;
+    report["states"][out.name] = {{"max_abs_error", e.max_abs},
+                                  {"max_rel_error", e.max_rel},
+                                  {"max_ulp", e.max_ulp},
+                                  {"exceeding", e.exceeding},
+                                  {"elements", e.elements}};
+  }
+  report["ok"] = ok;
+  if (a.has("json")) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|)\n", d.variant.c_str(),
+                d.tolerance.atol, d.tolerance.rtol);
+    std::printf("  %-28s %12s %12s %8s %10s\n", "state", "max abs", "max rel", "max ulp",
+                "exceeding");
+    for (const auto& [name, e] : report["states"].items()) {
+      std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
+                  e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
+                  e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
+    }
+    std::printf("%s\n", ok ? "ok: within tolerance" : "FAILED: elements exceed the tolerance");
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace opforge::cli
