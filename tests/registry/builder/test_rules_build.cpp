@@ -140,6 +140,19 @@ TEST_CASE("rules: a bad rule is a file:line:col error and writes nothing") {
   }
   CHECK_FALSE(fs::exists(t.path / "reg"));
   CHECK_FALSE(fs::exists(t.path / "cache"));
+  // Every bad rule of the parser's corpus fails the same way, before anything is written.
+  int bad = 0;
+  for (const auto& f : fs::directory_iterator(fs::path(OPFORGE_SOURCE_DIR) / "tests" / "dsl" /
+                                              "rules" / "corpus")) {
+    if (f.path().filename().string().rfind("bad_", 0) != 0) continue;
+    CAPTURE(f.path().string());
+    CHECK_THROWS_AS(build(t.path / "reg", t.path / "cache", {}, {f.path().string()}),
+                    dsl::rules::RuleError);
+    ++bad;
+  }
+  CHECK(bad >= 20);
+  CHECK_FALSE(fs::exists(t.path / "reg"));
+  CHECK_FALSE(fs::exists(t.path / "cache"));
   // A rule may not take a built-in op's name.
   std::ofstream(rule) << "optimizer apply_adam\n  state var\n  input grad\n  var = var - grad\n";
   CHECK_THROWS_WITH(build(t.path / "reg", t.path / "cache", {}, {rule.string()}),
