@@ -58,6 +58,39 @@ std::vector<std::map<std::string, std::vector<float>>> check_kernel(
   return results;
 }
 
+void sign_inputs(std::mt19937& rng, size_t n, Tensors& t, double& beta) {
+  const int k = static_cast<int>(rng() % 3) + 2;  // 2: random beta, 3: 0.875, 4: 0.9375
+  beta = k == 2 ? uniform(rng, 1, 0.8, 0.99)[0] : 1 - std::ldexp(1.0, -k);
+  t["var"] = uniform(rng, n, -1, 1);
+  t["m"] = uniform(rng, n, -1, 1);
+  t["grad"] = uniform(rng, n, -1, 1);
+  std::uniform_int_distribution<int> q(-1024, 1024);
+  for (size_t i = 0; i < n; ++i) {
+    double &m = t["m"][i], &g = t["grad"][i];
+    switch (i % 10) {
+      case 0:
+        g = 0;
+        break;
+      case 1:
+        m = 0;
+        break;
+      case 2:
+        m = g = 0;
+        break;
+      case 3:
+        if (k != 2) {
+          m = std::ldexp(q(rng), -14);
+          g = -(std::ldexp(1.0, k) - 1) * m;
+          break;
+        }
+        [[fallthrough]];
+      default:
+        while (m * g < 0 && std::fabs(m * beta + g * (1 - beta)) < 1e-4)
+          m = uniform(rng, 1, -1, 1)[0];
+    }
+  }
+}
+
 const Reference* find_reference(const std::string& op) {
   auto it = references().find(op);
   if (it != references().end()) return &it->second;

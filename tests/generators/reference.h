@@ -35,6 +35,15 @@ struct RegisterReference {
 // Uniform values in [lo, hi).
 std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi);
 
+// grad and m in [-1, 1] with exact zeros (grad, m, both). sign(new m) jumps at 0: where grad and
+// m have opposite signs and the new m would be within 1e-4 of 0 (fp32 rounding of
+// m * beta + grad * (1 - beta) could flip its sign there), m is drawn again. Exact zeros of the
+// new m with grad != 0, where sign(0) = 0 decides the step: for beta = 1 - 2^-k (0.875, 0.9375,
+// a third of the seeds each), every 10th element has m = q, grad = -(2^k - 1) * q with q a
+// multiple of 2^-14 (few bits), so both products and their sum are exact in fp32.
+// (AddSign and PowerSign share this domain.)
+void sign_inputs(std::mt19937& rng, size_t n, Tensors& t, double& beta);
+
 // `pattern` repeated to n elements: n = 37 covers the vector body and the tail.
 std::vector<double> tile(const std::vector<double>& pattern, size_t n = 37);
 

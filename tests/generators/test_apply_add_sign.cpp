@@ -26,45 +26,6 @@ void apply_add_sign_reference(const Attrs&, const Scalars& s, Tensors& t) {
   }
 }
 
-// grad and m in [-1, 1] with exact zeros (grad, m, both). sign(new m) jumps at 0: where grad and
-// m have opposite signs and the new m would be within 1e-4 of 0 (fp32 rounding of
-// m * beta + grad * (1 - beta) could flip its sign there), m is drawn again. Exact zeros of the
-// new m with grad != 0, where sign(0) = 0 decides the step: for beta = 1 - 2^-k (0.875, 0.9375,
-// a third of the seeds each), every 10th element has m = q, grad = -(2^k - 1) * q with q a
-// multiple of 2^-14 (few bits), so both products and their sum are exact in fp32.
-void sign_inputs(std::mt19937& rng, size_t n, Tensors& t, double& beta) {
-  const int k = static_cast<int>(rng() % 3) + 2;  // 2: random beta, 3: 0.875, 4: 0.9375
-  beta = k == 2 ? uniform(rng, 1, 0.8, 0.99)[0] : 1 - std::ldexp(1.0, -k);
-  t["var"] = uniform(rng, n, -1, 1);
-  t["m"] = uniform(rng, n, -1, 1);
-  t["grad"] = uniform(rng, n, -1, 1);
-  std::uniform_int_distribution<int> q(-1024, 1024);
-  for (size_t i = 0; i < n; ++i) {
-    double &m = t["m"][i], &g = t["grad"][i];
-    switch (i % 10) {
-      case 0:
-        g = 0;
-        break;
-      case 1:
-        m = 0;
-        break;
-      case 2:
-        m = g = 0;
-        break;
-      case 3:
-        if (k != 2) {
-          m = std::ldexp(q(rng), -14);
-          g = -(std::ldexp(1.0, k) - 1) * m;
-          break;
-        }
-        [[fallthrough]];
-      default:
-        while (m * g < 0 && std::fabs(m * beta + g * (1 - beta)) < 1e-4)
-          m = uniform(rng, 1, -1, 1)[0];
-    }
-  }
-}
-
 void apply_add_sign_inputs(std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars& s) {
   double beta;
   sign_inputs(rng, n, t, beta);
