@@ -71,13 +71,16 @@ int cmd_list(const Args& a) {
   std::vector<std::vector<std::string>> rows = {{"op", "kind", "isas", "attrs", "summary"}};
   for (const auto& op : reg->ops()) {
     auto vs = reg->variants(op);
-    std::set<std::string> isas, attrs;
+    std::set<std::string> isas;
+    std::map<std::string, std::set<std::string>> values;  // attr -> values some variant has
     for (const auto& d : vs) {
       isas.insert(d.target.isa);
-      attrs.insert(attrs_text(d.attr_values()));
+      for (const auto& [k, v] : d.attr_values()) values[k].insert(v);
     }
+    std::vector<std::string> attrs;
+    for (const auto& [k, v] : values) attrs.push_back(k + "=" + join({v.begin(), v.end()}, "/"));
     rows.push_back({op, vs[0].kind, join({isas.begin(), isas.end()}, ","),
-                    join({attrs.begin(), attrs.end()}, " | "), vs[0].summary});
+                    attrs.empty() ? "-" : join(attrs, " "), vs[0].summary});
   }
   std::vector<size_t> width(4, 0);
   for (const auto& r : rows) {
