@@ -224,6 +224,14 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
                                           const std::vector<std::string>& only,
                                           const HalideIdentity& hid) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
+  // A partial build brings the bandwidth kernels its ops are benchmarked against.
+  for (const auto& row : rows) {
+    if (wanted.count(row.decl->name()) && !row.decl->sparse()) {
+      found.insert(generators::bandwidth_for(*row.decl, row.decl->resolve_attrs(row.attrs)).name());
+    }
+  }
+  wanted.insert(found.begin(), found.end());
+  found.clear();
   std::vector<PlannedVariant> out;
   for (const auto& row : rows) {
     const std::string& op = row.decl->name();
