@@ -6,6 +6,17 @@ namespace opforge::generators {
 
 using dsl::Expr;
 
+namespace {
+
+// accum + grad^2, or accum unchanged when update_slots is false (both Adagrad ops).
+Expr adagrad_accum(const dsl::UpdateContext& c) {
+  return c.attr_bool("update_slots") ? c["accum"] + c["grad"] * c["grad"] : c["accum"];
+}
+
+const char* const kUpdateSlotsDoc = "accumulate grad^2 into accum (false: accum is read only)";
+
+}  // namespace
+
 const dsl::OptimizerDecl& apply_adagrad() {
   static const dsl::OptimizerDecl d =
       dsl::OptimizerDecl("apply_adagrad")
@@ -16,13 +27,11 @@ const dsl::OptimizerDecl& apply_adagrad() {
           .state("accum", "Sum of squared gradients, in place")
           .scalar("lr", "Scaling factor")
           .grad("grad", "The gradient")
-          .attr_bool("update_slots", true,
-                     "accumulate grad^2 into accum (false: accum is read only)")
+          .attr_bool("update_slots", true, kUpdateSlotsDoc)
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
-            Expr g = c["grad"];
-            Expr accum = c.attr_bool("update_slots") ? c["accum"] + g * g : c["accum"];
-            return dsl::Updates{{"var", c["var"] - g * c["lr"] / Halide::sqrt(accum)},
+            Expr accum = adagrad_accum(c);
+            return dsl::Updates{{"var", c["var"] - c["grad"] * c["lr"] / Halide::sqrt(accum)},
                                 {"accum", accum}};
           });
   return d;
@@ -39,14 +48,12 @@ const dsl::OptimizerDecl& apply_adagrad_v2() {
           .scalar("lr", "Scaling factor")
           .scalar("epsilon", "Added to sqrt(accum)")
           .grad("grad", "The gradient")
-          .attr_bool("update_slots", true,
-                     "accumulate grad^2 into accum (false: accum is read only)")
+          .attr_bool("update_slots", true, kUpdateSlotsDoc)
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
-            Expr g = c["grad"];
-            Expr accum = c.attr_bool("update_slots") ? c["accum"] + g * g : c["accum"];
+            Expr accum = adagrad_accum(c);
             return dsl::Updates{
-                {"var", c["var"] - g * c["lr"] / (Halide::sqrt(accum) + c["epsilon"])},
+                {"var", c["var"] - c["grad"] * c["lr"] / (Halide::sqrt(accum) + c["epsilon"])},
                 {"accum", accum}};
           });
   return d;

@@ -64,45 +64,42 @@ const char* const kFormula =
 
 }  // namespace
 
+namespace {
+
+// ApplyFtrl and ApplyFtrlV2 take the same arguments, V2 with l2_shrinkage before lr_power.
+dsl::OptimizerDecl ftrl_decl(const std::string& name, bool shrinkage) {
+  dsl::OptimizerDecl d(name);
+  d.state("var", "Variable to update, in place")
+      .state("accum", "Sum of squared gradients, in place")
+      .state("linear", "Linear term, in place")
+      .grad("grad", "The gradient")
+      .scalar("lr", "Scaling factor")
+      .scalar("l1", "L1 regularization")
+      .scalar("l2", "L2 regularization");
+  if (shrinkage) d.scalar("l2_shrinkage", "L2 shrinkage added to the gradient");
+  return d.scalar("lr_power", "Learning-rate power (usually -0.5)")
+      .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
+      // linear is a sum of O(1) terms that cancel: a few fp32 roundings exceed 1e-7.
+      .tolerance(1e-6, 3e-7)
+      .update([shrinkage](const dsl::UpdateContext& c) { return ftrl(c, shrinkage); });
+}
+
+}  // namespace
+
 const dsl::OptimizerDecl& apply_ftrl() {
-  static const dsl::OptimizerDecl d =
-      dsl::OptimizerDecl("apply_ftrl")
-          .summary("FTRL-Proximal, in place")
-          .reference("TensorFlow ApplyFtrl (training_ops.cc)")
-          .formula(std::string(kFormula) + "; g_s = grad")
-          .state("var", "Variable to update, in place")
-          .state("accum", "Sum of squared gradients, in place")
-          .state("linear", "Linear term, in place")
-          .grad("grad", "The gradient")
-          .scalar("lr", "Scaling factor")
-          .scalar("l1", "L1 regularization")
-          .scalar("l2", "L2 regularization")
-          .scalar("lr_power", "Learning-rate power (usually -0.5)")
-          .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
-          // linear is a sum of O(1) terms that cancel: a few fp32 roundings exceed 1e-7.
-          .tolerance(1e-6, 3e-7)
-          .update([](const dsl::UpdateContext& c) { return ftrl(c, false); });
+  static const dsl::OptimizerDecl d = ftrl_decl("apply_ftrl", false)
+                                          .summary("FTRL-Proximal, in place")
+                                          .reference("TensorFlow ApplyFtrl (training_ops.cc)")
+                                          .formula(std::string(kFormula) + "; g_s = grad");
   return d;
 }
 
 const dsl::OptimizerDecl& apply_ftrl_v2() {
   static const dsl::OptimizerDecl d =
-      dsl::OptimizerDecl("apply_ftrl_v2")
+      ftrl_decl("apply_ftrl_v2", true)
           .summary("FTRL-Proximal with online L2 shrinkage, in place")
           .reference("TensorFlow ApplyFtrlV2 (training_ops.cc); flag semantics as ApplyFtrl")
-          .formula(std::string(kFormula) + "; g_s = grad + 2*l2_shrinkage*var")
-          .state("var", "Variable to update, in place")
-          .state("accum", "Sum of squared gradients, in place")
-          .state("linear", "Linear term, in place")
-          .grad("grad", "The gradient")
-          .scalar("lr", "Scaling factor")
-          .scalar("l1", "L1 regularization")
-          .scalar("l2", "L2 regularization")
-          .scalar("l2_shrinkage", "L2 shrinkage added to the gradient")
-          .scalar("lr_power", "Learning-rate power (usually -0.5)")
-          .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
-          .tolerance(1e-6, 3e-7)  // see apply_ftrl
-          .update([](const dsl::UpdateContext& c) { return ftrl(c, true); });
+          .formula(std::string(kFormula) + "; g_s = grad + 2*l2_shrinkage*var");
   return d;
 }
 
