@@ -17,6 +17,10 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
       // 1e6, 5.0 / 4.8 / 4.9 ms at 1e7 (noise ~10%); 8 keeps a stolen core from idling half
       // the update, 32 adds dispatch cost at 1e5.
       {"tasks", 8, 1, 1024, "parallel chunks for large N, sized at run time"},
+      // A fixed chunk leaves the last task running masked vectors past the data when N is
+      // not a multiple (../shared/HALIDE14.md); it is here for previews and experiments.
+      {"chunk", 0, 0, 1 << 30,
+       "elements per parallel task; 0: ceil(N / tasks) rounded up to whole vectors at run time"},
       {"serial_below", 16384, 0, 1 << 30,
        "N below which a serial path runs (a thread-pool dispatch costs 3-8 us)"},
   };
@@ -52,6 +56,7 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   const int unroll = static_cast<int>(p.at("unroll"));
   const int tasks = static_cast<int>(p.at("tasks"));
   const int serial_below = static_cast<int>(p.at("serial_below"));
+  const int fixed_chunk = static_cast<int>(p.at("chunk"));
   const int step = vec * unroll;
   Expr n = out.output_buffers()[0].dim(0).extent();
 
@@ -73,7 +78,8 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   auto parallel = [&](Halide::Stage s) {
     ++copy;
     Var io("io" + std::to_string(copy)), ii("ii" + std::to_string(copy));
-    Expr chunk = ((n + tasks * step - 1) / (tasks * step)) * step;
+    Expr chunk = fixed_chunk > 0 ? Expr(((fixed_chunk + step - 1) / step) * step)
+                                 : ((n + tasks * step - 1) / (tasks * step)) * step;
     s.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
     vectorize(s, ii);
   };
@@ -81,7 +87,7 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
     ++copy;
     vectorize(s, i);
   };
-  const bool split = tasks > 1;
+  const bool split = tasks > 1 || fixed_chunk > 0;
   Expr big = serial_below > 0 ? n >= serial_below : Halide::Internal::const_true();
   std::vector<Halide::Stage> serial_copies;
   for (const Expr& cond : fast_paths) {
@@ -143,7 +149,10 @@ std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int6
 std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p) {
   std::string s = "1-D, " + std::to_string(p.at("vector")) + "-wide vectors";
   if (p.at("unroll") > 1) s += " x" + std::to_string(p.at("unroll")) + " unrolled";
-  if (p.at("tasks") > 1) {
+  if (p.at("chunk") > 0) {
+    s += "; N >= " + std::to_string(p.at("serial_below")) + ": parallel chunks of " +
+         std::to_string(p.at("chunk")) + " elements; smaller N: serial";
+  } else if (p.at("tasks") > 1) {
     s += "; N >= " + std::to_string(p.at("serial_below")) + ": " + std::to_string(p.at("tasks")) +
          " parallel chunks sized at run time; smaller N: serial";
   } else {

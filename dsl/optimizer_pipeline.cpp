@@ -252,7 +252,10 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   }
   define_values(out, {i}, new_values);
   def.algorithm = algorithm_text(out);
-  if (!in.scheduled) return def;
+  if (!in.scheduled) {
+    if (in.root_reductions && !terms.empty()) total.compute_root();
+    return def;
+  }
   if (!terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
   ElementwiseSchedule::apply(out, i, sched, fast_paths);
   return def;
@@ -317,7 +320,7 @@ Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolve
 
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
                                            const std::map<std::string, int64_t>& schedule,
-                                           const Halide::Target& target) {
+                                           const Halide::Target& target, bool scheduled) {
   decl.validate();
   OptimizerPipeline r;
   const AttrValues attrs = decl.resolve_attrs(given);
@@ -325,13 +328,18 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   r.schedule_recipe = decl.sparse() ? "sparse_rows" : ElementwiseSchedule::recipe_name();
   r.schedule_summary = decl.sparse() ? ElementwiseSchedule::sparse_summary(r.schedule_params)
                                      : ElementwiseSchedule::summary(r.schedule_params);
+  if (!scheduled) r.schedule_params.clear(), r.schedule_recipe.clear(), r.schedule_summary.clear();
 
   // Arguments in declaration order, named like the op's arguments.
   Bindings in;
+  in.scheduled = scheduled;
   for (const auto& [a, dims] : argument_layout(decl, attrs)) {
     const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {
       Halide::Param<> p(t, a.name);  // type chosen at run time: fp32, or int64 (global_step)
+      // An autoscheduler wants an estimate on every Param (its value bounds nothing here).
+      if (!scheduled)
+        Halide::Internal::Parameter(p.parameter()).set_estimate(Halide::Internal::make_one(t));
       in.scalars[a.name] = p;
       r.arguments.push_back(p);
     } else {

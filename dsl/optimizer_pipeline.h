@@ -39,6 +39,10 @@ struct Bindings {
   // the same declaration in fp64, unscheduled.
   Halide::Type compute = Halide::Float(32);
   bool scheduled = true;
+  // Unscheduled pipelines run as they are (the fp64 golden) still compute a whole-tensor
+  // reduction once, at root: Halide's default recomputes it per element, O(N^2) (LAMB at
+  // N = 3e5 took 87 s). Off for pipelines an autoscheduler schedules.
+  bool root_reductions = false;
 };
 
 struct Definition {
@@ -71,8 +75,12 @@ struct OptimizerPipeline {
 // evaluating the update symbolically: no pipeline is built.
 std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved);
 
+// `scheduled` false: the algorithm alone, every Func left unscheduled (schedule_recipe,
+// schedule_params and schedule_summary empty), with the estimates an autoscheduler needs on
+// every input and output (1 << 20 elements); the caller schedules it (an Adams2019 schedule
+// file, generators/auto_schedules.h).
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,
                                            const std::map<std::string, int64_t>& schedule,
-                                           const Halide::Target& target);
+                                           const Halide::Target& target, bool scheduled = true);
 
 }  // namespace opforge::dsl

@@ -29,9 +29,12 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
 
 const std::vector<VariantSpec>& op_table() {
   const auto& all = kAllIsas;
+  // Adams2019 twins for a few representative dense ops, AVX-512 only: one to three states,
+  // and a whole-tensor reduction (apply_lamb; Adams2019 keeps its fp64 sum serial).
+  const std::vector<std::string> auto512 = {"avx512"};
   static const std::vector<VariantSpec> table = with_bandwidth_kernels({
       // TensorFlow training ops.
-      {&apply_gradient_descent(), {}, all, {}},
+      {&apply_gradient_descent(), {}, all, {}, auto512},
       {&apply_proximal_gradient_descent(), {}, all, {}},
       {&apply_adadelta(), {}, all, {}},
       {&apply_adagrad(), {{"update_slots", "true"}}, all, {}},
@@ -44,18 +47,18 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_ftrl(), {{"multiply_linear_by_lr", "true"}}, all, {}},
       {&apply_ftrl_v2(), {{"multiply_linear_by_lr", "false"}}, all, {}},
       {&apply_ftrl_v2(), {{"multiply_linear_by_lr", "true"}}, all, {}},
-      {&apply_momentum(), {{"use_nesterov", "false"}}, all, {}},
+      {&apply_momentum(), {{"use_nesterov", "false"}}, all, {}, auto512},
       {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}},
       {&apply_keras_momentum(), {{"use_nesterov", "false"}}, all, {}},
       {&apply_keras_momentum(), {{"use_nesterov", "true"}}, all, {}},
-      {&apply_adam(), {{"use_nesterov", "false"}, {"epsilon_mode", "tf"}}, all, {}},
+      {&apply_adam(), {{"use_nesterov", "false"}, {"epsilon_mode", "tf"}}, all, {}, auto512},
       {&apply_adam(), {{"use_nesterov", "true"}, {"epsilon_mode", "tf"}}, all, {}},
       {&apply_adam(), {{"use_nesterov", "false"}, {"epsilon_mode", "torch"}}, all, {}},
       {&apply_adam(), {{"use_nesterov", "true"}, {"epsilon_mode", "torch"}}, all, {}},
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "tf"}}, all, {}},
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_ada_max(), {}, all, {}},
-      {&apply_rms_prop(), {}, all, {}},
+      {&apply_rms_prop(), {}, all, {}, auto512},
       {&apply_centered_rms_prop(), {}, all, {}},
       {&apply_add_sign(), {}, all, {}},
       {&apply_power_sign(), {}, all, {}},
@@ -67,7 +70,7 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_adamw(), {{"epsilon_mode", "tf"}}, all, {}},
       {&apply_adamw(), {{"convention", "cann"}}, all, {}},
       {&apply_adamw(), {{"convention", "cann"}, {"amsgrad", "true"}}, all, {}},
-      {&apply_lamb(), {}, all, {}},
+      {&apply_lamb(), {}, all, {}, auto512},
       {&apply_lars(), {{"use_nesterov", "false"}}, all, {}},
       {&apply_lars(), {{"use_nesterov", "true"}}, all, {}},
       {&apply_lion(), {}, all, {}},

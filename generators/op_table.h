@@ -17,6 +17,11 @@ struct VariantSpec {
   dsl::AttrValues attrs;                    // unspecified attrs take their defaults
   std::vector<std::string> isas;            // names from isas()
   std::map<std::string, int64_t> schedule;  // elementwise recipe overrides
+  // ISAs (a subset of `isas`) that also get an Adams2019-autoscheduled twin of the variant,
+  // "<variant id>__auto", at a lower priority (select() keeps the hand schedule; pick the
+  // twin by id). Its schedule is generators/schedules/<id>.schedule.h, made by
+  // `opforge autoschedule OP` (generators/auto_schedules.h).
+  std::vector<std::string> autoschedule = {};
 };
 
 // One row per (op, attrs); each row is built for each of its ISAs. Bandwidth kernels for

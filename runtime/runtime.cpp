@@ -269,10 +269,11 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     for (const auto& f : d.target.cpu_features) {
       if (!cpu_supports(f)) ok = false, missing = f;
     }
+    // A forced ISA can have several variants (a hand schedule and its autoscheduled twin):
+    // the highest priority among them wins, as without a forced ISA.
     if (!isa.empty() && d.target.isa == isa) {
       if (!ok) throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing);
-      best = &d;
-      break;
+      if (!best || d.target.priority > best->target.priority) best = &d;
     }
     if (isa.empty() && ok && (!best || d.target.priority > best->target.priority)) best = &d;
   }
@@ -280,20 +281,46 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     throw Error("op '" + op + "': no variant " +
                 (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'"));
   }
-  auto it = loaded_.find(best->variant);
+  return load_descriptor(*best);
+}
+
+Kernel& Registry::load(const std::string& variant) {
+  auto it = loaded_.find(variant);
+  if (it != loaded_.end()) return *it->second;
+  bool known = false;
+  std::vector<std::string> ids;
+  for (const auto& e : index_.variants) {
+    known = known || e.variant == variant;
+    ids.push_back(e.variant);
+  }
+  if (!known) {
+    throw Error("registry " + dir_ + " has no variant '" + variant + "'" +
+                did_you_mean(variant, ids));
+  }
+  const Descriptor d = descriptor(variant);
+  for (const auto& f : d.target.cpu_features) {
+    if (!cpu_supports(f)) {
+      throw Error("variant " + variant + " (ISA " + d.target.isa + ") needs CPU feature " + f);
+    }
+  }
+  return load_descriptor(d);
+}
+
+Kernel& Registry::load_descriptor(const Descriptor& d) {
+  auto it = loaded_.find(d.variant);
   if (it != loaded_.end()) return *it->second;
 
   runtime_handle();
-  const std::string path = dir_ + "/" + best->kernel.file;
+  const std::string path = dir_ + "/" + d.kernel.file;
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
-  void* argv_fn = dlsym(h, (best->kernel.entry + "_argv").c_str());
+  void* argv_fn = dlsym(h, (d.kernel.entry + "_argv").c_str());
   auto md_fn = reinterpret_cast<const halide_filter_metadata_t* (*)()>(
-      dlsym(h, (best->kernel.entry + "_metadata").c_str()));
-  if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + best->kernel.entry + "_argv");
-  check_metadata(*best, md_fn());
-  std::unique_ptr<Kernel> k(new Kernel(*best, h, argv_fn));
-  return *(loaded_[best->variant] = std::move(k));
+      dlsym(h, (d.kernel.entry + "_metadata").c_str()));
+  if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + d.kernel.entry + "_argv");
+  check_metadata(d, md_fn());
+  std::unique_ptr<Kernel> k(new Kernel(d, h, argv_fn));
+  return *(loaded_[d.variant] = std::move(k));
 }
 
 Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)

@@ -13,6 +13,7 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
   dsl::Bindings in;
   in.compute = Halide::Float(64);
   in.scheduled = false;
+  in.root_reductions = true;
   std::vector<Halide::ImageParam> images;
   std::vector<Halide::Param<>> params;
   std::map<std::string, Halide::Buffer<>> buffers;  // keeps the data views alive

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "registry/builder/schedule_description.h"
 #include "registry/cache/atomic_file.h"
 
 namespace opforge::builder {
@@ -76,7 +77,9 @@ std::string loop_nest_of(Halide::Pipeline p) {
 }  // namespace
 
 std::string kernel_artifact_list() {
-  return "kernel.so,kernel.o,kernel.h,kernel.stmt,kernel.stmt.html,kernel.s,loop_nest.txt";
+  return "kernel.so,kernel.o,kernel.h,kernel.stmt,kernel.stmt.html,kernel.s,kernel.ll,"
+         "loop_nest.txt,schedule.json@" +
+         std::to_string(kScheduleDescriptionVersion);
 }
 
 cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
@@ -91,6 +94,7 @@ cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
       {Halide::OutputFileType::stmt, dir.file("kernel.stmt")},
       {Halide::OutputFileType::stmt_html, dir.file("kernel.stmt.html")},
       {Halide::OutputFileType::assembly, dir.file("kernel.s")},
+      {Halide::OutputFileType::llvm_assembly, dir.file("kernel.ll")},
   };
   m.compile(outputs);
 
@@ -102,12 +106,32 @@ cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
                              "-rpath", "$ORIGIN/../lib", "-z", "noexecstack"});
 
   cache::Entry e;
-  for (const char* name :
-       {"kernel.so", "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s"}) {
+  for (const char* name : {"kernel.so", "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html",
+                           "kernel.s", "kernel.ll"}) {
     e.artifacts[name] = cache::read_file(dir.file(name));
   }
   e.artifacts["loop_nest.txt"] = loop_nest_of(p);
+  e.artifacts["schedule.json"] = describe_schedule(p).dump(1);
   return e;
+}
+
+LinkRuntime::LinkRuntime(const cache::Entry& runtime) {
+  llvm::SmallString<128> scratch;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("opforge-link", scratch)) {
+    throw std::runtime_error("cannot create a scratch directory: " + ec.message());
+  }
+  dir_ = std::string(scratch);
+  path_ = dir_ + "/" + kRuntimeLibrary;
+  try {
+    cache::write_file_atomic(path_, runtime.artifacts.at("runtime.so"), 0755);
+  } catch (...) {
+    llvm::sys::fs::remove_directories(dir_);
+    throw;
+  }
+}
+
+LinkRuntime::~LinkRuntime() {
+  llvm::sys::fs::remove_directories(dir_);
 }
 
 cache::Entry compile_runtime() {

@@ -18,11 +18,26 @@ constexpr const char* kRuntimeLibrary = "libopforge_halide_runtime.so";
 constexpr const char* kRuntimeTarget = "x86-64-linux";
 
 // Artifacts: "kernel.so" (linked, DT_NEEDED on the runtime, rpath $ORIGIN/../lib),
-// "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s", "loop_nest.txt".
+// "kernel.o", "kernel.h", "kernel.stmt", "kernel.stmt.html", "kernel.s", "kernel.ll" (LLVM IR),
+// "loop_nest.txt" (Halide's print_loop_nest) and "schedule.json" (schedule_description.h).
 // `runtime_so` is a path to the shared runtime to link against.
 cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
                             const std::vector<Halide::Argument>& args, const std::string& entry,
                             const Halide::Target& target, const std::string& runtime_so);
+
+// A scratch copy of the shared runtime (a compile_runtime entry) for kernels to link
+// against, removed with the object.
+class LinkRuntime {
+ public:
+  explicit LinkRuntime(const cache::Entry& runtime);
+  ~LinkRuntime();
+  LinkRuntime(const LinkRuntime&) = delete;
+  LinkRuntime& operator=(const LinkRuntime&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+};
 
 // Artifacts: "runtime.so".
 cache::Entry compile_runtime();

@@ -3,6 +3,7 @@
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Support/FileSystem.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "dsl/fingerprint.h"
 #include "dsl/rules/rule_decl.h"
+#include "generators/auto_schedules.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/cache/atomic_file.h"
@@ -70,6 +72,8 @@ std::string explain_miss(const cache::CompileCache& cache, const std::string& id
   return out.empty() ? "key parts renamed" : out;
 }
 
+}  // namespace
+
 registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
   const dsl::OptimizerDecl& d = *v.decl;
   registry::Descriptor r;
@@ -114,6 +118,17 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   if (!d.sparse()) r.bandwidth_op = generators::bandwidth_for(d, r.attr_values()).name();
   return r;
 }
+
+cache::KeyBuilder runtime_key(const HalideIdentity& hid) {
+  cache::KeyBuilder k;
+  k.add("format", format_part())
+      .add("halide", hid.version + " " + hid.sha256)
+      .add("target", kRuntimeTarget)
+      .add("entry", "runtime");
+  return k;
+}
+
+namespace {
 
 // Writes `bytes` unless the file already holds exactly them.
 void install(const std::string& path, const std::string& bytes, unsigned mode) {
@@ -181,6 +196,17 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
       .add("algorithm", p.algorithm)
       .add("schedule", p.schedule_recipe + schedule_text(p.schedule_params))
       .add("dsl_sources", dsl::sources_fingerprint());
+  return k;
+}
+
+cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
+                                  const std::string& entry, const dsl::OptimizerPipeline& p,
+                                  const std::string& schedule_source) {
+  const generators::AutoscheduleSettings& s = generators::autoschedule_settings();
+  cache::KeyBuilder k = kernel_key(hid, target, entry, p);
+  k.add("autoscheduler", s.autoscheduler)
+      .add("autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text())
+      .add("schedule_file_sha256", cache::sha256_hex(schedule_source));
   return k;
 }
 
@@ -252,6 +278,27 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
       v.key = kernel_key(hid, target, v.id, v.pipeline);
       out.push_back(std::move(v));
     }
+    // Adams2019 twins: the same algorithm, scheduled by the checked-in schedule file. A row
+    // narrowed to fewer ISAs (a preview) drops the twins of the others.
+    for (const auto& isa_name : row.autoschedule) {
+      if (std::find(row.isas.begin(), row.isas.end(), isa_name) == row.isas.end()) continue;
+      generators::Isa isa = generators::isa(isa_name);
+      isa.priority = 0;  // below every hand-scheduled variant: select() keeps the hand one
+      Halide::Target target =
+          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      const std::string id =
+          generators::auto_variant_id(generators::variant_id(*row.decl, attrs, isa.name));
+      PlannedVariant v{id,
+                       row.decl,
+                       isa,
+                       target,
+                       generators::auto_scheduled_pipeline(*row.decl, attrs, target, id),
+                       {}};
+      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
+      v.key = auto_kernel_key(hid, target, v.id, v.pipeline,
+                              generators::find_auto_schedule(id)->source);
+      out.push_back(std::move(v));
+    }
   }
   for (const auto& op : wanted) {
     if (!found.count(op)) throw std::runtime_error("unknown op '" + op + "' (not in the op table)");
@@ -274,11 +321,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid);
 
   // The shared runtime first: every kernel links against it.
-  cache::KeyBuilder rt_key;
-  rt_key.add("format", format_part())
-      .add("halide", hid.version + " " + hid.sha256)
-      .add("target", kRuntimeTarget)
-      .add("entry", "runtime");
+  const cache::KeyBuilder rt_key = runtime_key(hid);
   const auto rt0 = Clock::now();
   std::string rt_why;
   auto [rt_entry, rt_hit] = cache.get_or_build(rt_key.hex_digest(), compile_runtime, &rt_why);
@@ -293,16 +336,8 @@ BuildReport build_registry(const BuildOptions& opts) {
                     rt_entry.artifacts.at("runtime.so").size()};
   cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
   // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
-  llvm::SmallString<128> scratch;
-  if (auto ec = llvm::sys::fs::createUniqueDirectory("opforge-link", scratch)) {
-    throw std::runtime_error("cannot create a scratch directory: " + ec.message());
-  }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { llvm::sys::fs::remove_directories(dir); }
-  } cleanup{std::string(scratch)};
-  const std::string rt_path = cleanup.dir + "/" + kRuntimeLibrary;
-  cache::write_file_atomic(rt_path, rt_entry.artifacts.at("runtime.so"), 0755);
+  const LinkRuntime link_runtime(rt_entry);
+  const std::string& rt_path = link_runtime.path();
 
   // Compile the misses in parallel; each worker takes the next variant.
   std::vector<VariantResult> results(plan.size());

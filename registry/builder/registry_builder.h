@@ -61,7 +61,22 @@ struct PlannedVariant {
 cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
                              const std::string& entry, const dsl::OptimizerPipeline& p);
 
+// The key of the shared Halide runtime every kernel links against.
+cache::KeyBuilder runtime_key(const HalideIdentity& hid);
+
+// The registry descriptor of a planned variant.
+registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version);
+
+// The key of an autoscheduled ("__auto") variant: kernel_key plus the autoscheduler's name,
+// its pinned settings (HL_* environment, machine params) and the SHA-256 of the schedule
+// file applied, so regenerating or editing the file recompiles the variant.
+cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
+                                  const std::string& entry, const dsl::OptimizerPipeline& p,
+                                  const std::string& schedule_source);
+
 // Plans every variant of `rows` (filtered by `only`); throws on unknown ops or duplicate ids.
+// Rows with `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a
+// twin whose schedule file is not compiled in is an error naming `opforge autoschedule OP`.
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
                                           const HalideIdentity& hid);

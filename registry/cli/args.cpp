@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <sstream>
 
 #include "runtime/suggest.h"
 
@@ -67,11 +68,18 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
     a.values[name].push_back(value);
   }
   if (a.has("help")) return a;
-  const size_t want = spec.positional.empty() ? 0 : 1;
-  if (a.positional.size() != want) {
+  // "OP" is one required word, "A [B]" one required and one optional, "[OP...]" any number.
+  size_t required = 0, most = 0;
+  bool variadic = false;
+  std::istringstream words(spec.positional);
+  for (std::string w; words >> w; ++most) {
+    required += w.front() != '[';
+    variadic = variadic || w.find("...") != std::string::npos;
+  }
+  if (a.positional.size() < required || (!variadic && a.positional.size() > most)) {
     throw UsageError(
-        "expected " + (want ? spec.positional : std::string("no positional argument")) +
-        (a.positional.size() > want ? ", got extra '" + a.positional.back() + "'" : ""));
+        "expected " + (most ? spec.positional : std::string("no positional argument")) +
+        (a.positional.size() > most ? ", got extra '" + a.positional.back() + "'" : ""));
   }
   return a;
 }

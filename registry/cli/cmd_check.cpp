@@ -45,7 +45,7 @@ int cmd_check(const Args& a) {
   }
   if (!decl) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
   auto reg = Registry::open(registry_dir(a));
-  Kernel& kernel = reg->select(op, attr_options(a), a.get("isa"));
+  Kernel& kernel = op_kernel(*reg, a, op);
   const registry::Descriptor& d = kernel.descriptor();
 
   // Seeded data: states in [0.1, 1) (accumulators stay positive), other tensors in [-1, 1).

@@ -1,42 +1,136 @@
 // opforge inspect: a registered kernel's schedule, from the compile cache entry its
-// descriptor's cache key names.
+// descriptor's cache key names: a summary (loops with their kinds and widths, splits with
+// factors and tails, specializations and which one N takes, folds, async stages, ISA), or one
+// of the raw views Halide wrote (stmt, stmt_html, assembly, LLVM IR, header, loop nest).
+// With --set, a preview of the same variant under other schedule params (cache only).
 #include <cstdio>
 #include <iostream>
 
-#include "opforge/runtime.hpp"
+#include "generators/auto_schedules.h"
 #include "registry/cache/atomic_file.h"
-#include "registry/cache/compile_cache.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/inspected_kernel.h"
+#include "registry/format/schedule_view.h"
 
 namespace opforge::cli {
 
-int cmd_inspect(const Args& a) {
-  auto reg = Registry::open(registry_dir(a));
-  const registry::Descriptor d =
-      reg->select(a.positional.at(0), attr_options(a), a.get("isa")).descriptor();
-  cache::CompileCache cache(cache_dir(a));
-  std::string why;
-  auto entry = cache.lookup(d.cache_key, &why);
-  if (!entry) {
-    throw std::runtime_error("variant " + d.variant + ": its cache entry " +
-                             d.cache_key.substr(0, 16) + "... is " + why + " in " + cache.root() +
-                             "; run `opforge build` with this cache to recreate it");
+namespace {
+
+// Problem sizes the summary reports the taken case for when --n is not given.
+const int64_t kSampleSizes[] = {1000, 100000, 10000000};
+
+std::string params_text(const registry::Descriptor& d) {
+  std::string s;
+  for (const auto& [k, v] : d.schedule.params) s += " " + k + "=" + v;
+  return s;
+}
+
+std::string header_text(const InspectedKernel& k) {
+  const registry::Descriptor& d = k.descriptor;
+  std::string features;
+  for (const auto& f : d.target.cpu_features) features += (features.empty() ? "" : " ") + f;
+  std::string s = "variant   " + d.variant + "\n";
+  s += "op        " + d.op + " v" + std::to_string(d.op_version) + ": " + d.summary + "\n";
+  s += "source    " + k.origin + "\n";
+  s += "isa       " + d.target.isa + " (priority " + std::to_string(d.target.priority) +
+       "), needs cpu features: " + (features.empty() ? "none" : features) + "\n";
+  s += "target    " + d.target.halide_target + "\n";
+  s += "recipe    " + d.schedule.recipe + ":" + params_text(d) + "\n";
+  if (!k.changed.empty()) {
+    s += "changed  ";
+    for (const auto& [name, v] : k.changed) s += " " + name + "=" + std::to_string(v);
+    s += "\n";
   }
-  auto artifact = [&](const char* name) { return entry->artifacts.at(name); };
+  s += "          " + d.schedule.summary + "\n";
+  s += "cache key " + d.cache_key + "\n";
+  return s;
+}
+
+// For each sample N: the case each stage with several cases takes.
+std::string sample_choices(const nlohmann::json& schedule, const registry::ScheduleEnv& base) {
+  std::string s;
+  for (int64_t n : kSampleSizes) {
+    registry::ScheduleEnv env = base;
+    env.n = n;
+    std::string line;
+    for (const auto& f : schedule["funcs"]) {
+      for (const auto& st : f["stages"]) {
+        if (st["cases"].size() < 2) continue;
+        registry::CaseChoice c = registry::choose_case(st, env);
+        line += "  " + st.value("name", "?") + ": " +
+                (c.index ? "case " + std::to_string(*c.index + 1) : "depends on " + c.depends_on);
+      }
+    }
+    if (!line.empty()) s += "  N = " + std::to_string(n) + " ->" + line + "\n";
+  }
+  return s.empty() ? ""
+                   : "\nwhich case runs (pass --n N for one size, --scalar for fast paths):\n" + s;
+}
+
+}  // namespace
+
+int cmd_inspect(const Args& a) {
+  const std::map<std::string, int64_t> set = set_options(a);
+  const InspectedKernel k = inspect_kernel(a, a.positional.at(0), set);
+  auto artifact = [&](const char* name) -> const std::string& {
+    auto it = k.entry.artifacts.find(name);
+    if (it == k.entry.artifacts.end()) {
+      throw std::runtime_error("cache entry of " + k.descriptor.variant + " has no " + name);
+    }
+    return it->second;
+  };
   if (a.has("stmt")) return std::cout << artifact("kernel.stmt"), 0;
   if (a.has("asm")) return std::cout << artifact("kernel.s"), 0;
+  if (a.has("llvm")) return std::cout << artifact("kernel.ll"), 0;
   if (a.has("header")) return std::cout << artifact("kernel.h"), 0;
+  if (a.has("loop-nest")) return std::cout << artifact("loop_nest.txt"), 0;
+  if (a.has("schedule")) {
+    const generators::AutoSchedule* s = generators::find_auto_schedule(k.descriptor.variant);
+    if (!s) {
+      throw std::runtime_error("variant " + k.descriptor.variant + " is scheduled by the '" +
+                               k.descriptor.schedule.recipe +
+                               "' recipe, not autoscheduled: it has no .schedule.h (its "
+                               "schedule is what `opforge inspect` prints)");
+    }
+    return std::cout << s->source, 0;
+  }
   if (a.has("html")) {
     cache::write_file_atomic(a.get("html"), artifact("kernel.stmt.html"));
-    std::printf("wrote %s (Halide stmt_html of %s)\n", a.get("html").c_str(), d.variant.c_str());
+    std::printf("wrote %s (Halide stmt_html of %s)\n", a.get("html").c_str(),
+                k.descriptor.variant.c_str());
     return 0;
   }
-  std::printf("variant:  %s\nisa:      %s (%s)\ntarget:   %s\nschedule: %s", d.variant.c_str(),
-              d.target.isa.c_str(), d.target.cpu_features.empty() ? "" : "needs cpu features",
-              d.target.halide_target.c_str(), d.schedule.recipe.c_str());
-  for (const auto& [k, v] : d.schedule.params) std::printf(" %s=%s", k.c_str(), v.c_str());
-  std::printf("\n          %s\ncache key %s\n\nloop nest:\n%s", d.schedule.summary.c_str(),
-              d.cache_key.c_str(), artifact("loop_nest.txt").c_str());
+
+  registry::ScheduleEnv env;
+  for (const auto& [name, v] : scalar_options(a)) env.values[name] = v;
+  const bool one_size = a.has("n");
+  if (one_size) {
+    const int64_t n = a.get_int("n", 0);
+    if (n < 1) throw UsageError("--n must be at least 1");
+    env.n = n;
+  }
+  if (a.has("json")) {
+    nlohmann::json j = {{"variant", k.descriptor.variant},
+                        {"source", k.origin},
+                        {"descriptor", nlohmann::json::parse(registry::to_json(k.descriptor))},
+                        {"schedule", k.schedule}};
+    if (one_size) {
+      nlohmann::json taken = nlohmann::json::object();
+      for (const auto& f : k.schedule["funcs"]) {
+        for (const auto& st : f["stages"]) {
+          registry::CaseChoice c = registry::choose_case(st, env);
+          taken[st.value("name", "?")] =
+              c.index ? nlohmann::json(*c.index + 1) : nlohmann::json(c.depends_on);
+        }
+      }
+      j["case_taken"] = taken;
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << header_text(k) << "\n"
+            << registry::render_schedule(k.schedule, one_size ? &env : nullptr);
+  if (!one_size) std::cout << sample_choices(k.schedule, env);
   return 0;
 }
 

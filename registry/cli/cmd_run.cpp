@@ -26,7 +26,7 @@ registry::DType dtype_of(const npy::Array& arr, const std::string& file) {
 int cmd_run(const Args& a) {
   if (!a.has("out")) throw UsageError("--out DIR is required");
   auto reg = Registry::open(registry_dir(a));
-  Kernel& k = reg->select(a.positional.at(0), attr_options(a), a.get("isa"));
+  Kernel& k = op_kernel(*reg, a, a.positional.at(0));
   if (a.has("threads")) reg->set_num_threads(static_cast<int>(a.get_int("threads", 0)));
 
   // Read every input before anything runs or is written.

@@ -20,6 +20,23 @@ std::string cache_dir(const Args& a) {
   return a.has("cache-dir") ? a.get("cache-dir") : cache::CompileCache::default_root();
 }
 
+OptionSpec variant_option() {
+  return {"variant", "ID",
+          "this variant by id (e.g. an autoscheduled ..._avx512__auto) instead of --attr/--isa"};
+}
+
+Kernel& op_kernel(Registry& reg, const Args& a, const std::string& op) {
+  if (!a.has("variant")) return reg.select(op, attr_options(a), a.get("isa"));
+  if (a.has("attr") || a.has("isa"))
+    throw UsageError("--variant picks attrs and ISA: drop --attr/--isa");
+  Kernel& k = reg.load(a.get("variant"));
+  if (k.descriptor().op != op) {
+    throw UsageError("variant " + a.get("variant") + " is a variant of " + k.descriptor().op +
+                     ", not of " + op);
+  }
+  return k;
+}
+
 const std::vector<Command>& commands() {
   static const OptionSpec json{"json", "", "machine-readable output"};
   static const OptionSpec attr{"attr", "NAME=VALUE", "select the variant with this attr", true};
@@ -48,17 +65,56 @@ const std::vector<Command>& commands() {
         {registry_option(), json}},
        cmd_describe},
       {{"inspect",
-        "OP",
-        "Show a registered kernel's schedule: loop nest, or its stmt / HTML / assembly",
+        "OP|VARIANT",
+        "Show a registered kernel's schedule: loops with kinds and widths, splits and tails, "
+        "specializations and which one N takes; or its stmt / HTML / assembly / LLVM IR",
         {registry_option(),
          cache_option(),
          attr,
          isa,
+         {"n", "N", "mark the case each stage takes for N elements (and evaluate chunk sizes)"},
+         {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
+         {"set", "NAME=VALUE",
+          "preview with this schedule param changed (vector, unroll, tasks, chunk, "
+          "serial_below): compiled into the cache, not the registry",
+          true},
+         {"rules", "PATH", "rule files a previewed op comes from", true},
          {"stmt", "", "print the lowered Halide IR (stmt)"},
          {"html", "FILE", "write Halide's stmt_html view to FILE"},
          {"asm", "", "print the assembly"},
-         {"header", "", "print the kernel's C header"}}},
+         {"llvm", "", "print the LLVM IR"},
+         {"header", "", "print the kernel's C header"},
+         {"loop-nest", "", "print Halide's own print_loop_nest output"},
+         {"schedule", "", "print the Adams2019 .schedule.h of an autoscheduled variant"},
+         json}},
        cmd_inspect},
+      {{"diff",
+        "A [B]",
+        "Compare two variants' schedules (params, target, loop nests); with --set, B is a "
+        "preview of A (or of B) under those schedule params",
+        {registry_option(),
+         cache_option(),
+         attr,
+         isa,
+         {"set", "NAME=VALUE", "preview B with this schedule param changed (cache only)", true},
+         {"rules", "PATH", "rule files a previewed op comes from", true},
+         {"context", "N", "unchanged lines shown around each change (default 3)"}}},
+       cmd_diff},
+      {{"report",
+        "",
+        "Write a static HTML page of the whole op library: descriptors, schedules, links to "
+        "stmt_html and assembly, GB/s against N next to the bandwidth kernel",
+        {registry_option(),
+         cache_option(),
+         {"html", "DIR", "where the report goes (replaces an earlier report there)"},
+         {"only", "OP", "report only this op (repeatable)", true},
+         {"sizes", "LIST", "N values to measure, comma-separated (default 1e3,1e4,1e5,1e6,1e7)"},
+         {"budget-ms", "MS", "time per kernel per size (default 40)"},
+         {"scalar", "NAME=VALUE",
+          "a scalar's value for every op that has it (default: 0.5, integers 1, as bench)", true},
+         {"threads", "N", "threads for the kernels (default 2)"},
+         {"no-bench", "", "leave out the measurements (descriptors and schedules only)"}}},
+       cmd_report},
       {{"run",
         "OP",
         "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
@@ -67,6 +123,7 @@ const std::vector<Command>& commands() {
          {"scalar", "NAME=VALUE", "a run-time scalar argument", true},
          attr,
          isa,
+         variant_option(),
          {"out", "DIR", "where outputs go (created if missing)"},
          {"threads", "N", "Halide thread pool size (default: all cores)"}}},
        cmd_run},
@@ -80,17 +137,30 @@ const std::vector<Command>& commands() {
          {"indices", "K", "sparse ops: indexed rows per call (default: rows)"},
          attr,
          isa,
+         variant_option(),
          {"threads", "N", "threads for the op (default 2)"},
          {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
          {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
          json}},
        cmd_bench},
+      {{"profile",
+        "FILE.json",
+        "Time a step of op calls (a JSON list of ops and shapes): per-op time, GB/s and % of "
+        "the same-traffic bandwidth kernel, sorted",
+        {registry_option(),
+         isa,
+         {"steps", "K", "timed steps (default: about 1 s of op time, at least 5)"},
+         {"threads", "N", "Halide thread pool size (default 2)"},
+         {"by-call", "", "one row per call (label) instead of per op"},
+         json}},
+       cmd_profile},
       {{"check",
         "OP",
         "Compare a registered kernel with the fp64 golden of its declaration on random data",
         {registry_option(),
          attr,
          isa,
+         variant_option(),
          {"n", "N", "elements per tensor (default 1e5)"},
          {"rows", "R", "sparse ops: rows of the states (default 1000)"},
          {"cols", "C", "sparse ops: columns (default 17)"},
@@ -100,6 +170,14 @@ const std::vector<Command>& commands() {
          {"rules", "PATH", "rule files the op may come from", true},
          json}},
        cmd_check},
+      {{"autoschedule",
+        "[OP...]",
+        "Regenerate the Adams2019 schedule files of the op table's autoscheduled variants "
+        "(default: every one)",
+        {{"out", "DIR", "where <variant>.schedule.h go (default: " + default_schedules_dir() + ")"},
+         {"check", "", "compare a regeneration with the files in DIR; exit 1 if any differs"},
+         json}},
+       cmd_autoschedule},
       {{"new",
         "NAME",
         "Write a commented starter rule NAME.rule",

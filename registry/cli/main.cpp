@@ -1,4 +1,5 @@
 // opforge: regenerate, list, describe, inspect, run and benchmark the op library.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -10,9 +11,11 @@ namespace {
 
 void print_usage() {
   std::cout << "usage: opforge COMMAND [options]   (opforge COMMAND --help for details)\n\n";
+  size_t width = 12;  // the longest command name, two spaces either side
+  for (const auto& c : opforge::cli::commands()) width = std::max(width, c.spec.name.size() + 4);
   for (const auto& c : opforge::cli::commands()) {
     std::string left = "  " + c.spec.name;
-    left.resize(12, ' ');
+    left.resize(width, ' ');
     std::cout << left << c.spec.summary << "\n";
   }
 }

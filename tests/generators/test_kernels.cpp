@@ -2,11 +2,14 @@
 // in place (states are updated where they lie, as the runtime passes them aliased), on
 // random data with fixed seeds, at sizes that hit every tail (1, 5, 17), the serial path
 // (1000), the parallel path with ragged chunks (65543) and a large tensor (1 << 20).
+// Autoscheduled twins ("__auto", Adams2019 schedules) are loaded by id and run the same
+// checks, plus a size ragged across their fixed 131072-element parallel tiles.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <set>
 
+#include "generators/auto_schedules.h"
 #include "generators/op_table.h"
 #include "generators/reference.h"
 #include "opforge/runtime.hpp"
@@ -15,20 +18,25 @@
 namespace opforge::testing {
 namespace {
 
-const size_t kSizes[] = {1, 5, 17, 1000, 65543, 1 << 20};
+const std::vector<size_t> kSizes = {1, 5, 17, 1000, 65543, 1 << 20};
+// Adams2019 tiles the 1<<20 estimate into parallel chunks of 131072: three and a ragged tail.
+const size_t kAutoExtraSize = 3 * 131072 + 17;
 
 struct Worst {
   double excess = 0;  // max of |err| / (atol + rtol*|ref|)
   std::string where;
 };
 
+// `variant` empty: the variant select() picks for (op, attrs, isa); else that variant by id.
 void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, const std::string& isa,
-                   Worst& worst) {
-  Kernel& k = reg.select(op, attrs, isa);
+                   Worst& worst, const std::string& variant = "") {
+  Kernel& k = variant.empty() ? reg.select(op, attrs, isa) : reg.load(variant);
   const registry::Descriptor& d = k.descriptor();
   const Reference* ref = find_reference(op);
   REQUIRE_MESSAGE(ref, "no fp64 reference registered for op " << op);
-  for (size_t n : kSizes) {
+  std::vector<size_t> sizes = kSizes;
+  if (!variant.empty()) sizes.push_back(kAutoExtraSize);
+  for (size_t n : sizes) {
     std::mt19937 rng(static_cast<unsigned>(1000003 * n + 17));
     Tensors t;
     Scalars s;
@@ -75,7 +83,7 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
   }
   REQUIRE_MESSAGE(runnable.count("avx2"), "this CPU cannot run the AVX2 baseline");
   if (!runnable.count("avx512")) MESSAGE("CPU lacks AVX-512: only AVX2 variants run here");
-  int checked = 0;
+  int checked = 0, checked_auto = 0;
   for (const auto& row : generators::op_table()) {
     // Sparse forms: test_sparse_ops.cpp applies the dense formula row by row.
     if (row.decl->sparse()) continue;
@@ -88,6 +96,24 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
       MESSAGE(id << ": worst error " << worst.excess << "x of tolerance at " << worst.where);
       ++checked;
     }
+    for (const auto& isa : row.autoschedule) {
+      if (!runnable.count(isa)) continue;
+      const std::string hand = generators::variant_id(*row.decl, attrs, isa);
+      const std::string id = generators::auto_variant_id(hand);
+      // Same op, attrs and ISA: select() keeps the hand schedule, by default and forced.
+      CHECK(reg->select(row.decl->name(), attrs, isa).descriptor().variant == hand);
+      CHECK(reg->load(id).descriptor().schedule.recipe == generators::kAutoRecipe);
+      Worst worst;
+      check_variant(*reg, row.decl->name(), attrs, isa, worst, id);
+      MESSAGE(id << ": worst error " << worst.excess << "x of tolerance at " << worst.where);
+      ++checked_auto;
+    }
+  }
+  if (runnable.count("avx512")) {
+    int auto_rows = 0;
+    for (const auto& row : generators::op_table()) auto_rows += !row.autoschedule.empty();
+    CHECK(auto_rows > 0);
+    CHECK(checked_auto >= auto_rows);
   }
   int dense_rows = 0;
   for (const auto& row : generators::op_table()) dense_rows += !row.decl->sparse();

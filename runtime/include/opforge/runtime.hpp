@@ -84,15 +84,22 @@ class Registry {
 
   // Picks the variant of `op` whose attrs match (unspecified attrs take their defaults) and
   // whose ISA the CPU supports, best priority first; `isa` forces one ("" = auto,
-  // $OPFORGE_ISA overrides auto). Loads it on first use.
+  // $OPFORGE_ISA overrides auto), and the best priority among that ISA's variants wins
+  // (hand schedules rank above their autoscheduled twins). Loads it on first use.
   Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs = {},
                  const std::string& isa = "");
+  // Loads one variant by id (e.g. an autoscheduled "..._avx512__auto", which select() never
+  // prefers over its hand-scheduled twin). Throws Error for an unknown id (with a suggestion)
+  // or a CPU without the variant's features.
+  Kernel& load(const std::string& variant);
 
   void set_num_threads(int n);  // shared Halide thread pool; 0 = Halide's default
 
  private:
   Registry() = default;
   void* runtime_handle();  // the shared Halide runtime, loaded once
+  // dlopen + metadata check, once per variant.
+  Kernel& load_descriptor(const registry::Descriptor& d);
   std::string dir_;
   registry::Index index_;
   void* runtime_ = nullptr;

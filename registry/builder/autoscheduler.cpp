@@ -1,0 +1,213 @@
+#include "registry/builder/autoscheduler.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "dsl/optimizer_pipeline.h"
+#include "generators/auto_schedules.h"
+
+#ifndef OPFORGE_HALIDE_VERSION
+#define OPFORGE_HALIDE_VERSION "unknown"
+#endif
+
+namespace opforge::builder {
+
+namespace {
+
+void load_plugin_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string& path = generators::autoschedule_settings().plugin;
+    if (access(path.c_str(), R_OK) != 0) {
+      throw std::runtime_error(path +
+                               ": Adams2019 autoscheduler plugin not found (libhalide14-0-dev "
+                               "ships it as libautoschedule_adams2019.so)");
+    }
+    Halide::load_plugin(path);
+  });
+}
+
+void pin_environment() {
+  const auto& s = generators::autoschedule_settings();
+  for (const auto& k : s.unset) unsetenv(k.c_str());
+  for (const auto& [k, v] : s.env) setenv(k.c_str(), v.c_str(), 1);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to, int* count) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+    ++*count;
+  }
+  return s;
+}
+
+std::string indent(const std::string& body, const std::string& pad) {
+  std::string out;
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);) out += (line.empty() ? "" : pad) + line + "\n";
+  return out;
+}
+
+// `words` (space-separated, leading space) as comment lines of at most 96 columns.
+std::string wrap(const std::string& prefix, const std::string& words) {
+  std::string out, line = prefix;
+  std::istringstream in(words);
+  for (std::string w; in >> w;) {
+    if (line.size() > prefix.size() && line.size() + 1 + w.size() > 96) {
+      out += line + "\n";
+      line = prefix;
+    }
+    line += " " + w;
+  }
+  return out + line + "\n";
+}
+
+std::string attrs_text(const dsl::AttrValues& attrs) {
+  std::string s;
+  for (const auto& [k, v] : attrs) s += (s.empty() ? "" : ", ") + k + "=" + v;
+  return s.empty() ? "none" : s;
+}
+
+// The target as Halide's schedule files print it: without features irrelevant to scheduling.
+std::string target_text(Halide::Target t) {
+  for (auto f : {Halide::Target::CPlusPlusMangling, Halide::Target::NoRuntime,
+                 Halide::Target::UserContext}) {
+    t = t.without_feature(f);
+  }
+  return t.to_string();
+}
+
+}  // namespace
+
+std::vector<AutoscheduledVariant> autoscheduled_variants(
+    const std::vector<generators::VariantSpec>& rows, const std::vector<std::string>& ops) {
+  std::set<std::string> wanted(ops.begin(), ops.end()), found;
+  std::vector<AutoscheduledVariant> out;
+  for (const auto& row : rows) {
+    if (!wanted.empty() && !wanted.count(row.decl->name())) continue;
+    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
+    for (const auto& isa_name : row.autoschedule) {
+      const std::string hand = generators::variant_id(*row.decl, attrs, isa_name);
+      out.push_back(
+          {generators::auto_variant_id(hand), hand, row.decl, attrs, generators::isa(isa_name)});
+      found.insert(row.decl->name());
+    }
+  }
+  for (const auto& op : wanted) {
+    if (!found.count(op)) {
+      std::string known;
+      std::set<std::string> listed;
+      for (const auto& row : rows) {
+        if (!row.autoschedule.empty() && listed.insert(row.decl->name()).second) {
+          known += (known.empty() ? "" : ", ") + row.decl->name();
+        }
+      }
+      throw std::runtime_error("op '" + op + "' has no autoscheduled variant in the op table " +
+                               "(set `autoschedule` on its row; autoscheduled ops: " + known + ")");
+    }
+  }
+  return out;
+}
+
+std::string guard_tails(const std::string& source, TailRewrites* counts) {
+  TailRewrites n;
+  std::string out = replace_all(source, "TailStrategy::ShiftInwards", "TailStrategy::GuardWithIf",
+                                &n.shift_inwards);
+  out = replace_all(out, "TailStrategy::RoundUp", "TailStrategy::GuardWithIf", &n.round_up);
+  if (counts) *counts = n;
+  return out;
+}
+
+std::string schedule_file_path(const std::string& dir, const std::string& variant) {
+  return dir + "/" + variant + ".schedule.h";
+}
+
+std::string generate_schedule_file(const AutoscheduledVariant& v) {
+  const auto& s = generators::autoschedule_settings();
+  load_plugin_once();
+  const Halide::Target target =
+      Halide::Target(v.isa.halide_target).with_feature(Halide::Target::NoRuntime);
+  dsl::OptimizerPipeline p =
+      dsl::build_optimizer_pipeline(*v.decl, v.attrs, {}, target, /*scheduled=*/false);
+  // One autoscheduler run at a time: the environment and std::cerr are process-wide.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  pin_environment();
+  // Adams2019 reports its passes on std::cerr: kept out of the tool's output.
+  std::ostringstream log;
+  std::streambuf* old = std::cerr.rdbuf(log.rdbuf());
+  Halide::AutoSchedulerResults r;
+  try {
+    r = p.pipeline.auto_schedule(s.autoscheduler, target, s.machine_params());
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  if (r.schedule_source.empty()) {
+    throw std::runtime_error(v.variant + ": " + s.autoscheduler + " returned no schedule");
+  }
+  TailRewrites tails;
+  const std::string body = guard_tails(r.schedule_source, &tails);
+
+  std::string set, unset;
+  for (const auto& [k, val] : s.env) set += " " + k + "=" + val;
+  for (const auto& k : s.unset) unset += " " + k;
+  std::ostringstream f;
+  f << "// " << s.autoscheduler << " schedule of " << v.variant << ":\n"
+    << "// op " << v.decl->name() << ", attrs " << attrs_text(v.attrs) << ", ISA " << v.isa.name
+    << ";\n// the autoscheduled twin of " << v.hand << ".\n"
+    << "// Generated by `opforge autoschedule " << v.decl->name()
+    << "`: regenerate rather than edit; the same Halide\n"
+    << "// and settings give these bytes again. `opforge build` applies it as it stands, and its\n"
+    << "// SHA-256 is part of the variant's cache key (an edit recompiles the variant).\n"
+    << "//\n"
+    << "// Pinned HL_* environment (set, then unset), whatever the caller's:\n"
+    << wrap("//  ", set) << wrap("//  ", unset) << "// Machine params: " << r.machine_params_string
+    << " (parallelism, last-level cache bytes, balance).\n"
+    << "// Estimates: every tensor 1048576 elements (1 << 20), every scalar 1.\n"
+    << "// Halide " << OPFORGE_HALIDE_VERSION
+    << ", Adams2019 plugin with its built-in baseline weights.\n"
+    << "//\n"
+    << "// opforge rewrote " << tails.shift_inwards << " ShiftInwards and " << tails.round_up
+    << " RoundUp tail strategies to GuardWithIf: the kernels\n"
+    << "// run in place (input and output buffers aliased), and a ShiftInwards tail recomputes\n"
+    << "// its last elements from inputs it has already overwritten (wrong results; below one\n"
+    << "// tile it reads before the start); RoundUp would write past the end of the buffers.\n"
+    << "\n"
+    << "#ifndef OPFORGE_" << v.variant << "_SCHEDULE_H\n"
+    << "#define OPFORGE_" << v.variant << "_SCHEDULE_H\n"
+    << "\n"
+    << "// MACHINE GENERATED -- DO NOT EDIT\n"
+    << "// This schedule was automatically generated by " << s.autoscheduler << "\n"
+    << "// for target=" << target_text(target) << "  // NOLINT\n"
+    << "// with machine_params=" << r.machine_params_string << "\n"
+    << "\n"
+    << "#include \"Halide.h\"\n"
+    << "\n"
+    << "namespace opforge::schedules {\n"
+    << "\n"
+    << "inline void apply_schedule_" << v.variant << "(\n"
+    << "    ::Halide::Pipeline pipeline,\n"
+    << "    ::Halide::Target target\n"
+    << ") {\n"
+    << "    using ::Halide::Func;\n"
+    << "    using ::Halide::MemoryType;\n"
+    << "    using ::Halide::RVar;\n"
+    << "    using ::Halide::TailStrategy;\n"
+    << "    using ::Halide::Var;\n"
+    << indent(body, "    ") << "}\n"
+    << "\n"
+    << "}  // namespace opforge::schedules\n"
+    << "\n"
+    << "#endif  // OPFORGE_" << v.variant << "_SCHEDULE_H\n";
+  return f.str();
+}
+
+}  // namespace opforge::builder

@@ -1,0 +1,45 @@
+// Generates the Adams2019 schedule files of the op table's autoscheduled variants
+// (`opforge autoschedule`). The files are checked in and compiled into opforge
+// (generators/auto_schedules.h); `opforge build` only applies them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "generators/isa.h"
+#include "generators/op_table.h"
+
+namespace opforge::builder {
+
+// One autoscheduled variant of the table: an (op, attrs) row and one of its autoschedule ISAs.
+struct AutoscheduledVariant {
+  std::string variant;  // "<hand id>__auto"
+  std::string hand;     // the hand-scheduled twin's id
+  const dsl::OptimizerDecl* decl;
+  dsl::AttrValues attrs;  // resolved
+  generators::Isa isa;
+};
+
+// Every autoscheduled variant of `rows`, in table order; `ops` (op names) filters, empty =
+// all. Throws std::runtime_error for a name in `ops` that has no autoscheduled variant.
+std::vector<AutoscheduledVariant> autoscheduled_variants(
+    const std::vector<generators::VariantSpec>& rows, const std::vector<std::string>& ops = {});
+
+// Runs Adams2019 (plugin loaded once per process) on the variant's unscheduled pipeline with
+// the pinned settings (generators::autoschedule_settings(): HL_* set/unset first, machine
+// params) and returns the schedule file's text: a header comment, Halide's .schedule.h layout
+// with apply_schedule_<variant> in namespace opforge::schedules, and every ShiftInwards and
+// RoundUp tail rewritten (guard_tails). The same inputs give the same bytes.
+std::string generate_schedule_file(const AutoscheduledVariant& v);
+
+// The tail rewrite applied to Adams2019's output, safe in place: every
+// TailStrategy::ShiftInwards and TailStrategy::RoundUp becomes GuardWithIf.
+struct TailRewrites {
+  int shift_inwards = 0, round_up = 0;  // how many of each were rewritten
+};
+std::string guard_tails(const std::string& schedule_source, TailRewrites* counts = nullptr);
+
+// "<dir>/<variant>.schedule.h".
+std::string schedule_file_path(const std::string& dir, const std::string& variant);
+
+}  // namespace opforge::builder

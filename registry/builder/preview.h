@@ -1,0 +1,32 @@
+// Schedule previews: a registered variant recompiled with some schedule params changed
+// (`opforge inspect OP --set vector=8`), into the compile cache only. The registry is not
+// touched; the preview's artifacts (schedule.json, stmt, asm, ...) are read from the entry.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "registry/cache/compile_cache.h"
+#include "registry/format/descriptor.h"
+
+namespace opforge::builder {
+
+struct PreviewResult {
+  registry::Descriptor descriptor;  // as the registry would describe the preview
+  std::string key;
+  bool hit = false;
+  double compile_ms = 0;
+  cache::Entry entry;
+};
+
+// `registered`: the descriptor of a registry variant (built-in op, or an op of the rule files
+// under `rules`). `set`: schedule params to override, by name (checked against the recipe's
+// declared ranges; an unknown name or an out-of-range value throws std::invalid_argument
+// naming it).
+PreviewResult preview_variant(const registry::Descriptor& registered,
+                              const std::map<std::string, int64_t>& set,
+                              const std::string& cache_dir,
+                              const std::vector<std::string>& rules = {});
+
+}  // namespace opforge::builder

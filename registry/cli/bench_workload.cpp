@@ -1,0 +1,84 @@
+#include "registry/cli/bench_workload.h"
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+namespace opforge::cli {
+
+double default_scalar(const registry::Input& in) {
+  return in.dtype == registry::DType::i32 || in.dtype == registry::DType::i64 ? 1.0 : 0.5;
+}
+
+Workload::Workload(const registry::Descriptor& d, int64_t n_,
+                   const std::map<std::string, double>& given)
+    : n(n_) {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      scalars.push_back(
+          {in.name.c_str(), given.count(in.name) ? given.at(in.name) : default_scalar(in)});
+      continue;
+    }
+    const size_t bytes = ((static_cast<size_t>(n) * 4 + 63) / 64) * 64;
+    Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!b) throw std::runtime_error("out of memory for " + in.name);
+    for (int64_t i = 0; i < n; ++i) b.get()[i] = u(rng);
+    tensors.push_back({in.name.c_str(), b.get(), registry::DType::f32, &this->n, 1});
+    buffers.push_back(std::move(b));
+  }
+}
+
+SparseWorkload::SparseWorkload(const registry::Descriptor& d, int64_t rows, int64_t cols,
+                               int64_t count, const std::map<std::string, double>& given)
+    : state_shape{rows, cols}, grad_shape{count, cols}, index_shape{count} {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  std::uniform_int_distribution<int64_t> pick(0, rows - 1);
+  f32.reserve(d.inputs.size());
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      scalars.push_back(
+          {in.name.c_str(), given.count(in.name) ? given.at(in.name) : default_scalar(in)});
+    } else if (in.name == d.shape.indices) {
+      for (int64_t k = 0; k < count; ++k) idx64.push_back(pick(rng));
+      idx32.assign(idx64.begin(), idx64.end());
+      const bool wide = in.dtype == registry::DType::i64;
+      tensors.push_back({in.name.c_str(), wide ? static_cast<void*>(idx64.data()) : idx32.data(),
+                         in.dtype, index_shape.data(), 1});
+    } else {
+      const bool state = in.role == registry::Input::Role::state;
+      f32.emplace_back(static_cast<size_t>((state ? rows : count) * cols));
+      for (float& x : f32.back()) x = u(rng);
+      tensors.push_back({in.name.c_str(), f32.back().data(), registry::DType::f32,
+                         state ? state_shape.data() : grad_shape.data(), 2});
+    }
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double bytes_per_element(const registry::Descriptor& d) {
+  return static_cast<double>(d.traffic.bytes_read_per_element) +
+         static_cast<double>(d.traffic.bytes_written_per_element);
+}
+
+Kernel* bandwidth_kernel(Registry& reg, const registry::Descriptor& d) {
+  if (!d.bandwidth_op.empty()) return &reg.select(d.bandwidth_op, {}, d.target.isa);
+  for (const auto& op : reg.ops()) {
+    const auto vs = reg.variants(op);
+    if (vs.empty() || vs.front().kind != "bandwidth") continue;
+    const registry::Traffic& t = vs.front().traffic;
+    if (t.bytes_read_per_element == d.traffic.bytes_read_per_element &&
+        t.bytes_written_per_element == d.traffic.bytes_written_per_element) {
+      return &reg.select(op, {}, d.target.isa);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace opforge::cli

@@ -1,0 +1,74 @@
+// What `opforge bench` and `opforge profile` share: seeded tensors and scalars for one kernel
+// call (dense or sparse), timing one call, medians, bytes moved, and the same-traffic
+// bandwidth kernel an op is compared with.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opforge/runtime.hpp"
+
+namespace opforge::cli {
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+
+// Scalars not given: 0.5, or 1 for integer ones (a step count).
+double default_scalar(const registry::Input& in);
+
+// Tensors and scalars for one dense kernel, `n` elements per tensor: positive values keep
+// sqrt() and divisions tame. The views point into the object: neither copyable nor movable.
+struct Workload {
+  std::vector<Buffer> buffers;
+  std::vector<TensorView> tensors;  // views: the timed call allocates nothing
+  std::vector<ScalarView> scalars;
+  int64_t n;
+
+  Workload(const registry::Descriptor& d, int64_t n_, const std::map<std::string, double>& given);
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+};
+
+// Sparse ops: states [rows, cols], `count` gradient rows at seeded random indices (duplicates
+// possible).
+struct SparseWorkload {
+  std::vector<std::vector<float>> f32;
+  std::vector<int64_t> idx64;
+  std::vector<int32_t> idx32;
+  std::vector<int64_t> state_shape, grad_shape, index_shape;
+  std::vector<TensorView> tensors;
+  std::vector<ScalarView> scalars;
+
+  SparseWorkload(const registry::Descriptor& d, int64_t rows, int64_t cols, int64_t count,
+                 const std::map<std::string, double>& given);
+  SparseWorkload(const SparseWorkload&) = delete;
+  SparseWorkload& operator=(const SparseWorkload&) = delete;
+};
+
+double median(std::vector<double> v);
+
+// Seconds one call of `k` on `w` (a Workload or a SparseWorkload) takes, steady_clock.
+template <class W>
+double time_call(Kernel& k, W& w) {
+  const auto t0 = std::chrono::steady_clock::now();
+  k.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Bytes read plus written per element of the op's tensors (per element of the touched rows
+// for sparse ops), from the descriptor's traffic.
+double bytes_per_element(const registry::Descriptor& d);
+
+// The bandwidth kernel that moves the same bytes per element as `d`, on d's ISA: the
+// descriptor's bandwidth_op; for ops without one (sparse ops), the registry's bandwidth kernel
+// with the same traffic, if any (nullptr otherwise).
+Kernel* bandwidth_kernel(Registry& reg, const registry::Descriptor& d);
+
+}  // namespace opforge::cli

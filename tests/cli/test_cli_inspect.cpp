@@ -1,0 +1,172 @@
+// inspect and diff: the schedule summary names the loop kinds and widths the recipe makes,
+// the case a size takes, the raw views; --set previews compile into the cache and leave the
+// registry byte-identical; diff shows what a param change does to the loop nests.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace opforge::testing {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kAdamAvx2 = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2";
+
+std::vector<std::string> with_cache(std::vector<std::string> args) {
+  return concat(args, {"--cache-dir", test_cache_dir()});
+}
+
+// Every file of the registry with its bytes: a preview must not change any of them.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = slurp(e.path());
+  }
+  return files;
+}
+
+TEST_CASE("inspect: the summary names loop kinds, vector widths and the specializations") {
+  const Result r = opforge_reg(with_cache({"inspect", "apply_adam", "--isa", "avx2"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "variant   " + kAdamAvx2));
+  CHECK(contains(r.out, "recipe    elementwise:"));
+  CHECK(contains(r.out, "vector=8"));
+  CHECK(contains(r.out, "needs cpu features: sse4.1 avx avx2 fma f16c"));
+  CHECK(contains(r.out, "func updated(i): Tuple(float32, float32, float32), output, compute root"));
+  // Parallel chunks for large N, serial below serial_below; AVX2 is 8 fp32 lanes.
+  CHECK(contains(r.out, "case 1: if (updated.0.extent.0 >= 16384)"));
+  CHECK(contains(r.out, "case 2: otherwise"));
+  CHECK(contains(r.out, "parallel   i.io1"));
+  CHECK(contains(r.out, "vectorized i.ii1.v0  (8 lanes)"));
+  CHECK(contains(r.out, "tail GuardWithIf"));
+  CHECK_FALSE(contains(r.out, "ShiftInwards"));
+  CHECK(contains(r.out, "N = 1000 ->  updated: case 2"));
+  CHECK(contains(r.out, "N = 10000000 ->  updated: case 1"));
+
+  const Result avx512 = opforge_reg(with_cache({"inspect", "apply_adam", "--isa", "avx512"}));
+  REQUIRE_MESSAGE(avx512.rc == 0, avx512.all());
+  CHECK(contains(avx512.out, "(16 lanes)"));
+  CHECK(contains(avx512.out, "avx512f"));
+}
+
+TEST_CASE("inspect --n: the case taken and the run-time chunk size") {
+  const Result big = opforge_reg(with_cache({"inspect", kAdamAvx2, "--n", "1e7"}));
+  REQUIRE_MESSAGE(big.rc == 0, big.all());
+  CHECK(contains(big.out, "N = 10000000 takes case 1"));
+  CHECK(contains(big.out, ">= 16384)   <== taken"));
+  // 8 tasks of whole 8-lane vectors: ceil(1e7 / 64) * 8.
+  CHECK(contains(big.out, "(= 1250000)"));
+  const Result small = opforge_reg(with_cache({"inspect", kAdamAvx2, "--n", "100", "--json"}));
+  REQUIRE_MESSAGE(small.rc == 0, small.all());
+  const json j = json::parse(small.out);
+  CHECK(j.at("case_taken").at("updated") == 2);
+  CHECK(j.at("descriptor").at("variant") == kAdamAvx2);
+  CHECK(j.at("schedule").at("format") == "opforge.schedule/1");
+}
+
+TEST_CASE("inspect: a reduction's rfactor stages (apply_lamb)") {
+  const Result r = opforge_reg(with_cache({"inspect", "apply_lamb", "--isa", "avx512"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "[reduction]"));
+  CHECK(contains(r.out, "vectorized lane  (16 lanes)"));
+  CHECK(contains(r.out, "compute root"));
+}
+
+TEST_CASE("inspect: stmt, asm, LLVM IR, header, loop nest and html views") {
+  const std::vector<std::string> base = with_cache({"inspect", "apply_adam", "--isa", "avx2"});
+  const Result stmt = opforge_reg(concat(base, {"--stmt"}));
+  CHECK_MESSAGE(stmt.rc == 0, stmt.err);
+  CHECK(contains(stmt.out, "parallel"));
+  const Result as = opforge_reg(concat(base, {"--asm"}));
+  CHECK_MESSAGE(as.rc == 0, as.err);
+  CHECK(contains(as.out, "ymm"));  // AVX2 vectors
+  const Result ll = opforge_reg(concat(base, {"--llvm"}));
+  CHECK_MESSAGE(ll.rc == 0, ll.err);
+  CHECK(contains(ll.out, "define "));
+  CHECK(contains(ll.out, "<8 x float>"));
+  const Result h = opforge_reg(concat(base, {"--header"}));
+  CHECK(contains(h.out, kAdamAvx2 + "("));
+  const Result nest = opforge_reg(concat(base, {"--loop-nest"}));
+  CHECK(contains(nest.out, "produce updated"));
+
+  TempDir dir;
+  const std::string html = dir / "adam.html";
+  const Result w = opforge_reg(concat(base, {"--html", html}));
+  CHECK_MESSAGE(w.rc == 0, w.err);
+  REQUIRE(fs::exists(html));
+  const std::string text = slurp(html);
+  CHECK(contains(text, "<head>"));  // Halide 14's stmt_html has no <html> element
+  CHECK(contains(text, "<body"));
+}
+
+TEST_CASE("inspect --set: a preview compiles into the cache, the registry stays byte-identical") {
+  const auto before = snapshot(test_registry_dir());
+  const Result r = opforge_reg(with_cache(
+      {"inspect", kAdamAvx2, "--set", "vector=4", "--set", "chunk=4096", "--n", "100000"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "source    preview (cache only, not in the registry;"));
+  CHECK(contains(r.out, "changed   chunk=4096 vector=4"));
+  CHECK(contains(r.out, "by 4096, tail GuardWithIf"));
+  CHECK(contains(r.out, "(4 lanes)"));
+  CHECK(before == snapshot(test_registry_dir()));
+  // The same preview again is a cache hit.
+  const Result again = opforge_reg(
+      with_cache({"inspect", kAdamAvx2, "--set", "vector=4", "--set", "chunk=4096", "--stmt"}));
+  CHECK_MESSAGE(again.rc == 0, again.err);
+  CHECK(contains(again.out, "parallel"));
+  // The registered variant still describes itself as before.
+  const Result reg = opforge_reg(with_cache({"inspect", kAdamAvx2}));
+  CHECK(contains(reg.out, "(8 lanes)"));
+  CHECK(contains(reg.out, "source    registry"));
+}
+
+TEST_CASE("inspect --set: bad params name themselves") {
+  const Result unknown = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "vectr=4"}));
+  CHECK(unknown.rc != 0);
+  CHECK(contains(unknown.err, "unknown schedule param 'vectr'"));
+  const Result range = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "unroll=99"}));
+  CHECK(range.rc != 0);
+  CHECK(contains(range.err, "'unroll' = 99 is outside [1, 8]"));
+  const Result bad = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "vector=abc"}));
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.err, "--set vector=abc"));
+}
+
+TEST_CASE("inspect: a cache without the entry says how to recreate it") {
+  TempDir empty;
+  const Result r =
+      opforge_reg({"inspect", "apply_adam", "--isa", "avx2", "--cache-dir", empty.path().string()});
+  CHECK(r.rc == 1);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "opforge build"));
+}
+
+TEST_CASE("diff: two ISAs, and a variant against its preview") {
+  const std::string avx512 = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx512";
+  const Result isas = opforge_reg(with_cache({"diff", avx512, kAdamAvx2}));
+  REQUIRE_MESSAGE(isas.rc == 0, isas.all());
+  CHECK(contains(isas.out, "--- " + avx512 + " (registry)"));
+  CHECK(contains(isas.out, "param vector: 16 -> 8"));
+  CHECK(contains(isas.out, "isa: avx512 -> avx2"));
+  CHECK(contains(isas.out, "-        vectorized i.ii1.v0  (16 lanes)"));
+  CHECK(contains(isas.out, "+        vectorized i.ii1.v0  (8 lanes)"));
+
+  const Result unroll = opforge_reg(with_cache({"diff", kAdamAvx2, "--set", "unroll=2"}));
+  REQUIRE_MESSAGE(unroll.rc == 0, unroll.all());
+  CHECK(contains(unroll.out, "+++ " + kAdamAvx2 + " with unroll=2 (preview)"));
+  CHECK(contains(unroll.out, "param unroll: 1 -> 2"));
+  CHECK(contains(unroll.out, "unrolled"));
+
+  const Result same = opforge_reg(with_cache({"diff", kAdamAvx2, kAdamAvx2}));
+  CHECK(contains(same.out, "loop nests: identical"));
+  CHECK(contains(same.out, "(no difference)"));
+
+  const Result one = opforge_reg(with_cache({"diff", kAdamAvx2}));
+  CHECK(one.rc != 0);
+  CHECK(contains(one.err, "--set"));
+}
+
+}  // namespace
+}  // namespace opforge::testing

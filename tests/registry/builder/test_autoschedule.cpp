@@ -1,0 +1,169 @@
+// Autoscheduled variants: the checked-in Adams2019 schedule files regenerate byte for byte
+// (whatever HL_* the caller has set), are the ones compiled in, rewrite every unsafe tail,
+// and their text is part of the variant's cache key.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "generators/auto_schedules.h"
+#include "generators/ops.h"
+#include "registry/builder/autoscheduler.h"
+#include "registry/builder/registry_builder.h"
+
+namespace opforge::builder {
+namespace {
+
+const HalideIdentity kHalide{"/usr/lib/libHalide.so", "14.0.0", std::string(64, 'a')};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in, path << ": cannot open (run `opforge autoschedule` and check it in)");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kSchedulesDir = std::string(OPFORGE_SOURCE_DIR) + "/generators/schedules";
+
+TEST_CASE("regenerating every schedule file gives the checked-in bytes, compiled in as is") {
+  const auto variants = autoscheduled_variants(generators::op_table());
+  REQUIRE(variants.size() >= 4);
+  // A caller's HL_* settings must not leak into the schedule.
+  setenv("HL_BEAM_SIZE", "1", 1);
+  setenv("HL_NUM_PASSES", "1", 1);
+  setenv("HL_RANDOM_DROPOUT", "50", 1);
+  setenv("HL_SEED", "12345", 1);
+  for (const auto& v : variants) {
+    CAPTURE(v.variant);
+    const std::string text = generate_schedule_file(v);
+    CHECK(text == slurp(schedule_file_path(kSchedulesDir, v.variant)));
+    CHECK(generate_schedule_file(v) == text);  // twice in one process
+    const generators::AutoSchedule* built_in = generators::find_auto_schedule(v.variant);
+    REQUIRE_MESSAGE(built_in, "not compiled in: rebuild after `opforge autoschedule`");
+    CHECK(built_in->source == text);
+    // Every split tail is safe in place.
+    CHECK(text.find("TailStrategy::ShiftInwards") == std::string::npos);
+    CHECK(text.find("TailStrategy::RoundUp") == std::string::npos);
+    CHECK(text.find("apply_schedule_" + v.variant + "(") != std::string::npos);
+    CHECK(text.find(generators::autoschedule_settings().machine_params_text()) !=
+          std::string::npos);
+  }
+  for (const char* k : {"HL_BEAM_SIZE", "HL_NUM_PASSES", "HL_RANDOM_DROPOUT", "HL_SEED"}) {
+    unsetenv(k);
+  }
+}
+
+TEST_CASE("every compiled-in schedule belongs to an autoscheduled variant of the op table") {
+  std::set<std::string> flagged;
+  for (const auto& v : autoscheduled_variants(generators::op_table())) flagged.insert(v.variant);
+  for (const auto& s : generators::auto_schedules()) {
+    CAPTURE(s.variant);
+    CHECK(flagged.count(s.variant));
+    CHECK(generators::is_auto_variant_id(s.variant));
+  }
+  CHECK_THROWS_WITH_AS(autoscheduled_variants(generators::op_table(), {"apply_adagrad"}),
+                       doctest::Contains("no autoscheduled variant"), std::runtime_error);
+}
+
+TEST_CASE("guard_tails rewrites ShiftInwards and RoundUp to GuardWithIf, and counts them") {
+  TailRewrites n;
+  const std::string out = guard_tails(
+      "updated\n"
+      "    .split(i, i, ii, 8, TailStrategy::ShiftInwards)\n"
+      "    .split(ii, ii, iii, 4, TailStrategy::RoundUp)\n"
+      "    .vectorize(iii);\n"
+      "other\n"
+      "    .split(j, j, ji, 2, TailStrategy::GuardWithIf)\n"
+      "    .split(k, k, ki, 2, TailStrategy::ShiftInwards);\n",
+      &n);
+  CHECK(n.shift_inwards == 2);
+  CHECK(n.round_up == 1);
+  CHECK(out ==
+        "updated\n"
+        "    .split(i, i, ii, 8, TailStrategy::GuardWithIf)\n"
+        "    .split(ii, ii, iii, 4, TailStrategy::GuardWithIf)\n"
+        "    .vectorize(iii);\n"
+        "other\n"
+        "    .split(j, j, ji, 2, TailStrategy::GuardWithIf)\n"
+        "    .split(k, k, ki, 2, TailStrategy::GuardWithIf);\n");
+}
+
+TEST_CASE("the key of an autoscheduled variant covers the schedule file's text") {
+  const auto& adam = generators::apply_adam();
+  const dsl::AttrValues attrs = adam.resolve_attrs({});
+  const Halide::Target t = Halide::Target(generators::isa("avx512").halide_target)
+                               .with_feature(Halide::Target::NoRuntime);
+  const std::string hand = generators::variant_id(adam, attrs, "avx512");
+  const std::string id = generators::auto_variant_id(hand);
+  const generators::AutoSchedule* s = generators::find_auto_schedule(id);
+  REQUIRE(s);
+  auto key = [&](const std::string& text) {
+    return auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(adam, attrs, t, id),
+                           text)
+        .hex_digest();
+  };
+  const std::string base = key(s->source);
+  CHECK(key(s->source) == base);  // built again: same key
+  CHECK(key(s->source + "\n") != base);
+  std::string edited = s->source;
+  edited.replace(edited.find("131072"), 6, "65536");
+  CHECK(key(edited) != base);
+  // Not the hand variant's key, and it names what it hashes.
+  CHECK(
+      kernel_key(kHalide, t, id, dsl::build_optimizer_pipeline(adam, attrs, {}, t)).hex_digest() !=
+      base);
+  const auto parts =
+      auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(adam, attrs, t, id),
+                      s->source)
+          .parts();
+  std::set<std::string> names;
+  for (const auto& [name, value] : parts) names.insert(name);
+  CHECK(names.count("autoscheduler"));
+  CHECK(names.count("autoschedule_settings"));
+  CHECK(names.count("schedule_file_sha256"));
+}
+
+TEST_CASE("planning adds the __auto twin below its hand variant, and names a missing file") {
+  const auto plan = plan_variants(generators::op_table(), {"apply_adam"}, kHalide);
+  const PlannedVariant *hand = nullptr, *twin = nullptr;
+  for (const auto& v : plan) {
+    if (v.id == "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx512") hand = &v;
+    if (v.id == "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx512__auto") twin = &v;
+  }
+  REQUIRE(hand);
+  REQUIRE(twin);
+  CHECK(twin->pipeline.schedule_recipe == generators::kAutoRecipe);
+  CHECK(twin->pipeline.algorithm == hand->pipeline.algorithm);  // the same computation
+  CHECK(twin->isa.priority < hand->isa.priority);
+  for (const auto& v : plan) {
+    if (v.isa.name == "avx2") CHECK(twin->isa.priority < v.isa.priority);
+  }
+  CHECK(twin->key.hex_digest() != hand->key.hex_digest());
+  const registry::Descriptor d = make_descriptor(*twin, "14.0.0");
+  CHECK(d.schedule.recipe == "adams2019");
+  CHECK(d.schedule.summary.find("Adams2019") != std::string::npos);
+  CHECK(d.attr_values() == make_descriptor(*hand, "14.0.0").attr_values());
+
+  // A flagged row whose schedule file is not compiled in.
+  const auto& gd = generators::apply_gradient_descent();
+  const Halide::Target t =
+      Halide::Target(generators::isa("avx2").halide_target).with_feature(Halide::Target::NoRuntime);
+  std::vector<generators::VariantSpec> rows = {{&gd, {}, {"avx2"}, {}, {"avx2"}}};
+  CHECK_THROWS_WITH_AS(plan_variants(rows, {}, kHalide),
+                       doctest::Contains("opforge autoschedule apply_gradient_descent"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(generators::auto_scheduled_pipeline(gd, {}, t, "no_such__auto"),
+                       doctest::Contains("generators/schedules/no_such__auto.schedule.h"),
+                       std::runtime_error);
+  // A row narrowed to ISAs without twins (a preview) plans no twin.
+  rows = {{&gd, {}, {"avx2"}, {}, {"avx512"}}};
+  const auto narrowed = plan_variants(rows, {}, kHalide);
+  REQUIRE(narrowed.size() == 1);
+  CHECK(narrowed[0].id == "apply_gradient_descent__f32__avx2");
+}
+
+}  // namespace
+}  // namespace opforge::builder
