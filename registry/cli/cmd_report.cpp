@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -41,6 +42,7 @@ std::string fmt(const char* f, double v);
 struct Point {
   int64_t n;
   double op_gbs, bw_gbs;
+  double auto_gbs = 0;  // the op's autoscheduled twin, when it has one
 };
 
 struct VariantPage {
@@ -53,7 +55,7 @@ struct VariantPage {
 struct OpPage {
   std::string op;
   std::vector<VariantPage> variants;
-  std::string measured_variant, bandwidth_variant, note;
+  std::string measured_variant, bandwidth_variant, twin_variant, note;
   std::string conditions;  // the scalars measured with, and the cases they select
   std::vector<Point> points;
 };
@@ -113,22 +115,28 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return out;
 }
 
-// Op and bandwidth kernel alternately until each has used `budget` seconds (5 to 2000 calls):
-// medians of interleaved calls, as `opforge bench` measures.
-Point measure(Kernel& op, Kernel& bw, int64_t n, double budget,
+// Op, bandwidth kernel (and the op's autoscheduled twin) in turn until each has used
+// `budget` seconds (5 to 2000 calls): medians of interleaved calls, as `opforge bench`.
+Point measure(Kernel& op, Kernel& bw, Kernel* twin, int64_t n, double budget,
               const std::map<std::string, double>& scalars) {
   Workload wo(op.descriptor(), n, scalars);
   Workload wb(bw.descriptor(), n, {});
+  std::unique_ptr<Workload> wt;
+  if (twin) wt = std::make_unique<Workload>(twin->descriptor(), n, scalars);
   time_call(op, wo), time_call(bw, wb);  // warm-up: page faults, thread pool start
-  std::vector<double> to, tb;
+  if (twin) time_call(*twin, *wt);
+  std::vector<double> to, tb, tt;
   double spent_o = 0, spent_b = 0;
   while (to.size() < 5 || ((spent_o < budget || spent_b < budget) && to.size() < 2000)) {
     to.push_back(time_call(op, wo)), spent_o += to.back();
     tb.push_back(time_call(bw, wb)), spent_b += tb.back();
+    if (twin) tt.push_back(time_call(*twin, *wt));
   }
   const double nd = static_cast<double>(n);
-  return {n, bytes_per_element(op.descriptor()) * nd / median(to) / 1e9,
+  Point p{n, bytes_per_element(op.descriptor()) * nd / median(to) / 1e9,
           bytes_per_element(bw.descriptor()) * nd / median(tb) / 1e9};
+  if (twin) p.auto_gbs = bytes_per_element(twin->descriptor()) * nd / median(tt) / 1e9;
+  return p;
 }
 
 std::string cpu_model() {
@@ -220,22 +228,35 @@ std::string op_section(const OpPage& p) {
     o << "<h3>Throughput</h3>\n<p class=\"meta\">" << html_escape(p.measured_variant)
       << " against the bandwidth kernel that moves the same bytes ("
       << html_escape(p.bandwidth_variant) << "), interleaved medians in one process; "
-      << html_escape(p.conditions) << ".</p>\n";
-    std::vector<std::pair<double, double>> op_pts, bw_pts;
+      << html_escape(p.conditions) << "."
+      << (p.twin_variant.empty()
+              ? ""
+              : " Its autoscheduled twin " + p.twin_variant + " runs in the same loop.")
+      << "</p>\n";
+    std::vector<std::pair<double, double>> op_pts, bw_pts, auto_pts;
     for (const auto& pt : p.points) {
       op_pts.push_back({static_cast<double>(pt.n), pt.op_gbs});
       bw_pts.push_back({static_cast<double>(pt.n), pt.bw_gbs});
+      if (pt.auto_gbs > 0) auto_pts.push_back({static_cast<double>(pt.n), pt.auto_gbs});
     }
-    o << svg_line_plot(
-             {{p.op, "#1f6fb2", false, op_pts}, {"bandwidth kernel", "#777", true, bw_pts}},
-             "N (elements per tensor)", "GB/s")
+    const bool twin = !p.twin_variant.empty();
+    o << svg_line_plot({{p.op + (twin ? " (hand)" : ""), "#1f6fb2", false, op_pts},
+                        {"Adams2019 twin", "#d9822b", false, auto_pts},
+                        {"bandwidth kernel", "#777", true, bw_pts}},
+                       "N (elements per tensor)", "GB/s")
       << "\n<table><tr><th>N</th><th>op GB/s</th><th>bandwidth GB/s</th><th>% of bandwidth"
-         "</th></tr>\n";
+      << (twin ? "</th><th>Adams2019 GB/s</th><th>Adams2019 % of bandwidth" : "") << "</th></tr>\n";
     for (const auto& pt : p.points) {
       const double pct = 100 * pt.op_gbs / pt.bw_gbs;
       o << "<tr><td class=\"num\">" << pt.n << "</td><td class=\"num\">" << fmt("%.2f", pt.op_gbs)
         << "</td><td class=\"num\">" << fmt("%.2f", pt.bw_gbs) << "</td><td class=\"num "
-        << pct_class(pct) << "\">" << fmt("%.0f%%", pct) << "</td></tr>\n";
+        << pct_class(pct) << "\">" << fmt("%.0f%%", pct);
+      if (twin) {
+        const double apct = 100 * pt.auto_gbs / pt.bw_gbs;
+        o << "</td><td class=\"num\">" << fmt("%.2f", pt.auto_gbs) << "</td><td class=\"num "
+          << pct_class(apct) << "\">" << fmt("%.0f%%", apct);
+      }
+      o << "</td></tr>\n";
     }
     o << "</table>\n";
   } else if (!p.note.empty()) {
@@ -368,7 +389,15 @@ int cmd_report(const Args& a) {
           if (v.d.variant == page.measured_variant) measured = &v;
         }
         page.conditions = measured_conditions(k.descriptor(), measured, scalars, sizes.back());
-        for (int64_t n : sizes) page.points.push_back(measure(k, *bw, n, budget, scalars));
+        Kernel* twin = nullptr;
+        const std::string twin_id = generators::auto_variant_id(page.measured_variant);
+        for (const auto& v : page.variants) {
+          if (v.d.variant == twin_id) twin = &reg->load(twin_id);
+        }
+        if (twin) page.twin_variant = twin_id;
+        for (int64_t n : sizes) {
+          page.points.push_back(measure(k, *bw, twin, n, budget, scalars));
+        }
         ++plots;
         std::fprintf(stderr, "measured %s\n", op.c_str());
       }
