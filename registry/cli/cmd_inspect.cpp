@@ -71,7 +71,14 @@ std::string sample_choices(const nlohmann::json& schedule, const registry::Sched
 
 int cmd_inspect(const Args& a) {
   const std::map<std::string, int64_t> set = set_options(a);
-  const InspectedKernel k = inspect_kernel(a, a.positional.at(0), set);
+  // OP --variant ID names one variant of OP by id, as in run/check/bench.
+  const std::string name = a.has("variant") ? a.get("variant") : a.positional.at(0);
+  const InspectedKernel k = inspect_kernel(a, name, set);
+  if (a.has("variant") && k.descriptor.op != a.positional.at(0) &&
+      k.descriptor.variant != a.positional.at(0)) {
+    throw UsageError("variant " + name + " is a variant of " + k.descriptor.op + ", not of " +
+                     a.positional.at(0));
+  }
   auto artifact = [&](const char* name) -> const std::string& {
     auto it = k.entry.artifacts.find(name);
     if (it == k.entry.artifacts.end()) {

@@ -72,6 +72,7 @@ const std::vector<Command>& commands() {
          cache_option(),
          attr,
          isa,
+         variant_option(),
          {"n", "N", "mark the case each stage takes for N elements (and evaluate chunk sizes)"},
          {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
          {"set", "NAME=VALUE",

@@ -43,6 +43,10 @@ InspectedKernel inspect_kernel(const Args& a, const std::string& name,
     if (a.has("attr") || a.has("isa")) {
       throw UsageError(name + " is a variant id: --attr and --isa select among an op's variants");
     }
+  } else if (a.has("variant")) {
+    throw UsageError("registry " + reg->dir() + " has no variant '" + name + "'");
+  }
+  if (is_variant) {
     k.descriptor = reg->descriptor(name);
   } else {
     k.descriptor = reg->select(name, attr_options(a), a.get("isa")).descriptor();

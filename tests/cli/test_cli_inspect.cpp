@@ -134,6 +134,30 @@ TEST_CASE("inspect --set: bad params name themselves") {
   CHECK(contains(bad.err, "--set vector=abc"));
 }
 
+TEST_CASE("inspect --variant and --schedule: an autoscheduled twin and its .schedule.h") {
+  const std::string twin = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx512__auto";
+  const Result r = opforge_reg(with_cache({"inspect", "apply_adam", "--variant", twin}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "variant   " + twin));
+  CHECK(contains(r.out, "recipe    adams2019:"));
+  CHECK(contains(r.out, "parallel"));
+  CHECK_FALSE(contains(r.out, "tail ShiftInwards"));  // rewritten: the kernels run in place
+  CHECK(contains(r.out, "tail GuardWithIf"));
+  const Result h = opforge_reg(with_cache({"inspect", twin, "--schedule"}));
+  REQUIRE_MESSAGE(h.rc == 0, h.all());
+  CHECK(contains(h.out, "inline void apply_schedule_" + twin));
+  CHECK(contains(h.out, "HL_SEED=0"));
+  const Result hand = opforge_reg(with_cache({"inspect", kAdamAvx2, "--schedule"}));
+  CHECK(hand.rc != 0);
+  CHECK(contains(hand.err, "not autoscheduled"));
+  const Result other = opforge_reg(with_cache({"inspect", "apply_momentum", "--variant", twin}));
+  CHECK(other.rc != 0);
+  CHECK(contains(other.err, "is a variant of apply_adam, not of apply_momentum"));
+  const Result typo = opforge_reg(with_cache({"inspect", "apply_adam", "--variant", "nope"}));
+  CHECK(typo.rc != 0);
+  CHECK(contains(typo.err, "has no variant 'nope'"));
+}
+
 TEST_CASE("inspect: a cache without the entry says how to recreate it") {
   TempDir empty;
   const Result r =
