@@ -29,4 +29,16 @@ Expr reciprocal(const Expr& x) {
   return Halide::select(exponent == 0 || exponent == 0xff, r0, r1);
 }
 
+Halide::Expr is_finite(const Halide::Expr& x) {
+  if (x.type().bits() == 64) {
+    const Halide::Expr bits = Halide::reinterpret(Halide::UInt(64), x);
+    const Halide::Expr exp = Halide::cast(Halide::UInt(64), 0x7ff) << 52;
+    return (bits & exp) != exp;
+  }
+  const Halide::Expr bits =
+      Halide::reinterpret(Halide::UInt(32), Halide::cast(Halide::Float(32), x));
+  return (bits & Halide::cast(Halide::UInt(32), 0x7f800000)) !=
+         Halide::cast(Halide::UInt(32), 0x7f800000);
+}
+
 }  // namespace opforge::dsl

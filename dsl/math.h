@@ -21,4 +21,9 @@ Halide::Expr sign(const Halide::Expr& x);
 // tables differ). For other float types (the fp64 golden) it is the exact 1/x.
 Halide::Expr reciprocal(const Halide::Expr& x);
 
+// True where x is neither infinite nor NaN, as an integer test on the exponent bits (fp32, and
+// fp64 for the golden): no float comparison for Halide's simplifier to fold (it broke
+// `x == inf` and is_nan tests in earlier ops). Call it qualified: Halide has an is_finite too.
+Halide::Expr is_finite(const Halide::Expr& x);
+
 }  // namespace opforge::dsl

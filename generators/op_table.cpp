@@ -75,6 +75,8 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_lars(), {{"use_nesterov", "true"}}, all, {}},
       {&apply_lion(), {}, all, {}},
       {&apply_sign_sqrt(), {}, all, {}},
+      // Mixed-precision training.
+      {&amp_update_scale(), {}, all, {}},
       // Sparse forms, int32 and int64 indices.
       {&sparse_apply_adagrad(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_apply_adagrad(), {{"Tindices", "int64"}}, all, {}},

@@ -26,6 +26,9 @@ const dsl::OptimizerDecl& apply_centered_rms_prop();
 const dsl::OptimizerDecl& apply_add_sign();
 const dsl::OptimizerDecl& apply_power_sign();
 
+// Mixed-precision training.
+const dsl::OptimizerDecl& amp_update_scale();
+
 // Beyond TensorFlow.
 const dsl::OptimizerDecl& apply_adamw();
 const dsl::OptimizerDecl& apply_lamb();

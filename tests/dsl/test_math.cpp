@@ -70,3 +70,37 @@ TEST_CASE("sign: 1, -1 and 0 (TensorFlow's sign(0) == 0)") {
 
 }  // namespace
 }  // namespace opforge::dsl
+
+namespace opforge::dsl {
+namespace {
+
+Halide::Expr finite_as_float(const Halide::Expr& x) {
+  return Halide::select(dsl::is_finite(x), 1.0f, 0.0f);
+}
+
+TEST_CASE("is_finite: false exactly for +-inf and NaNs, vectorized and scalar, fp32 and fp64") {
+  const float inf = std::numeric_limits<float>::infinity();
+  uint32_t payload_bits = 0x7f800001u;  // a signalling-NaN payload
+  float snan;
+  std::memcpy(&snan, &payload_bits, 4);
+  const std::vector<float> x = {0.0f, -0.0f, 1.0f, -2.5f, 1e-45f, 3.4028235e38f, -3.4028235e38f,
+                                inf, -inf, std::nanf(""), -std::nanf(""), snan};
+  const std::vector<float> want = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  for (int w : {1, 8}) {
+    CAPTURE(w);
+    CHECK(realize(finite_as_float, x, w) == want);
+  }
+  // fp64: the golden evaluates updates in double.
+  Halide::Func f("f64_finite");
+  Halide::Var i("i");
+  Halide::Buffer<double> in(3);
+  in(0) = 1e300, in(1) = std::numeric_limits<double>::infinity(), in(2) = std::nan("");
+  f(i) = Halide::select(dsl::is_finite(in(i)), 1, 0);
+  Halide::Buffer<int> r = f.realize({3});
+  CHECK(r(0) == 1);
+  CHECK(r(1) == 0);
+  CHECK(r(2) == 0);
+}
+
+}  // namespace
+}  // namespace opforge::dsl
