@@ -41,4 +41,48 @@ Halide::Expr is_finite(const Halide::Expr& x) {
          Halide::cast(Halide::UInt(32), 0x7f800000);
 }
 
+namespace {
+
+Expr f32_bits(Expr x) {
+  if (x.type() != Halide::Float(32)) x = Halide::cast(Halide::Float(32), x);
+  return Halide::reinterpret(Halide::UInt(32), x);
+}
+
+// |x| > inf on the bits: a NaN of either sign.
+Expr is_nan_bits(const Expr& u) {
+  return (u & Halide::cast(Halide::UInt(32), 0x7fffffff)) >
+         Halide::cast(Halide::UInt(32), 0x7f800000);
+}
+
+}  // namespace
+
+Expr f32_to_bf16(Expr x) {
+  const Halide::Type u32 = Halide::UInt(32);
+  Expr u = f32_bits(std::move(x));
+  Expr lsb = (u >> 16) & Halide::cast(u32, 1);
+  Expr rounded = (u + Halide::cast(u32, 0x7fff) + lsb) >> 16;
+  Expr quiet_nan = (u >> 16) | Halide::cast(u32, 0x0040);
+  Expr bits = Halide::cast(Halide::UInt(16), Halide::select(is_nan_bits(u), quiet_nan, rounded));
+  return Halide::reinterpret(Halide::BFloat(16), bits);
+}
+
+Expr f32_to_f16(Expr x) {
+  if (x.type() != Halide::Float(32)) x = Halide::cast(Halide::Float(32), x);
+  Expr u = f32_bits(x);
+  Expr h = Halide::reinterpret(Halide::UInt(16), Halide::cast(Halide::Float(16), x));
+  Expr nan = Halide::cast(Halide::UInt(16), ((u >> 16) & Halide::cast(Halide::UInt(32), 0x8000)) |
+                                                Halide::cast(Halide::UInt(32), 0x7e00));
+  return Halide::reinterpret(Halide::Float(16), Halide::select(is_nan_bits(u), nan, h));
+}
+
+Expr to_storage(const Halide::Type& t, Expr x) {
+  if (t == Halide::BFloat(16)) return f32_to_bf16(std::move(x));
+  if (t == Halide::Float(16)) return f32_to_f16(std::move(x));
+  return Halide::cast(t, std::move(x));
+}
+
+Expr from_storage(const Expr& x, const Halide::Type& compute) {
+  return x.type() == compute ? x : Halide::cast(compute, x);
+}
+
 }  // namespace opforge::dsl

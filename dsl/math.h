@@ -26,4 +26,29 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 // `x == inf` and is_nan tests in earlier ops). Call it qualified: Halide has an is_finite too.
 Halide::Expr is_finite(const Halide::Expr& x);
 
+// Storage conversions for mixed precision (arithmetic stays fp32). Both narrowings round to
+// nearest, ties to even, and keep NaN a NaN; both are written on the integer bits of the fp32
+// value (reinterpret<uint32>), never with float compares: Halide's simplifier assumes finite
+// floats and folds NaN tests away.
+//
+// fp32 -> bfloat16: round-to-nearest-even on the bits ((u + 0x7fff + lsb) >> 16), which is
+// exact for subnormals (same exponent range as fp32; the host's vcvtneps2bf16 would flush
+// them) and overflows to +-inf past the largest bf16. NaN becomes the quiet NaN
+// (u >> 16) | 0x0040: same sign, the payload's top bits, quiet bit set (never inf).
+// A non-fp32 argument is first cast to fp32.
+Halide::Expr f32_to_bf16(Halide::Expr x);
+
+// fp32 -> IEEE binary16: Halide's cast (round to nearest even, overflow to +-inf, f16
+// subnormals exact; Halide 14 emits it as integer code here, not F16C's vcvtps2ph, which is
+// why f16m trails bf16m), except NaN: Halide 14 turns NaN into inf (0x7c00), so NaN is
+// mapped explicitly to the quiet NaN 0x7e00 | sign.
+Halide::Expr f32_to_f16(Halide::Expr x);
+
+// fp32 -> the storage type `t` (Float(16), BFloat(16), or Float(32): unchanged).
+Halide::Expr to_storage(const Halide::Type& t, Halide::Expr x);
+
+// Storage -> fp32 compute: exact for f16 and bf16 (every value, NaN payloads included, is
+// representable in fp32). Returns fp32 `x` unchanged.
+Halide::Expr from_storage(const Halide::Expr& x, const Halide::Type& compute = Halide::Float(32));
+
 }  // namespace opforge::dsl

@@ -233,6 +233,84 @@ void OptimizerDecl::validate() const {
   if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail(name_, "negative tolerance");
 }
 
+namespace {
+std::string short_dtype(registry::DType t) {
+  return t == registry::DType::f16 ? "f16" : t == registry::DType::bf16 ? "bf16" : "f32";
+}
+}  // namespace
+
+std::string Storage::tag() const {
+  if (is_f32()) return "f32";
+  std::string t = short_dtype(grad);
+  if (model) {
+    if (*model != grad) t += short_dtype(*model);
+    return t + "m";
+  }
+  return t + "g";
+}
+
+Storage Storage::from_tag(const std::string& tag) {
+  for (auto d : {registry::DType::f16, registry::DType::bf16}) {
+    const std::string n = short_dtype(d);
+    if (tag == n + "m") return {d, d};
+    if (tag == n + "g") return {d, std::nullopt};
+  }
+  if (tag == "f32") return {};
+  throw std::invalid_argument("unknown storage '" + tag + "' (f32, bf16m, f16m, bf16g, f16g)");
+}
+
+OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& name) const {
+  OptimizerDecl d = name.empty() ? *this : renamed(name);
+  d.storage_ = s;
+  if (s.is_f32()) return d;
+  auto narrow = [&](registry::DType t) {
+    if (t != registry::DType::f16 && t != registry::DType::bf16 && t != registry::DType::f32)
+      fail(name_, "storage dtypes are f32, f16 and bf16");
+  };
+  narrow(s.grad);
+  if (s.model) narrow(*s.model);
+  if (sparse_) fail(name_, "narrow storage is for dense ops only");
+  for (auto& a : d.args_) {
+    if (a.role == Input::Role::gradient) a.dtype = s.grad;
+  }
+  if (!s.model) return d;
+  size_t last_state = 0;
+  std::string master;
+  for (size_t k = 0; k < d.args_.size(); ++k) {
+    if (d.args_[k].role != Input::Role::state) continue;
+    if (master.empty()) master = d.args_[k].name;
+    last_state = k;
+  }
+  if (master.empty()) fail(name_, "master-weights storage needs a state");
+  for (const auto& a : d.args_) {
+    if (a.name == kModelArg)
+      fail(name_, std::string("already has an argument '") + kModelArg + "'");
+  }
+  d.args_.insert(d.args_.begin() + static_cast<std::ptrdiff_t>(last_state) + 1,
+                 ArgDecl{kModelArg,
+                         Input::Role::state,
+                         registry::dtype_name(*s.model) + std::string(" copy of ") + master +
+                             " (the fp32 master), written only: rounded to nearest even",
+                         *s.model,
+                         {}});
+  const Halide::Type t = *s.model == registry::DType::bf16  ? Halide::BFloat(16)
+                         : *s.model == registry::DType::f16 ? Halide::Float(16)
+                                                            : Halide::Float(32);
+  d.update_ = [inner = update_, master, t](const UpdateContext& c) {
+    Updates u = inner(c);
+    for (const auto& [n, e] : u) {
+      if (n == master) {
+        // The golden (fp64 compute) keeps its own precision for the copy.
+        const bool f32 = e.type().bits() != 64;
+        u.push_back({kModelArg, f32 ? to_storage(t, e) : e});
+        return u;
+      }
+    }
+    return u;  // a missing master update is reported by the pipeline builder
+  };
+  return d;
+}
+
 std::string canonical_bool(bool b) {
   return b ? "true" : "false";
 }

@@ -45,6 +45,28 @@ struct ArgDecl {
   std::optional<double> default_value;  // scalars: a rule's hyper default (used by check)
 };
 
+// How a variant stores its tensors (arithmetic is always fp32). The default is all fp32.
+// With `grad` f16/bf16 the gradients are stored narrow and read with an exact cast to fp32.
+// With `model` set (master-weights mode), the first state (the parameter, `var`) stays the fp32
+// master, every state stays fp32, and a write-only state argument "model" of that dtype is
+// inserted right after the last state argument, receiving the new master rounded to nearest
+// even (dsl/math.h to_storage) in the same pass. Its output is the FIRST element of the output
+// Tuple (updated.0; the other states follow in declaration order): it is computed from the old
+// values, so it must be stored before they are overwritten in place. The update never reads
+// `model`, so Halide never loads it; the runtime still passes it as an aliased in/out buffer
+// like every state.
+struct Storage {
+  registry::DType grad = registry::DType::f32;
+  std::optional<registry::DType> model;
+  bool is_f32() const { return grad == registry::DType::f32 && !model; }
+  // "f32"; "bf16m" / "f16m" (narrow gradients and model copy, fp32 master and states);
+  // "bf16g" / "f16g" (narrow gradients only). A C identifier fragment used in variant ids.
+  std::string tag() const;
+  static Storage from_tag(const std::string& tag);  // throws std::invalid_argument
+};
+// The name of the model-copy argument in master-weights mode.
+inline constexpr const char* kModelArg = "model";
+
 struct AttrDecl {
   std::string name;
   registry::Attr::Type type = registry::Attr::Type::boolean;
@@ -130,6 +152,12 @@ class OptimizerDecl {
   OptimizerDecl& tolerance(double rtol, double atol);
   OptimizerDecl& update(UpdateFn fn);
 
+  // A copy with this storage (see Storage): gradients' dtype set, and in master mode the
+  // write-only `model` state appended and assigned to_storage(new value of the first state).
+  // The name stays (variant ids carry the storage tag); `name` renames when given.
+  OptimizerDecl with_storage(const Storage& s, const std::string& name = "") const;
+  const Storage& storage() const { return storage_; }
+
   const std::string& name() const { return name_; }
   const std::vector<ArgDecl>& args() const { return args_; }
   // The arguments of the variant with these (resolved) attrs, in order.
@@ -162,6 +190,7 @@ class OptimizerDecl {
   registry::Tolerance tolerance_{1e-6, 1e-7};
   UpdateFn update_;
   bool sparse_ = false;
+  Storage storage_;
 };
 
 // Canonical attribute text: bool "true"/"false", int decimal, float "%.17g".

@@ -138,6 +138,21 @@ Halide::Type halide_type(registry::DType t) {
   return Halide::Float(32);
 }
 
+// The states in the order of the output Tuple: declaration order, except that a write-only
+// state (the master-weights model copy) comes FIRST. Halide stores the Tuple's elements one
+// after another within each vector, and every element recomputes what it needs from the
+// inputs: the copy reads the old var, m, v, so it must be stored before any of them is
+// overwritten in place (last, it would read the new var and apply the step twice unless LLVM
+// happened to forward the earlier loads).
+std::vector<std::string> output_order(const OptimizerDecl& decl, const AttrValues& attrs) {
+  std::vector<std::string> states = decl.states(attrs);
+  if (decl.storage().model) {
+    auto it = std::find(states.begin(), states.end(), kModelArg);
+    if (it != states.end()) std::rotate(states.begin(), it, it + 1);
+  }
+  return states;
+}
+
 std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved) {
   std::vector<ArgLayout> out;
   for (const auto& a : decl.args_for(resolved)) {
@@ -150,7 +165,7 @@ std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValu
 
 namespace {
 
-// The new value of each state, in state order, as fp32: simultaneous assignment, every
+// The new value of each state, in output_order, as fp32: simultaneous assignment, every
 // update Expr reads the old values. `fast_paths` receives the conditions the update asked to
 // be specialized on.
 std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
@@ -161,18 +176,24 @@ std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& att
   Updates updates = decl.update_fn()(ctx);
   if (fast_paths) *fast_paths = ctx.fast_paths();
   std::map<std::string, Expr> by_state;
-  const std::vector<std::string> states = decl.states(attrs);
+  const std::vector<std::string> states = output_order(decl, attrs);
   for (const auto& [name, e] : updates) {
     if (std::find(states.begin(), states.end(), name) == states.end()) {
       fail(decl.name(), "update assigns '" + name + "', which is not a state");
     }
     if (!by_state.emplace(name, e).second) fail(decl.name(), "'" + name + "' assigned twice");
   }
+  std::map<std::string, registry::DType> dtypes;
+  for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
   std::vector<Expr> new_values;
   for (const auto& s : states) {
     auto it = by_state.find(s);
     if (it == by_state.end()) fail(decl.name(), "state '" + s + "' is never updated");
-    new_values.push_back(Halide::cast(compute, it->second));
+    // fp32 kernels store a narrow state (the master-weights model copy) in its own type; the
+    // update already converted it (dsl/math.h to_storage). The fp64 golden keeps fp64.
+    const Halide::Type stored = halide_type(dtypes.at(s));
+    const bool narrow = compute == Halide::Float(32) && stored.bits() == 16;
+    new_values.push_back(Halide::cast(narrow ? stored : compute, it->second));
   }
   return new_values;
 }
@@ -209,7 +230,11 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
                         Func out, const std::map<std::string, int64_t>& sched) {
   Var i("i");
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
-  for (const auto& [name, f] : in.tensors) values[name] = f(i);
+  for (const auto& [name, f] : in.tensors) {
+    // Narrow storage (f16/bf16) is read with an exact cast: arithmetic stays fp32.
+    Expr v = f(i);
+    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
+  }
 
   // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
   // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
@@ -296,7 +321,8 @@ std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrVa
   if (decl.sparse()) return {};
   std::map<std::string, Expr> values;
   for (const auto& a : decl.args_for(resolved)) {
-    values[a.name] = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
+    Expr v = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
+    values[a.name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v) : v;
   }
   CallNames calls;
   Reducer collect = [&](const Expr& e, bool) {
@@ -369,15 +395,17 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   Definition def = define_optimizer(decl, attrs, in, out, r.schedule_params);
   r.algorithm = def.algorithm;
   r.reduction_reads = def.reduction_reads;
-  const std::vector<std::string> states = decl.states(attrs);
+  const std::vector<std::string> states = output_order(decl, attrs);
+  std::map<std::string, registry::DType> dtypes;
+  for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
   const auto buffers = out.output_buffers();
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
     const int dims = ob.dimensions();
     for (int d = 0; d < dims; ++d) ob.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
-    r.kernel_args.push_back(
-        {ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, dims});
-    r.outputs.push_back({states[k], ob.name(), states[k], registry::DType::f32, -1});
+    const registry::DType t = dtypes.at(states[k]);
+    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, t, dims});
+    r.outputs.push_back({states[k], ob.name(), states[k], t, -1});
   }
   r.pipeline = Halide::Pipeline(out);
   return r;

@@ -29,6 +29,11 @@ struct ArgLayout {
 std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved);
 Halide::Type halide_type(registry::DType t);
 
+// The states in the order of the output Tuple (updated.0, updated.1, ...): declaration order,
+// except that the write-only model copy of the master-weights storage comes first (it is
+// computed from the old values, so it is stored before they are overwritten in place).
+std::vector<std::string> output_order(const OptimizerDecl& decl, const AttrValues& resolved);
+
 // What the update reads: each tensor argument as a Func (an ImageParam or a Generator Input),
 // each scalar as an Expr, and each tensor's extents (innermost first).
 struct Bindings {

@@ -1,6 +1,8 @@
 #include "generators/op_table.h"
 
 #include <cctype>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -13,13 +15,20 @@ namespace {
 
 const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
 
+const dsl::Storage kBf16m{registry::DType::bf16, registry::DType::bf16};
+const dsl::Storage kF16m{registry::DType::f16, registry::DType::f16};
+
 std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
   std::set<std::string> seen;
   std::vector<VariantSpec> extra;
+  for (auto& r : rows) {
+    if (!r.storage.is_f32()) r.decl = &with_storage(*r.decl, r.storage);
+  }
   for (const auto& r : rows) {
     if (r.decl->sparse()) continue;  // sparse ops are measured in rows/s
     const dsl::OptimizerDecl& bw = bandwidth_for(*r.decl, r.decl->resolve_attrs(r.attrs));
-    if (seen.insert(bw.name()).second) extra.push_back({&bw, {}, kAllIsas, r.schedule});
+    if (seen.insert(bw.name()).second)
+      extra.push_back({&bw, {}, kAllIsas, r.schedule, {}, bw.storage()});
   }
   rows.insert(rows.end(), extra.begin(), extra.end());
   return rows;
@@ -88,6 +97,16 @@ const std::vector<VariantSpec>& op_table() {
       {&sparse_apply_proximal_adagrad(), {{"Tindices", "int64"}}, all, {}},
       {&sparse_adam(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_adam(), {{"Tindices", "int64"}}, all, {}},
+      // Mixed precision (issue 4): gradients and the model copy in bf16 / f16, fp32 master
+      // weights and optimizer state, fp32 arithmetic.
+      {&apply_gradient_descent(), {}, all, {}, {}, kBf16m},
+      {&apply_gradient_descent(), {}, all, {}, {}, kF16m},
+      {&apply_momentum(), {}, all, {}, {}, kBf16m},
+      {&apply_momentum(), {}, all, {}, {}, kF16m},
+      {&apply_adam(), {}, all, {}, {}, kBf16m},
+      {&apply_adam(), {}, all, {}, {}, kF16m},
+      {&apply_adamw(), {}, all, {}, {}, kBf16m},
+      {&apply_adamw(), {}, all, {}, {}, kF16m},
   });
   return table;
 }
@@ -103,7 +122,7 @@ std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& at
     }
     id += "__" + a.name + "_" + v;
   }
-  return id + "__f32__" + isa;
+  return id + "__" + decl.storage().tag() + "__" + isa;
 }
 
 const dsl::OptimizerDecl& find_decl(const std::string& op) {
@@ -124,8 +143,30 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
     states += a.role == registry::Input::Role::state;
     grads += a.role != registry::Input::Role::state && a.role != registry::Input::Role::scalar;
   }
-  return bandwidth(states, grads,
-                   static_cast<int>(dsl::reduction_reads(decl, resolved_attrs).size()));
+  const dsl::Storage& s = decl.storage();
+  if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too
+  const dsl::OptimizerDecl& bw =
+      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(decl, resolved_attrs).size()));
+  if (s.is_f32()) return bw;
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<dsl::OptimizerDecl>> made;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = made[bw.name() + "_" + s.tag()];
+  if (!slot)
+    slot = std::make_unique<dsl::OptimizerDecl>(bw.with_storage(s, bw.name() + "_" + s.tag()));
+  return *slot;
+}
+
+const dsl::OptimizerDecl& with_storage(const dsl::OptimizerDecl& decl, const dsl::Storage& s) {
+  if (s.is_f32() && decl.storage().is_f32()) return decl;
+  static std::mutex mu;
+  static std::map<std::pair<const dsl::OptimizerDecl*, std::string>,
+                  std::unique_ptr<dsl::OptimizerDecl>>
+      made;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = made[{&decl, s.tag()}];
+  if (!slot) slot = std::make_unique<dsl::OptimizerDecl>(decl.with_storage(s));
+  return *slot;
 }
 
 }  // namespace opforge::generators

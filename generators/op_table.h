@@ -22,13 +22,19 @@ struct VariantSpec {
   // twin by id). Its schedule is generators/schedules/<id>.schedule.h, made by
   // `opforge autoschedule OP` (generators/auto_schedules.h).
   std::vector<std::string> autoschedule = {};
+  // Tensor storage (dsl::Storage: narrow gradients, fp32 master + narrow model copy). op_table()
+  // hands out rows whose `decl` already carries it (decl->storage() == storage), so everything
+  // that reads row.decl (the builder, tests, bandwidth_for) sees the typed arguments.
+  dsl::Storage storage = {};
 };
 
 // One row per (op, attrs); each row is built for each of its ISAs. Bandwidth kernels for
 // every (states, gradients) shape in the table are appended automatically.
 const std::vector<VariantSpec>& op_table();
 
-// "<op>__<attr>_<value>...__f32__<isa>": a C identifier, unique in the table.
+// "<op>__<attr>_<value>...__<storage>__<isa>": a C identifier, unique in the table. <storage>
+// is decl.storage().tag(): "f32", or e.g. "bf16m" / "f16m" for fp32 master weights with a
+// narrow gradient and model copy.
 std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& resolved_attrs,
                        const std::string& isa);
 
@@ -37,7 +43,11 @@ std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& re
 const dsl::OptimizerDecl& find_decl(const std::string& op);
 
 // The bandwidth kernel with the same traffic as the variant of `decl` with these attrs
-// (arguments can depend on attrs, e.g. v_max with amsgrad).
+// (arguments can depend on attrs, e.g. v_max with amsgrad), with the same storage: for a
+// narrow-storage decl, bandwidth_s<S>_g<G>[_r<R>]_<tag> reads and writes the same dtypes.
+// `decl` with storage `s`: one object per (decl, storage), alive for the process.
+const dsl::OptimizerDecl& with_storage(const dsl::OptimizerDecl& decl, const dsl::Storage& s);
+
 const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
                                         const dsl::AttrValues& resolved_attrs);
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -204,6 +205,10 @@ std::vector<Descriptor> Registry::variants(const std::string& op) const {
   if (out.empty()) {
     throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + " (registry " + dir_ + ")");
   }
+  // fp32 storage first: callers describing an op by its first variant see the fp32 form.
+  std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
+    return (storage_tag(a) == "f32") > (storage_tag(b) == "f32");
+  });
   return out;
 }
 
@@ -236,13 +241,38 @@ void Registry::set_num_threads(int n) {
   set(n);
 }
 
+std::string storage_tag(const Descriptor& d) {
+  auto short_name = [](DType t) {
+    return t == DType::f16 ? std::string("f16") : t == DType::bf16 ? std::string("bf16") : "f32";
+  };
+  DType grad = DType::f32;
+  std::optional<DType> model;
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::gradient && grad == DType::f32) grad = in.dtype;
+    if (in.role == registry::Input::Role::state && in.name == "model" &&
+        (in.dtype == DType::f16 || in.dtype == DType::bf16))
+      model = in.dtype;
+  }
+  if (grad == DType::f32 && !model) return "f32";
+  std::string t = short_name(grad);
+  if (model) return t + (*model != grad ? short_name(*model) : "") + "m";
+  return t + "g";
+}
+
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const std::string& isa_in) {
   std::vector<Descriptor> all = variants(op);
   // Wanted attrs: the declaration's defaults, overridden by the caller's (canonicalized).
   std::map<std::string, std::string> wanted;
   for (const auto& a : all.front().attrs) wanted[a.name] = a.default_value;
+  // "storage" (f32, bf16m, f16m, ...) is not a declared attr: it picks among the variants'
+  // tensor storage (storage_tag). Without it, fp32 storage where the op has it.
+  std::string storage;
   for (const auto& [name, text] : attrs) {
+    if (name == "storage" && !all.front().find_attr(name)) {
+      storage = text;
+      continue;
+    }
     const registry::Attr* a = all.front().find_attr(name);
     if (!a) {
       std::vector<std::string> names;
@@ -251,13 +281,20 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     }
     wanted[name] = canonical_attr(*a, text, op);
   }
+  if (storage.empty()) {
+    for (const auto& d : all) {
+      if (storage_tag(d) == "f32") storage = "f32";
+    }
+  }
   std::vector<Descriptor> matching;
   for (auto& d : all) {
-    if (d.attr_values() == wanted) matching.push_back(std::move(d));
+    if (d.attr_values() == wanted && (storage.empty() || storage_tag(d) == storage))
+      matching.push_back(std::move(d));
   }
   if (matching.empty()) {
     std::string w;
     for (const auto& [k, v] : wanted) w += (w.empty() ? "" : ",") + k + "=" + v;
+    if (!storage.empty()) w += (w.empty() ? "" : ",") + std::string("storage=") + storage;
     throw Error("op '" + op + "' has no registered variant with attrs " + w);
   }
   const char* env = std::getenv("OPFORGE_ISA");
@@ -474,7 +511,8 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
     const size_t idx = slot_of(d.shape.indices);
     const size_t first_state = slot_of(d.shape.same_shape.at(0));
     const TensorView& state = *t_at[first_state];
-    if (state.rank < 1) throw fail(std::string("argument '") + state.name + "' must have rank >= 1");
+    if (state.rank < 1)
+      throw fail(std::string("argument '") + state.name + "' must have rank >= 1");
     const std::vector<int64_t> state_shape = shape_of(state);
     if (t_at[idx]->rank != 1) {
       throw fail("argument '" + d.shape.indices + "' must be a vector, got shape " +

@@ -50,11 +50,12 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
   Halide::Func out{Halide::Internal::Function("golden")};
   dsl::define_optimizer(decl, attrs, in, out, {});
   // Outputs are fresh copies of the states (the sparse form only rewrites indexed rows).
-  const std::vector<std::string> states = decl.states(attrs);
+  const std::vector<std::string> states = dsl::output_order(decl, attrs);  // the Tuple's order
   std::vector<Halide::Buffer<double>> results;
   for (const auto& s : states) results.push_back(Halide::Buffer<double>(buffers.at(s)).copy());
   std::vector<Halide::Buffer<>> outs(results.begin(), results.end());
-  Halide::Pipeline(out).realize(Halide::Realization(outs), Halide::get_jit_target_from_environment());
+  Halide::Pipeline(out).realize(Halide::Realization(outs),
+                                Halide::get_jit_target_from_environment());
   for (size_t k = 0; k < states.size(); ++k) {
     std::vector<double>& dst = d.tensors.at(states[k]);
     std::copy(results[k].data(), results[k].data() + dst.size(), dst.begin());

@@ -87,11 +87,16 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.inputs = v.pipeline.inputs;
   r.outputs = v.pipeline.outputs;
   r.attrs = v.pipeline.attrs;
-  int tensors = 0;
+  // Traffic in real bytes per element: every tensor read (the write-only model copy of the
+  // master-weights mode is not), each reduction read once more, every output written.
+  int read_bytes = 0, written_bytes = 0;
   r.shape.elementwise = !d.sparse();
   for (const auto& in : r.inputs) {
     if (in.role == registry::Input::Role::scalar) continue;
-    ++tensors;
+    const bool write_only = d.storage().model && in.name == dsl::kModelArg;
+    if (!write_only && !(d.sparse() && in.name == "indices")) {
+      read_bytes += registry::dtype_bytes(in.dtype);
+    }
     if (!d.sparse() || in.role == registry::Input::Role::state) {
       r.shape.same_shape.push_back(in.name);
     } else if (in.role == registry::Input::Role::gradient) {
@@ -100,7 +105,6 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       r.shape.indices = in.name;
     }
   }
-  if (d.sparse()) --tensors;  // indices are not per-element traffic
   r.kernel.file = "kernels/" + v.id + ".so";
   r.kernel.entry = v.id;
   r.kernel.args = v.pipeline.kernel_args;
@@ -111,8 +115,13 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.schedule.summary = v.pipeline.schedule_summary;
   r.tolerance = d.tolerance();
   // A reduction pass reads its tensors once more before the update.
-  tensors += static_cast<int>(v.pipeline.reduction_reads.size());
-  r.traffic = {4 * tensors, 4 * static_cast<int>(r.outputs.size())};
+  for (const auto& name : v.pipeline.reduction_reads) {
+    for (const auto& in : r.inputs) {
+      if (in.name == name) read_bytes += registry::dtype_bytes(in.dtype);
+    }
+  }
+  for (const auto& o : r.outputs) written_bytes += registry::dtype_bytes(o.dtype);
+  r.traffic = {read_bytes, written_bytes};
   r.cache_key = v.key.hex_digest();
   r.halide_version = halide_version;
   if (!d.sparse()) r.bandwidth_op = generators::bandwidth_for(d, r.attr_values()).name();

@@ -1,10 +1,30 @@
 #include "registry/cli/bench_workload.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 
 namespace opforge::cli {
+
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+uint16_t f16_bits_normal(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u, mant = u & 0x7fffffu;
+  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
+  if (exp < 1 || exp > 30)
+    throw std::runtime_error("f16_bits_normal: value outside f16's normal range");
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+  return static_cast<uint16_t>(h);
+}
 
 double default_scalar(const registry::Input& in) {
   return in.dtype == registry::DType::i32 || in.dtype == registry::DType::i64 ? 1.0 : 0.5;
@@ -21,11 +41,24 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
           {in.name.c_str(), given.count(in.name) ? given.at(in.name) : default_scalar(in)});
       continue;
     }
-    const size_t bytes = ((static_cast<size_t>(n) * 4 + 63) / 64) * 64;
-    Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    const registry::DType t = in.dtype;
+    if (t != registry::DType::f32 && t != registry::DType::f16 && t != registry::DType::bf16) {
+      throw std::runtime_error(in.name + ": dense workloads hold f32, f16 or bf16 tensors");
+    }
+    const size_t size = static_cast<size_t>(registry::dtype_bytes(t));
+    const size_t bytes = ((static_cast<size_t>(n) * size + 63) / 64) * 64;
+    Buffer b(std::aligned_alloc(64, bytes));
     if (!b) throw std::runtime_error("out of memory for " + in.name);
-    for (int64_t i = 0; i < n; ++i) b.get()[i] = u(rng);
-    tensors.push_back({in.name.c_str(), b.get(), registry::DType::f32, &this->n, 1});
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = u(rng);
+      if (t == registry::DType::f32) {
+        static_cast<float*>(b.get())[i] = x;
+      } else {
+        static_cast<uint16_t*>(b.get())[i] =
+            t == registry::DType::bf16 ? bf16_bits(x) : f16_bits_normal(x);
+      }
+    }
+    tensors.push_back({in.name.c_str(), b.get(), t, &this->n, 1});
     buffers.push_back(std::move(b));
   }
 }

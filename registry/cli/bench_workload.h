@@ -16,15 +16,22 @@
 namespace opforge::cli {
 
 struct AlignedFree {
-  void operator()(float* p) const { std::free(p); }
+  void operator()(void* p) const { std::free(p); }
 };
-using Buffer = std::unique_ptr<float, AlignedFree>;
+// A tensor's storage, 64-byte aligned, of the descriptor's dtype (f32, f16 or bf16).
+using Buffer = std::unique_ptr<void, AlignedFree>;
+
+// fp32 -> bf16 / f16 bits, round to nearest even, for the finite normal values workloads use.
+uint16_t bf16_bits(float x);
+uint16_t f16_bits_normal(float x);
 
 // Scalars not given: 0.5, or 1 for integer ones (a step count).
 double default_scalar(const registry::Input& in);
 
 // Tensors and scalars for one dense kernel, `n` elements per tensor: positive values keep
-// sqrt() and divisions tame. The views point into the object: neither copyable nor movable.
+// sqrt() and divisions tame. Each tensor has its descriptor dtype: f16/bf16 tensors hold the
+// same draws rounded to nearest even. The views point into the object: neither copyable nor
+// movable.
 struct Workload {
   std::vector<Buffer> buffers;
   std::vector<TensorView> tensors;  // views: the timed call allocates nothing

@@ -37,16 +37,35 @@ struct Errors {
 int cmd_check(const Args& a) {
   const std::string op = a.positional.at(0);
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
-  const dsl::OptimizerDecl* decl = nullptr;
+  std::vector<const dsl::OptimizerDecl*> decls;  // the op's rows: one per storage
   std::vector<std::string> names;
   for (const auto& row : builder::table_with_rules(a.all("rules"), keep)) {
     names.push_back(row.decl->name());
-    if (row.decl->name() == op) decl = row.decl;
+    if (row.decl->name() == op) decls.push_back(row.decl);
   }
-  if (!decl) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
+  if (decls.empty()) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
   auto reg = Registry::open(registry_dir(a));
   Kernel& kernel = op_kernel(*reg, a, op);
   const registry::Descriptor& d = kernel.descriptor();
+  // The declaration with the kernel's storage (f32, bf16m, f16m): the golden evaluates it in
+  // fp64 from the same (rounded) narrow inputs.
+  const dsl::OptimizerDecl* decl = decls.front();
+  for (const auto* x : decls) {
+    if (x->storage().tag() == storage_tag(d)) decl = x;
+  }
+  auto narrow = [](registry::DType t) {
+    return t == registry::DType::f16 || t == registry::DType::bf16;
+  };
+  auto to_bits = [](registry::DType t, float x) {
+    return t == registry::DType::bf16 ? Halide::bfloat16_t(x).to_bits()
+                                      : Halide::float16_t(x).to_bits();
+  };
+  auto widen = [](registry::DType t, uint16_t h) {
+    return t == registry::DType::bf16 ? float(Halide::bfloat16_t::make_from_bits(h))
+                                      : float(Halide::float16_t::make_from_bits(h));
+  };
+  std::map<std::string, std::vector<uint16_t>> half;
+  std::map<std::string, registry::DType> dtypes;
 
   // Seeded data: states in [0.1, 1) (accumulators stay positive), other tensors in [-1, 1).
   std::mt19937 rng(static_cast<unsigned>(a.get_int("seed", 1)));
@@ -93,12 +112,22 @@ int cmd_check(const Args& a) {
     const int64_t n = d.shape.elementwise ? g.n : (is_state ? g.rows : g.count) * g.cols;
     shapes[in.name] =
         d.shape.elementwise ? std::vector<int64_t>{n} : std::vector<int64_t>{n / g.cols, g.cols};
+    dtypes[in.name] = in.dtype;
+    if (narrow(in.dtype)) {
+      // Narrow storage: the same draws rounded to nearest even; the golden reads them widened.
+      auto& h = half[in.name];
+      for (int64_t k = 0; k < n; ++k)
+        h.push_back(to_bits(in.dtype, is_state ? state(rng) : other(rng)));
+      for (uint16_t x : h) g.tensors[in.name].push_back(widen(in.dtype, x));
+      continue;
+    }
     auto& v = f32[in.name];
     for (int64_t k = 0; k < n; ++k) v.push_back(is_state ? state(rng) : other(rng));
     g.tensors[in.name].assign(v.begin(), v.end());
   }
   for (auto& [name, v] : f32)
     tensors.push_back({name, v.data(), registry::DType::f32, shapes[name]});
+  for (auto& [name, v] : half) tensors.push_back({name, v.data(), dtypes.at(name), shapes[name]});
   std::map<std::string, double> scalars(g.scalars.begin(), g.scalars.end());
   kernel.call(tensors, scalars);
   builder::run_golden(*decl, d.attr_values(), g);
@@ -111,7 +140,17 @@ int cmd_check(const Args& a) {
                            {"states", nlohmann::json::object()}};
   bool ok = true;
   for (const auto& out : d.outputs) {
-    const std::vector<float>& k = f32.at(out.aliases);
+    // A narrow output (the model copy) is the golden's fp64 master rounded once more: its
+    // tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16, relative) and f16's
+    // smallest subnormal. test_kernels checks it bit-exactly against the kernel's own master.
+    std::vector<float> widened;
+    double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
+    if (narrow(out.dtype)) {
+      for (uint16_t x : half.at(out.aliases)) widened.push_back(widen(out.dtype, x));
+      rtol += out.dtype == registry::DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      atol += std::ldexp(1.0, -24);
+    }
+    const std::vector<float>& k = narrow(out.dtype) ? widened : f32.at(out.aliases);
     const std::vector<double>& want = g.tensors.at(out.aliases);
     Errors e;
     for (size_t i = 0; i < k.size(); ++i) {
@@ -124,7 +163,7 @@ int cmd_check(const Args& a) {
       e.max_abs = std::max(e.max_abs, err);
       if (want[i] != 0) e.max_rel = std::max(e.max_rel, err / std::fabs(want[i]));
       e.max_ulp = std::max(e.max_ulp, ulp_distance(k[i], static_cast<float>(want[i])));
-      e.exceeding += !(err <= d.tolerance.atol + d.tolerance.rtol * std::fabs(want[i]));
+      e.exceeding += !(err <= atol + rtol * std::fabs(want[i]));
     }
     ok = ok && e.exceeding == 0;
     report["states"][out.name] = {{"max_abs_error", e.max_abs},

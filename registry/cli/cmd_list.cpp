@@ -137,12 +137,30 @@ int cmd_describe(const Args& a) {
     for (const auto& in : d.inputs) n.push_back(in.name);
     return n;
   }())};
+  std::set<std::string> storages;  // mixed-precision forms, listed in their own section
   for (const auto& v : vs) {
     std::vector<std::string> names;
     for (const auto& in : v.inputs) names.push_back(in.name);
+    if (storage_tag(v) != "f32") {
+      std::string dt;
+      for (const auto& in : v.inputs) {
+        if (in.role != registry::Input::Role::scalar && in.dtype != registry::DType::f32)
+          dt +=
+              std::string(dt.empty() ? "" : ", ") + in.name + " " + registry::dtype_name(in.dtype);
+      }
+      storages.insert(storage_tag(v) + " (" + attrs_text(v.attr_values()) + "): " + join(names) +
+                      "; " + dt);
+      continue;
+    }
     if (forms.insert(join(names)).second) {
       std::printf("  with %s: %s\n", attrs_text(v.attr_values()).c_str(), join(names).c_str());
     }
+  }
+  if (!storages.empty()) {
+    std::printf(
+        "mixed precision (--attr storage=TAG; fp32 master var and states, write-only model "
+        "copy):\n");
+    for (const auto& l : storages) std::printf("  %s\n", l.c_str());
   }
   std::printf("outputs (in place):\n");
   for (const auto& o : d.outputs) {

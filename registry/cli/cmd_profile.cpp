@@ -239,6 +239,7 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
     size_t& k = state ? s : o;
     if (k >= pool.size()) return false;
     TensorView v = *pool[k++];
+    if (v.dtype != in.dtype) return false;
     v.name = in.name.c_str();
     out.tensors.push_back(v);
   }

@@ -41,9 +41,9 @@ TEST_CASE("list: every op, as a table and as JSON") {
       CHECK(e.at("attrs").contains("use_nesterov"));
     }
   }
-  // use_nesterov false/true x epsilon_mode tf/torch x avx512/avx2, and the autoscheduled
-  // avx512 twin of the default attrs.
-  CHECK(adam == 9);
+  // use_nesterov false/true x epsilon_mode tf/torch x avx512/avx2, the autoscheduled
+  // avx512 twin of the default attrs, and bf16m/f16m of the default attrs x avx512/avx2.
+  CHECK(adam == 13);
 }
 
 TEST_CASE("describe apply_adam: formula and every argument in TF order") {
@@ -82,14 +82,20 @@ TEST_CASE("describe --json: every variant's descriptor") {
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   const json v = parse_json(r);
   REQUIRE(v.is_array());
-  CHECK(v.size() == 9);  // 8 hand-scheduled, 1 autoscheduled (recipe adams2019)
-  int autoscheduled = 0;
+  // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 4 mixed precision (bf16m, f16m)
+  CHECK(v.size() == 13);
+  int autoscheduled = 0, mixed = 0;
   for (const auto& d : v) autoscheduled += d.at("schedule").at("recipe") == "adams2019";
   CHECK(autoscheduled == 1);
   for (const auto& d : v) {
     CHECK(d.at("op") == "apply_adam");
-    CHECK(d.at("inputs").size() == 10);
+    const std::string id = d.at("variant");
+    const bool mp =
+        id.find("__bf16m__") != std::string::npos || id.find("__f16m__") != std::string::npos;
+    mixed += mp;
+    CHECK(d.at("inputs").size() == (mp ? 11 : 10));  // + the write-only model copy
   }
+  CHECK(mixed == 4);
 }
 
 TEST_CASE("describe: an unknown op exits 1 naming it") {

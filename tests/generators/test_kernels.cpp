@@ -7,11 +7,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "generators/auto_schedules.h"
 #include "generators/op_table.h"
 #include "generators/reference.h"
+#include "ieee_half.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -27,6 +29,127 @@ struct Worst {
   std::string where;
 };
 
+// The kernel's states against the fp64 reference, |err| <= atol + rtol * |ref|. With
+// `nonfinite`, a NaN reference wants NaN and an infinite one the same infinity.
+template <class Got>
+void compare(const registry::Descriptor& d, size_t n, const Got& got_all, const Tensors& expected,
+             Worst& worst, bool nonfinite = false) {
+  for (const auto& [name, want] : expected) {
+    if (!got_all.count(name)) continue;
+    const std::vector<float>& got = got_all.at(name);
+    for (size_t i = 0; i < n; ++i) {
+      if (nonfinite && !std::isfinite(want[i])) {
+        const bool ok = std::isnan(want[i]) ? std::isnan(got[i]) : double(got[i]) == want[i];
+        if (!ok) {
+          FAIL(d.variant << " n=" << n << ": " << name << "[" << i << "] = " << got[i]
+                         << ", fp64 reference " << want[i]);
+        }
+        continue;
+      }
+      // Exact matches (infinities included), and NaN where NaN is due.
+      if (double(got[i]) == want[i] || (std::isnan(want[i]) && std::isnan(got[i]))) continue;
+      const double err = std::fabs(got[i] - want[i]);
+      const double allowed = d.tolerance.atol + d.tolerance.rtol * std::fabs(want[i]);
+      const double excess = err / allowed;
+      if (!(excess <= worst.excess)) {  // NaN lands here too
+        worst.excess = std::isnan(err) ? INFINITY : excess;
+        worst.where = d.variant + " n=" + std::to_string(n) + " " + name + "[" + std::to_string(i) +
+                      "]: got " + std::to_string(got[i]) + " want " + std::to_string(want[i]);
+      }
+      if (!(err <= allowed)) {
+        FAIL(d.variant << " n=" << n << ": " << name << "[" << i << "] = " << got[i]
+                       << ", fp64 reference " << want[i] << ", error " << err << " > " << allowed);
+      }
+    }
+  }
+}
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%x", v);
+  return b;
+}
+
+bool narrow(registry::DType t) {
+  return t == registry::DType::f16 || t == registry::DType::bf16;
+}
+uint16_t round_to(registry::DType t, float x) {
+  return t == registry::DType::bf16 ? ref_bf16_bits(x) : ref_f16_bits(x);
+}
+float widen(registry::DType t, uint16_t h) {
+  return t == registry::DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+}
+
+// A variant with narrow storage (f16/bf16 gradients, fp32 master `var` + write-only `model`
+// copy), in place with buffers of the descriptor's dtypes. The narrow inputs are the reference's
+// draws rounded to their dtype, and the fp64 reference computes from those same values; the fp32
+// states are held to the op's tolerance; the model copy must EQUAL the reference rounding of the
+// kernel's own fp32 master (bit for bit). With `nonfinite`, some gradients are NaN / +-inf:
+// NaN must stay NaN in the master and the copy (never inf).
+void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scalars& s, size_t n,
+                          Worst& worst, bool nonfinite) {
+  const registry::Descriptor& d = k.descriptor();
+  std::map<std::string, registry::DType> dtype;
+  std::string master, model;
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) continue;
+    dtype[in.name] = in.dtype;
+    if (in.role == registry::Input::Role::state && master.empty()) master = in.name;
+    if (in.role == registry::Input::Role::state && in.name == "model") model = in.name;
+  }
+  REQUIRE_MESSAGE(!model.empty(), d.variant << ": narrow storage without a model copy");
+  REQUIRE(!narrow(dtype.at(master)));
+  std::vector<size_t> nan_at;
+  for (auto& [name, v] : t) {
+    REQUIRE_MESSAGE(dtype.count(name), d.variant << ": reference input " << name);
+    if (!narrow(dtype.at(name))) continue;
+    for (size_t i = 0; i < n; ++i) {
+      float x = static_cast<float>(v[i]);
+      if (nonfinite && i % 5 == 1) x = (i % 2 ? 1 : -1) * std::nanf("");
+      if (nonfinite && i % 5 == 3) x = i % 2 ? INFINITY : -INFINITY;
+      v[i] = widen(dtype.at(name), round_to(dtype.at(name), x));
+    }
+    if (nonfinite) {
+      for (size_t i = 1; i < n; i += 5) nan_at.push_back(i);
+    }
+  }
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<uint16_t>> half;
+  for (const auto& [name, v] : t) {
+    if (narrow(dtype.at(name))) {
+      for (double x : v) half[name].push_back(round_to(dtype.at(name), static_cast<float>(x)));
+    } else {
+      f32[name].assign(v.begin(), v.end());
+    }
+  }
+  half[model].assign(n, 0x5555);  // write-only: whatever it held must be overwritten
+  std::vector<Tensor> tensors;
+  for (auto& [name, v] : f32) tensors.push_back({name, v.data(), dtype.at(name), {int64_t(n)}});
+  for (auto& [name, v] : half) tensors.push_back({name, v.data(), dtype.at(name), {int64_t(n)}});
+  k.call(tensors, s);
+  Tensors expected = t;
+  ref.update(d.attr_values(), s, expected);
+  compare(d, n, f32, expected, worst, nonfinite);
+  // Master/copy consistency, bit-exact.
+  const std::vector<float>& m = f32.at(master);
+  const std::vector<uint16_t>& c = half.at(model);
+  int bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t want = round_to(dtype.at(model), m[i]);
+    if (c[i] != want && bad++ < 5) {
+      FAIL_CHECK(d.variant << " n=" << n << ": model[" << i << "] = " << hex(c[i])
+                           << ", reference rounding of master " << m[i] << " is " << hex(want));
+    }
+  }
+  CHECK_MESSAGE(bad == 0, d.variant << " n=" << n << ": " << bad << " model copies differ");
+  for (size_t i : nan_at) {
+    const float copy = widen(dtype.at(model), c[i]);
+    CHECK_MESSAGE((std::isnan(m[i]) && std::isnan(copy)),
+                  d.variant << " n=" << n << ": NaN gradient at " << i << " gave master " << m[i]
+                            << ", copy " << copy);
+  }
+}
+
 // `variant` empty: the variant select() picks for (op, attrs, isa); else that variant by id.
 void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, const std::string& isa,
                    Worst& worst, const std::string& variant = "") {
@@ -41,6 +164,11 @@ void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, con
     Tensors t;
     Scalars s;
     ref->inputs(rng, n, d.attr_values(), t, s);
+    if (storage_tag(d) != "f32") {
+      check_narrow_storage(k, *ref, t, s, n, worst, false);
+      if (n >= 5) check_narrow_storage(k, *ref, t, s, n, worst, true);
+      continue;
+    }
     // fp32 copies the kernel updates in place.
     std::map<std::string, std::vector<float>> f32;
     std::vector<Tensor> tensors;
@@ -51,27 +179,7 @@ void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, con
     k.call(tensors, s);
     Tensors expected = t;
     ref->update(d.attr_values(), s, expected);
-    for (const auto& [name, want] : expected) {
-      const std::vector<float>& got = f32.at(name);
-      for (size_t i = 0; i < n; ++i) {
-        // Exact matches (infinities included), and NaN where NaN is due.
-        if (got[i] == want[i] || (std::isnan(want[i]) && std::isnan(got[i]))) continue;
-        const double err = std::fabs(got[i] - want[i]);
-        const double allowed = d.tolerance.atol + d.tolerance.rtol * std::fabs(want[i]);
-        const double excess = err / allowed;
-        if (!(excess <= worst.excess)) {  // NaN lands here too
-          worst.excess = std::isnan(err) ? INFINITY : excess;
-          worst.where = d.variant + " n=" + std::to_string(n) + " " + name + "[" +
-                        std::to_string(i) + "]: got " + std::to_string(got[i]) + " want " +
-                        std::to_string(want[i]);
-        }
-        if (!(err <= allowed)) {
-          FAIL(d.variant << " n=" << n << ": " << name << "[" << i << "] = " << got[i]
-                         << ", fp64 reference " << want[i] << ", error " << err << " > "
-                         << allowed);
-        }
-      }
-    }
+    compare(d, n, f32, expected, worst);
   }
 }
 
@@ -90,11 +198,15 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
     // Sparse forms: test_sparse_ops.cpp applies the dense formula row by row.
     if (row.decl->sparse()) continue;
     const Attrs attrs = row.decl->resolve_attrs(row.attrs);
+    // Narrow-storage rows are selected with the "storage" pseudo-attr; fp32 is the default.
+    Attrs wanted = attrs;
+    if (!row.storage.is_f32()) wanted["storage"] = row.storage.tag();
     for (const auto& isa : row.isas) {
       if (!runnable.count(isa)) continue;
       const std::string id = generators::variant_id(*row.decl, attrs, isa);
+      CHECK(reg->select(row.decl->name(), wanted, isa).descriptor().variant == id);
       Worst worst;
-      check_variant(*reg, row.decl->name(), attrs, isa, worst);
+      check_variant(*reg, row.decl->name(), wanted, isa, worst);
       MESSAGE(id << ": worst error " << worst.excess << "x of tolerance at " << worst.where);
       ++checked;
     }

@@ -68,6 +68,11 @@ class Kernel {
   std::vector<ArgSource> arg_sources_;
 };
 
+// A variant's tensor storage from its descriptor: "f32" (every tensor fp32); "<g>m" for fp32
+// master weights with a write-only narrow "model" copy and gradients of dtype <g> ("bf16m",
+// "f16m"); "<g>g" for narrow gradients only. The same tag is in the variant id.
+std::string storage_tag(const registry::Descriptor& d);
+
 class Registry {
  public:
   // Opens and validates the index. dir empty: $OPFORGE_REGISTRY or the build's default.
@@ -86,6 +91,9 @@ class Registry {
   // whose ISA the CPU supports, best priority first; `isa` forces one ("" = auto,
   // $OPFORGE_ISA overrides auto), and the best priority among that ISA's variants wins
   // (hand schedules rank above their autoscheduled twins). Loads it on first use.
+  // attrs may hold "storage" (not a declared attr): the variants' tensor storage, as
+  // storage_tag() names it ("f32", "bf16m", "f16m"); without it, fp32 storage where the op
+  // has fp32 variants.
   Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs = {},
                  const std::string& isa = "");
   // Loads one variant by id (e.g. an autoscheduled "..._avx512__auto", which select() never

@@ -45,8 +45,9 @@ TEST_CASE("cold build misses, warm build hits, and the registry loads") {
   const fs::path reg = t.path / "reg", cache = t.path / "cache";
   BuildReport cold = build(reg, cache, {"apply_gradient_descent"});
   // The op and the bandwidth kernel it is benchmarked against, each for avx512 and avx2, and
-  // the op's autoscheduled avx512 twin.
-  REQUIRE(cold.variants.size() == 5);
+  // the op's autoscheduled avx512 twin; and its bf16m and f16m forms with their bandwidth
+  // kernels (same dtypes), each for avx512 and avx2.
+  REQUIRE(cold.variants.size() == 13);
   for (const auto& v : cold.variants) CHECK_FALSE(v.hit);
   CHECK_FALSE(cold.runtime.hit);
   BuildReport warm = build(reg, cache, {"apply_gradient_descent"});
@@ -92,7 +93,9 @@ TEST_CASE("a partial build keeps the registry's other ops") {
   build(reg, cache, {"apply_gradient_descent"});
   auto r = Registry::open(reg.string());
   CHECK(r->ops() == std::vector<std::string>{"apply_gradient_descent", "apply_momentum",
-                                             "bandwidth_s1_g1", "bandwidth_s2_g1"});
+                                             "bandwidth_s1_g1", "bandwidth_s1_g1_bf16m",
+                                             "bandwidth_s1_g1_f16m", "bandwidth_s2_g1",
+                                             "bandwidth_s2_g1_bf16m", "bandwidth_s2_g1_f16m"});
   CHECK_NOTHROW(r->select("apply_momentum", {{"use_nesterov", "true"}}, "avx2"));
 }
 

@@ -1,0 +1,68 @@
+// Mixed-precision variants (bf16m / f16m: narrow gradients and model copy, fp32 master) through
+// the CLI: --attr storage=... selects them; bench allocates buffers of their dtypes and compares
+// with the bandwidth kernel of the same dtypes; check runs them against the fp64 golden.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace opforge::testing {
+namespace {
+
+using json = nlohmann::json;
+
+json parse_json(const Result& r) {
+  try {
+    return json::parse(r.out);
+  } catch (const json::exception& e) {
+    FAIL_CHECK("not JSON: " << e.what() << "\n" << r.all());
+    return json::object();
+  }
+}
+
+TEST_CASE("bench apply_adam --attr storage=bf16m: typed buffers, same-dtype bandwidth kernel") {
+  for (const std::string storage : {"bf16m", "f16m"}) {
+    CAPTURE(storage);
+    const Result r = opforge_reg({"bench", "apply_adam", "--attr", "storage=" + storage, "--n",
+                                  "10007", "--reps", "11", "--json"});
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    const json v = parse_json(r);
+    CHECK(v.at("variant").get<std::string>().find("__" + storage + "__") != std::string::npos);
+    CHECK(
+        v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s3_g1_" + storage + "__", 0) ==
+        0);
+    CHECK(v.at("op_us").get<double>() > 0);
+  }
+  // fp32 stays the default.
+  const Result f = opforge_reg({"bench", "apply_adam", "--n", "1000", "--reps", "3", "--json"});
+  REQUIRE_MESSAGE(f.rc == 0, f.all());
+  CHECK(parse_json(f).at("variant").get<std::string>().find("__f32__") != std::string::npos);
+}
+
+TEST_CASE("check --attr storage=bf16m|f16m: master and model copy against the fp64 golden") {
+  for (const std::string op :
+       {"apply_adam", "apply_momentum", "apply_gradient_descent", "apply_adamw"}) {
+    for (const std::string storage : {"bf16m", "f16m"}) {
+      CAPTURE(op);
+      CAPTURE(storage);
+      const Result r =
+          opforge_reg({"check", op, "--attr", "storage=" + storage, "--n", "5003", "--json"});
+      CHECK_MESSAGE(r.rc == 0, r.all());
+      if (r.rc == 0) {
+        const json j = parse_json(r);
+        CHECK(j.at("states").contains("model"));
+        CHECK(j.at("states").contains("var"));
+      }
+    }
+  }
+}
+
+TEST_CASE("an unknown storage is an error naming it") {
+  const Result r = opforge_reg({"bench", "apply_adam", "--attr", "storage=f8m", "--n", "100"});
+  CHECK(r.rc != 0);
+  CHECK(contains(r.err, "storage=f8m"));
+}
+
+}  // namespace
+}  // namespace opforge::testing
