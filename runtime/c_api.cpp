@@ -53,6 +53,39 @@ opforge::registry::DType to_dtype(int d) {
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }
 
+// opforge_call and opforge_call_chunked: argument checks, then views straight over the
+// caller's arrays (no allocation on the call path). chunk 0: a plain call.
+int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+               const opforge_scalar* scalars, size_t n_scalars, int64_t chunk) {
+  if (!k) return last_error = std::string(fn) + ": kernel is NULL", 1;
+  if ((n_tensors && !tensors) || (n_scalars && !scalars)) {
+    return last_error = std::string(fn) + ": NULL argument array", 1;
+  }
+  return guarded([&] {
+    constexpr size_t kMax = 32;
+    if (n_tensors > kMax || n_scalars > kMax)
+      throw opforge::Error(std::string(fn) + ": too many arguments");
+    opforge::TensorView tv[kMax];
+    opforge::ScalarView sv[kMax];
+    for (size_t i = 0; i < n_tensors; ++i) {
+      const opforge_tensor& t = tensors[i];
+      if (!t.name)
+        throw opforge::Error(std::string(fn) + ": tensor " + std::to_string(i) + " has no name");
+      tv[i] = {t.name, t.data, to_dtype(t.dtype), t.shape, t.rank};
+    }
+    for (size_t i = 0; i < n_scalars; ++i) {
+      if (!scalars[i].name)
+        throw opforge::Error(std::string(fn) + ": scalar " + std::to_string(i) + " has no name");
+      sv[i] = {scalars[i].name, scalars[i].value};
+    }
+    if (chunk == 0) {
+      K(k)->call(tv, n_tensors, sv, n_scalars);
+    } else {
+      K(k)->call_chunked(tv, n_tensors, sv, n_scalars, chunk);
+    }
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -94,30 +127,22 @@ const char* opforge_kernel_isa(const opforge_kernel* k) {
 
 int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                  const opforge_scalar* scalars, size_t n_scalars) {
-  if (!k) return last_error = "opforge_call: kernel is NULL", 1;
-  if ((n_tensors && !tensors) || (n_scalars && !scalars)) {
-    return last_error = "opforge_call: NULL argument array", 1;
+  return call_views("opforge_call", k, tensors, n_tensors, scalars, n_scalars, 0);
+}
+
+int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                         const opforge_scalar* scalars, size_t n_scalars, int64_t chunk_elements) {
+  if (chunk_elements < 1) {
+    return last_error = "opforge_call_chunked: chunk_elements must be at least 1, got " +
+                        std::to_string(chunk_elements),
+           1;
   }
-  return guarded([&] {
-    // Views straight over the caller's arrays: no allocation on the call path.
-    constexpr size_t kMax = 32;
-    if (n_tensors > kMax || n_scalars > kMax)
-      throw opforge::Error("opforge_call: too many arguments");
-    opforge::TensorView tv[kMax];
-    opforge::ScalarView sv[kMax];
-    for (size_t i = 0; i < n_tensors; ++i) {
-      const opforge_tensor& t = tensors[i];
-      if (!t.name)
-        throw opforge::Error("opforge_call: tensor " + std::to_string(i) + " has no name");
-      tv[i] = {t.name, t.data, to_dtype(t.dtype), t.shape, t.rank};
-    }
-    for (size_t i = 0; i < n_scalars; ++i) {
-      if (!scalars[i].name)
-        throw opforge::Error("opforge_call: scalar " + std::to_string(i) + " has no name");
-      sv[i] = {scalars[i].name, scalars[i].value};
-    }
-    K(k)->call(tv, n_tensors, sv, n_scalars);
-  });
+  return call_views("opforge_call_chunked", k, tensors, n_tensors, scalars, n_scalars,
+                    chunk_elements);
+}
+
+int opforge_kernel_splittable(const opforge_kernel* k) {
+  return k && K(k)->splittable() ? 1 : 0;
 }
 
 int opforge_set_num_threads(opforge_registry* reg, int n) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -106,6 +107,25 @@ void check_metadata(const Descriptor& d, const halide_filter_metadata_t* md) {
     }
   }
 }
+
+// The most elements one kernel call may take: the descriptor's limit, and never more than a
+// halide_dimension_t extent holds.
+int64_t call_limit(const Descriptor& d) {
+  return std::min<int64_t>(d.shape.max_elements, std::numeric_limits<int32_t>::max());
+}
+
+// Slice length when a splittable op's tensors exceed `limit`: the fewest slices, of equal
+// length rounded up to 64 elements so that every slice starts as aligned as the first.
+int64_t balanced_chunk(int64_t n, int64_t limit) {
+  const int64_t step = limit >= 64 ? limit / 64 * 64 : limit;
+  const int64_t pieces = (n + step - 1) / step;
+  const int64_t even = (n + pieces - 1) / pieces;
+  return limit >= 64 ? std::min(step, (even + 63) / 64 * 64) : even;
+}
+
+const char* const kNotSplittable =
+    "its descriptor's shape.splittable is false: the update reads whole-tensor reductions "
+    "such as norms, or indexes rows";
 
 }  // namespace
 
@@ -403,9 +423,44 @@ void Kernel::call(const std::vector<Tensor>& tensors,
   call(tv.data(), tv.size(), sv.data(), sv.size());
 }
 
+void Kernel::call_chunked(const std::vector<Tensor>& tensors,
+                          const std::map<std::string, double>& scalars, int64_t chunk_elements) {
+  std::vector<TensorView> tv;
+  tv.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    tv.push_back(
+        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
+  }
+  std::vector<ScalarView> sv;
+  sv.reserve(scalars.size());
+  for (const auto& [name, v] : scalars) sv.push_back({name.c_str(), v});
+  call_chunked(tv.data(), tv.size(), sv.data(), sv.size(), chunk_elements);
+}
+
 void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                   size_t n_scalars) {
+  call_impl(tensors, n_tensors, scalars, n_scalars, 0);
+}
+
+void Kernel::call_chunked(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                          size_t n_scalars, int64_t chunk_elements) {
+  if (!desc_.shape.splittable) {
+    throw Error("op '" + desc_.op + "' (variant " + desc_.variant +
+                ") cannot be called in chunks (" + kNotSplittable + ")");
+  }
+  if (chunk_elements < 1) {
+    throw Error("op '" + desc_.op + "': chunk_elements must be at least 1, got " +
+                std::to_string(chunk_elements));
+  }
+  call_impl(tensors, n_tensors, scalars, n_scalars, chunk_elements);
+}
+
+void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                       size_t n_scalars, int64_t chunk_elements) {
   const Descriptor& d = desc_;
+  // Dense ops that may run on slices take any element count; the rest at most `limit`.
+  const bool split_ok = d.shape.elementwise && d.shape.splittable;
+  const int64_t limit = call_limit(d);
   auto fail = [&](const std::string& msg) -> Error { return Error("op '" + d.op + "': " + msg); };
   auto names_of = [](const std::vector<const Input*>& v) {
     std::vector<std::string> out;
@@ -472,10 +527,10 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
                    "' has more elements than fit in 64 bits " + shape_text(shape_of(*t)));
       }
     }
-    if (e > d.shape.max_elements) {
+    if (e > limit && !split_ok) {
       throw fail(std::string("argument '") + t->name + "' has " + std::to_string(e) +
-                 " elements, more than this kernel's limit of " +
-                 std::to_string(d.shape.max_elements));
+                 " elements, more than this kernel's limit of " + std::to_string(limit) +
+                 " per call, and the op cannot be updated in slices (" + kNotSplittable + ")");
     }
     if (e > 0 && !t->data) throw fail(std::string("argument '") + t->name + "' has no data");
     elements[k] = e;
@@ -504,7 +559,7 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
     }
     if (elements[0] == 0) return;
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
-      dims[k][0] = {0, static_cast<int32_t>(elements[k]), 1, 0};
+      dims[k][0] = {0, 0, 1, 0};  // the extent is set per slice
       rank[k] = 1;
     }
   } else {
@@ -610,11 +665,47 @@ void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView*
       argv[k] = &bufs[src.slot];
     }
   }
-  halide_error.clear();
-  int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
-  if (rc != 0) {
-    throw fail("kernel " + d.variant + " failed with Halide error " + std::to_string(rc) +
-               (halide_error.empty() ? "" : ": " + halide_error));
+  // off/len: the slice a chunked call runs (len 0: the whole call); named only on failure.
+  auto run = [&](int64_t off, int64_t len, int64_t n) {
+    halide_error.clear();
+    const int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
+    if (rc != 0) {
+      const std::string where =
+          len == 0 ? std::string()
+                   : " on elements [" + std::to_string(off) + ", " + std::to_string(off + len) +
+                         ") of " + std::to_string(n) + " (earlier slices are already updated)";
+      throw fail("kernel " + d.variant + " failed with Halide error " + std::to_string(rc) + where +
+                 (halide_error.empty() ? "" : ": " + halide_error));
+    }
+  };
+  if (!d.shape.elementwise) {
+    run(0, 0, 0);
+    return;
+  }
+
+  // Dense: one call, or consecutive slices [off, off + len) of every flattened tensor with the
+  // same scalars: the caller's chunk size, else equal slices when the tensors exceed the
+  // limit. Everything above was checked once, on the whole tensors.
+  const int64_t n = elements[0];
+  int64_t chunk = n;
+  if (chunk_elements > 0) {
+    chunk = std::min(chunk_elements, limit);
+  } else if (n > limit) {
+    chunk = balanced_chunk(n, limit);
+  }
+  uint8_t* base[kMaxArgs];
+  int64_t bytes[kMaxArgs];
+  for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+    base[k] = bufs[k].host;
+    bytes[k] = registry::dtype_bytes(t_at[k]->dtype);
+  }
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int64_t len = std::min(chunk, n - off);
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      bufs[k].host = base[k] + off * bytes[k];
+      dims[k][0].extent = static_cast<int32_t>(len);
+    }
+    run(off, chunk >= n ? 0 : len, n);
   }
 }
 

@@ -72,6 +72,25 @@ std::string explain_miss(const cache::CompileCache& cache, const std::string& id
   return out.empty() ? "key parts renamed" : out;
 }
 
+// The most elements one kernel call takes. The kernels index with 32 bits, and their
+// schedules evaluate int32 expressions a little past N: the parallel split's (N + 127) / 128
+// overflows from N = 2^31 - 127, where a call of apply_gradient_descent returned 0 and
+// updated nothing (measured; 2^31 - 128 was right). 2^30 keeps every such expression (at
+// most about 2 N) in range; the runtime updates larger tensors of splittable ops in slices.
+constexpr int64_t kMaxElementsPerCall = int64_t(1) << 30;
+
+// Whether any Func of the pipeline has an update definition: a dense op's only updates are
+// its whole-tensor reductions (norm2/sum), so this catches one whose terms read no tensor.
+bool has_reduction(const Halide::Pipeline& p) {
+  if (!p.defined()) return false;
+  for (const Halide::Func& out : p.outputs()) {
+    for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+      if (f.has_update_definition()) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
@@ -105,6 +124,11 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       r.shape.indices = in.name;
     }
   }
+  r.shape.max_elements = kMaxElementsPerCall;
+  // Slices of the flattened tensors may be updated by separate calls when every output
+  // element depends only on the same element of the inputs: dense, no whole-tensor reduction.
+  r.shape.splittable =
+      !d.sparse() && v.pipeline.reduction_reads.empty() && !has_reduction(v.pipeline.pipeline);
   r.kernel.file = "kernels/" + v.id + ".so";
   r.kernel.entry = v.id;
   r.kernel.args = v.pipeline.kernel_args;

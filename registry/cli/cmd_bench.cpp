@@ -2,11 +2,18 @@
 // writes the same bytes, in the same process, interleaved (the host is shared and noisy:
 // only same-run ratios mean anything). The bandwidth kernel runs at the op's thread count
 // and at 1 thread: small tensors must not pay a thread-pool dispatch.
+// opforge bench OP --n N --split K[,K...]: the whole-tensor call against the chunked update
+// (consecutive calls of K elements), interleaved on the same buffers.
 #include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "opforge/runtime.hpp"
 #include "registry/cli/bench_workload.h"
@@ -116,6 +123,142 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   return j;
 }
 
+// --split K[,K...]: chunk sizes, each an integer ("1048576", "1e6") or a power of two ("2^20").
+std::vector<int64_t> split_sizes(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    int64_t k = 0;
+    if (item.rfind("2^", 0) == 0) {
+      char* end = nullptr;
+      const long e = std::strtol(item.c_str() + 2, &end, 10);
+      if (item.size() > 2 && !*end && e >= 0 && e <= 62) k = int64_t(1) << e;
+    } else {
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (!item.empty() && !*end && v >= 1 && v < 9.2e18 &&
+          v == static_cast<double>(static_cast<int64_t>(v))) {
+        k = static_cast<int64_t>(v);
+      }
+    }
+    if (k < 1) {
+      throw UsageError("--split: expected positive chunk sizes (1048576, 1e6 or 2^20), got '" +
+                       item + "'");
+    }
+    out.push_back(k);
+  }
+  if (out.empty()) throw UsageError("--split: expected at least one chunk size");
+  return out;
+}
+
+// The whole-tensor call against the same update as consecutive calls of K elements
+// (Kernel::call_chunked), on the same buffers, interleaved (the order rotates every rep). No
+// bandwidth kernel or twin: at the sizes this is for (over 1 GB per tensor) their buffers
+// would not fit beside the op's.
+nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
+                           const std::map<std::string, double>& given) {
+  const registry::Descriptor& d = op.descriptor();
+  if (!op.splittable()) {
+    throw UsageError(
+        "--split: " + d.op + " is not splittable (" +
+        (d.shape.elementwise ? "its update reads whole-tensor reductions" : "a sparse op") +
+        "): it cannot be updated in chunks");
+  }
+  const int64_t n = a.get_int("n", 1000000);
+  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const std::vector<int64_t> chunks = split_sizes(a.get("split"));
+  Workload w(d, n, given);
+  const double bytes = static_cast<double>(n) * bytes_per_element(d);
+  double tensor_bytes = 4;
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::state) {
+      tensor_bytes = registry::dtype_bytes(in.dtype);
+      break;
+    }
+  }
+  reg.set_num_threads(threads);
+  auto run = [&](int64_t chunk) {  // chunk 0: the whole-tensor call
+    const auto t0 = std::chrono::steady_clock::now();
+    if (chunk == 0) {
+      op.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
+    } else {
+      op.call_chunked(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size(),
+                      chunk);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<int64_t> series = {0};
+  series.insert(series.end(), chunks.begin(), chunks.end());
+  for (int64_t c : series) run(c);  // warm up: pages, pool, caches
+  const double once = std::max(1e-7, run(0));
+  const int64_t reps =
+      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(0.3 / once), 7, 2001);
+  if (reps < 1) throw UsageError("--reps must be positive");
+  std::vector<std::vector<double>> t(series.size());
+  for (int64_t r = 0; r < reps; ++r) {
+    for (size_t s = 0; s < series.size(); ++s) {
+      const size_t k = (s + static_cast<size_t>(r)) % series.size();
+      t[k].push_back(run(series[k]));
+    }
+  }
+  const double m_whole = median(t[0]);
+  // Kernel calls per update: past the per-call limit the runtime splits the "whole" call too
+  // (into the fewest slices of at most `limit`, rounded down to 64 elements), and caps K.
+  const int64_t limit = std::min<int64_t>(d.shape.max_elements, INT32_MAX);
+  const int64_t step = limit >= 64 ? limit / 64 * 64 : limit;
+  auto row = [&](size_t k) {
+    const double m = median(t[k]);
+    const int64_t c = series[k] == 0 ? n : std::min({series[k], n, limit});
+    const int64_t calls =
+        series[k] == 0 ? (n > limit ? (n + step - 1) / step : 1) : (n + c - 1) / c;
+    nlohmann::json j = {{"chunk", c},
+                        {"calls", calls},
+                        {"us", m * 1e6},
+                        {"min_us", *std::min_element(t[k].begin(), t[k].end()) * 1e6},
+                        {"gbps", bytes / m / 1e9}};
+    if (k > 0) {
+      j["time_ratio"] = m / m_whole;                 // < 1: the chunked update is faster
+      j["speedup_pct"] = 100.0 * (m_whole / m - 1);  // 30: 30% faster than whole
+    }
+    return j;
+  };
+  nlohmann::json chunked = nlohmann::json::array();
+  for (size_t k = 1; k < series.size(); ++k) chunked.push_back(row(k));
+  return {{"op", d.op},
+          {"variant", d.variant},
+          {"isa", d.target.isa},
+          {"n", n},
+          {"threads", threads},
+          {"reps", reps},
+          {"bytes_per_update", bytes},
+          {"tensor_bytes", static_cast<double>(n) * tensor_bytes},
+          {"whole", row(0)},
+          {"chunked", chunked}};
+}
+
+void print_split(const nlohmann::json& j) {
+  std::printf(
+      "%s  n=%lld (%.3g GiB per tensor, %.3g GB moved per update)  threads=%d  %lld "
+      "reps (medians, interleaved)\n",
+      j["variant"].get<std::string>().c_str(), j["n"].get<long long>(),
+      j["tensor_bytes"].get<double>() / 1073741824.0, j["bytes_per_update"].get<double>() / 1e9,
+      j["threads"].get<int>(), j["reps"].get<long long>());
+  auto line = [](const char* label, const nlohmann::json& r) {
+    std::printf("  %-20s %8lld calls %13.1f us (min %.1f)  %7.2f GB/s", label,
+                r["calls"].get<long long>(), r["us"].get<double>(), r["min_us"].get<double>(),
+                r["gbps"].get<double>());
+  };
+  line("whole tensor", j["whole"]);
+  std::printf("\n");
+  for (const auto& r : j["chunked"]) {
+    const std::string label = "chunk " + std::to_string(r["chunk"].get<long long>());
+    line(label.c_str(), r);
+    const double pct = r["speedup_pct"].get<double>();
+    std::printf("   %.3fx the whole call's time: %.1f%% %s\n", r["time_ratio"].get<double>(),
+                std::fabs(pct), pct >= 0 ? "faster" : "slower");
+  }
+}
+
 nlohmann::json bench_one(const Args& a, Registry& reg, Kernel& op,
                          const std::map<std::string, double>& given, Kernel* twin = nullptr) {
   const registry::Descriptor& d = op.descriptor();
@@ -188,6 +331,27 @@ int cmd_bench(const Args& a) {
     throw UsageError("--n and --threads must be positive");
   }
   const std::string target = a.positional.at(0);
+  if (a.has("split")) {
+    if (target == "all") throw UsageError("--split takes one op, not all");
+    if (a.has("rows") || a.has("cols") || a.has("indices")) {
+      throw UsageError("--split is for dense ops: give --n, not --rows/--cols/--indices");
+    }
+    Kernel& k = op_kernel(*reg, a, target);
+    for (const auto& [name, v] : given) {
+      const registry::Input* in = k.descriptor().find_input(name);
+      if (!in || in->role != registry::Input::Role::scalar) {
+        throw UsageError("--scalar '" + name + "': " + k.descriptor().op +
+                         " has no such scalar argument");
+      }
+    }
+    const nlohmann::json j = bench_split(a, *reg, k, given);
+    if (a.has("json")) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_split(j);
+    }
+    return 0;
+  }
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);
     // Without --variant, an autoscheduled twin of the selected variant runs alongside.

@@ -176,8 +176,10 @@ int cmd_describe(const Args& a) {
   }
   std::printf(
       "shape: elementwise, equal shapes for %s (any rank, flattened; at most %lld "
-      "elements)\n",
-      join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements));
+      "elements per kernel call, %s)\n",
+      join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements),
+      d.shape.splittable ? "larger tensors are updated in slices"
+                         : "not splittable: larger tensors are refused");
   std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
               d.tolerance.rtol);
   std::printf("traffic: %d B read + %d B written per element\n\nvariants:\n",

@@ -288,9 +288,10 @@ std::vector<Call> resolve(Registry& reg, const ProfileSpec& p, const std::string
              s.op + " is a dense op: give 'n' (elements per tensor), not rows/cols/indices");
       }
       if (!s.has_n) fail(s.where, "missing 'n' (elements per tensor of " + s.op + ")");
-      if (s.n > max) {
+      if (s.n > max && !c.op->splittable()) {
         fail(s.where, "'n' " + std::to_string(s.n) + " is over the kernels' " +
-                          std::to_string(max) + " elements");
+                          std::to_string(max) + " elements per call, and " + s.op +
+                          " is not splittable (whole-tensor reductions)");
       }
       c.elements = s.n;
     } else {

@@ -142,6 +142,10 @@ const std::vector<Command>& commands() {
          {"threads", "N", "threads for the op (default 2)"},
          {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
          {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
+         {"split", "K[,K...]",
+          "splittable dense ops: time the whole-tensor call against the update as consecutive "
+          "calls of K elements (2^20, 1e6; several comma-separated), interleaved on the same "
+          "buffers; no bandwidth kernel"},
          json}},
        cmd_bench},
       {{"profile",

@@ -536,6 +536,7 @@ ojson shape_json(const ShapeConstraints& s) {
   j["elementwise"] = s.elementwise;
   j["same_shape"] = s.same_shape;
   j["max_elements"] = s.max_elements;
+  j["splittable"] = s.splittable;
   if (!s.elementwise) {
     j["indices"] = s.indices;
     j["row_slices"] = s.row_slices;
@@ -667,6 +668,8 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   s.elementwise = o.boolean("elementwise");
   s.same_shape = string_array(origin, o.array("same_shape"), o.at("same_shape"));
   s.max_elements = o.integer("max_elements", 1, std::numeric_limits<int64_t>::max());
+  // Optional: descriptors written before it existed are never split.
+  if (o.field("splittable", false)) s.splittable = o.boolean("splittable");
   if (!s.elementwise) {
     s.indices = o.str("indices");
     s.row_slices = string_array(origin, o.array("row_slices"), o.at("row_slices"));
@@ -929,6 +932,9 @@ void check_shape(const Descriptor& d, const std::string& origin) {
     if (in->role == Input::Role::scalar) fail(origin, ptr, quote(name) + " is a scalar input");
     if (!seen.insert(name).second) fail(origin, ptr, quote(name) + " is listed twice");
   }
+  if (d.shape.splittable && !d.shape.elementwise) {
+    fail(origin, "/shape/splittable", "a sparse-rows op (elementwise false) cannot be splittable");
+  }
   if (d.shape.elementwise) return;
   const Input* idx = d.find_input(d.shape.indices);
   if (!idx || idx->role == Input::Role::scalar ||
@@ -939,7 +945,8 @@ void check_shape(const Descriptor& d, const std::string& origin) {
   for (size_t i = 0; i < d.shape.row_slices.size(); ++i) {
     const std::string& name = d.shape.row_slices[i];
     const Input* in = d.find_input(name);
-    if (!in || in->role == Input::Role::scalar || !seen.insert(name).second || name == d.shape.indices) {
+    if (!in || in->role == Input::Role::scalar || !seen.insert(name).second ||
+        name == d.shape.indices) {
       fail(origin, child("/shape/row_slices", i),
            quote(name) + " must name a tensor input not listed elsewhere in /shape");
     }

@@ -95,7 +95,14 @@ struct Schedule {
 struct ShapeConstraints {
   bool elementwise = true;              // all same_shape tensors are flattened to 1-D
   std::vector<std::string> same_shape;  // tensors whose shapes must be equal
-  int64_t max_elements = 2147483647;    // 32-bit Halide indexing
+  // The most elements one kernel call takes: 32-bit Halide indexing, and the builder writes
+  // 2^30 (its schedules' int32 arithmetic overflows near 2^31: registry_builder.cpp).
+  int64_t max_elements = 2147483647;
+  // Every output element depends only on the same element of the inputs (dense, no
+  // whole-tensor reduction): the op may be called on consecutive slices of the flattened
+  // tensors with the same scalars, which is how the runtime updates more than max_elements
+  // elements. False for sparse ops and for ops with norm2()/sum() (LAMB, LARS).
+  bool splittable = false;
   // Sparse rows (elementwise false): same_shape are the states [rows, ...]; `indices` is the
   // 1-D index tensor; each row_slices tensor is [len(indices)] + state.shape[1:].
   std::string indices;

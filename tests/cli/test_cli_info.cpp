@@ -122,6 +122,55 @@ TEST_CASE("bench apply_gradient_descent --json") {
   CHECK(v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s1_g1__", 0) == 0);
 }
 
+TEST_CASE("bench --split: whole-tensor call against chunked updates, same run") {
+  const Result r = opforge_reg({"bench", "apply_gradient_descent", "--n", "100003", "--split",
+                                "2^10,4099", "--reps", "5", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json v = parse_json(r);
+  CHECK(v.at("op") == "apply_gradient_descent");
+  CHECK(v.at("n") == 100003);
+  CHECK(v.at("reps") == 5);
+  CHECK(v.at("whole").at("calls") == 1);
+  CHECK(v.at("whole").at("us").get<double>() > 0);
+  REQUIRE(v.at("chunked").size() == 2);
+  CHECK(v.at("chunked")[0].at("chunk") == 1024);
+  CHECK(v.at("chunked")[0].at("calls") == 98);  // ceil(100003 / 1024)
+  CHECK(v.at("chunked")[1].at("chunk") == 4099);
+  CHECK(v.at("chunked")[1].at("calls") == 25);
+  for (const auto& c : v.at("chunked")) {
+    for (const char* k : {"us", "gbps", "time_ratio"}) {
+      CAPTURE(k);
+      CHECK(c.at(k).get<double>() > 0);
+    }
+    CHECK(c.contains("speedup_pct"));
+  }
+  const Result text = opforge_reg(
+      {"bench", "apply_gradient_descent", "--n", "5000", "--split", "1000", "--reps", "3"});
+  REQUIRE_MESSAGE(text.rc == 0, text.all());
+  CHECK(contains(text.out, "whole tensor"));
+  CHECK(contains(text.out, "chunk 1000"));
+  CHECK(contains(text.out, "the whole call's time"));
+}
+
+TEST_CASE("bench --split: usage errors name the problem") {
+  const Result lamb = opforge_reg({"bench", "apply_lamb", "--n", "1000", "--split", "100"});
+  CHECK(lamb.rc == 2);
+  CHECK(contains(lamb.err, "apply_lamb is not splittable"));
+  const Result sparse = opforge_reg({"bench", "sparse_adam", "--n", "1000", "--split", "100"});
+  CHECK(sparse.rc == 2);
+  CHECK(contains(sparse.err, "not splittable"));
+  for (const char* bad : {"0", "x", "2^", "1.5", "10,,20", "-4"}) {
+    CAPTURE(bad);
+    const Result r =
+        opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--split", bad});
+    CHECK(r.rc == 2);
+    CHECK(contains(r.err, "--split"));
+  }
+  const Result all = opforge_reg({"bench", "all", "--n", "1000", "--split", "100"});
+  CHECK(all.rc == 2);
+  CHECK(contains(all.err, "--split takes one op"));
+}
+
 TEST_CASE("bench: bad --n is a usage error") {
   const Result r = opforge_reg({"bench", "apply_gradient_descent", "--n", "ten"});
   CHECK(r.rc == 2);

@@ -61,8 +61,24 @@ int opforge_select(opforge_registry* reg, const char* op, const char* attrs, con
 const char* opforge_kernel_variant(const opforge_kernel* k);
 const char* opforge_kernel_isa(const opforge_kernel* k);
 
+/* Validates the arguments against the descriptor and calls the kernel. One kernel call takes
+ * at most the descriptor's shape.max_elements elements per tensor (2^30 as built); a
+ * splittable op (opforge_kernel_splittable) with more is updated in consecutive slices of at
+ * most that many, any other op fails. */
 int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                  const opforge_scalar* scalars, size_t n_scalars);
+
+/* 1 when every output element depends only on the same element of the inputs (no
+ * whole-tensor reduction such as LAMB's norms, not a sparse op): the op may run on slices. */
+int opforge_kernel_splittable(const opforge_kernel* k);
+
+/* opforge_call as consecutive kernel calls over slices of at most chunk_elements elements of
+ * the flattened tensors (pointers offset per slice, scalars identical), validated once on the
+ * whole tensors. The bytes of one opforge_call per slice, and of one whole call except in the
+ * last bits for kernels whose vector tails round differently (README, Large tensors). Fails
+ * for an op that is not splittable or chunk_elements < 1. */
+int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                         const opforge_scalar* scalars, size_t n_scalars, int64_t chunk_elements);
 
 /* Threads of the shared Halide thread pool (0: Halide's default). */
 int opforge_set_num_threads(opforge_registry* reg, int n);

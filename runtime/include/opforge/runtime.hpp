@@ -46,15 +46,42 @@ class Kernel {
   const registry::Descriptor& descriptor() const { return desc_; }
   // Validates every argument against the descriptor (names, missing/extra, dtype, equal
   // shapes, aliasing between distinct arguments) and calls the kernel. Throws Error.
+  //
+  // Large tensors: one kernel call indexes with 32 bits and takes at most
+  // descriptor().shape.max_elements elements (2^30 as built). A splittable op (below) with
+  // more elements is called on consecutive equal slices of the flattened tensors (multiples of
+  // 64 elements, each at most that long) with the same scalars; any other op over the limit
+  // throws an Error naming the op, the tensor, its element count and the limit.
   void call(const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars);
   // The same, without allocating: a per-call cost of well under a microsecond matters for
   // small tensors.
   void call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
             size_t n_scalars);
 
+  // Whether the op may run on slices: every output element depends only on the same element
+  // of its inputs (dense, no whole-tensor reduction). False for LAMB and LARS (their norms
+  // span the whole tensor), for sparse ops and for descriptors that predate the field.
+  bool splittable() const { return desc_.shape.splittable; }
+
+  // call(), as consecutive kernel calls over slices [0, c), [c, 2c), ... of the flattened
+  // tensors, c = min(chunk_elements, max_elements): every pointer offset per slice, scalars
+  // identical. Arguments are validated once, on the whole tensors (names, dtypes, shapes,
+  // aliasing). The result is the bytes of one call() per slice, and of one whole call()
+  // except in the last bits for kernels whose vector tails round differently from full vectors
+  // (README, Large tensors). Throws Error when the op is not splittable (whatever the size) or
+  // chunk_elements < 1. A Halide error in a slice names the slice; the slices before it are
+  // already updated.
+  void call_chunked(const std::vector<Tensor>& tensors,
+                    const std::map<std::string, double>& scalars, int64_t chunk_elements);
+  void call_chunked(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                    size_t n_scalars, int64_t chunk_elements);
+
  private:
   friend class Registry;
   Kernel(registry::Descriptor d, void* handle, void* argv_fn);
+  // chunk_elements 0: one call, or equal slices past the limit (splittable ops only).
+  void call_impl(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                 size_t n_scalars, int64_t chunk_elements);
   // Where each kernel argument comes from: tensor slot, scalar slot or aliased state slot.
   struct ArgSource {
     registry::KernelArg::Kind kind;

@@ -73,6 +73,7 @@ Descriptor make_adam() {
   d.shape.elementwise = true;
   d.shape.same_shape = {"var", "m", "v", "grad"};
   d.shape.max_elements = 2147483647;
+  d.shape.splittable = true;
   d.kernel.file = "kernels/apply_adam_f32_avx2_nesterov1.so";
   d.kernel.entry = "apply_adam_f32_avx2_nesterov1";
   for (const Input& in : d.inputs) {
@@ -152,6 +153,7 @@ void check_same(const Descriptor& a, const Descriptor& b) {
   CHECK(a.shape.elementwise == b.shape.elementwise);
   CHECK(a.shape.same_shape == b.shape.same_shape);
   CHECK(a.shape.max_elements == b.shape.max_elements);
+  CHECK(a.shape.splittable == b.shape.splittable);
   CHECK(a.shape.indices == b.shape.indices);
   CHECK(a.shape.row_slices == b.shape.row_slices);
   CHECK(a.kernel.file == b.kernel.file);
@@ -314,6 +316,7 @@ TEST_CASE("to_json writes the documented shape") {
   CHECK(j["kernel"]["args"][5]["dims"] == 0);
   CHECK(j["kernel"]["args"][10]["kind"] == "output_buffer");
   CHECK(j["shape"]["max_elements"] == 2147483647);
+  CHECK(j["shape"]["splittable"] == true);
   CHECK(j["target"]["cpu_features"] == json({"sse4.1", "avx2", "fma", "f16c"}));
   CHECK(j["schedule"]["params"]["vector_width"] == "8");
   CHECK(j["tolerance"]["rtol"].is_number_float());
@@ -399,6 +402,7 @@ TEST_CASE("a hand-written minimal descriptor parses; optional fields default") {
   CHECK(d.shape.elementwise == true);
   CHECK(d.shape.indices.empty());
   CHECK(d.shape.max_elements == 4294967296LL);
+  CHECK(d.shape.splittable == false);  // written before the field existed: never split
   REQUIRE(d.kernel.args.size() == 4);
   CHECK(d.kernel.args[0].kind == KernelArg::Kind::output_buffer);
   CHECK(d.kernel.args[2].dims == 3);
@@ -699,6 +703,26 @@ TEST_CASE("reject: max_elements must be positive") {
                  "out of range");
 }
 
+TEST_CASE("shape.splittable: optional boolean, false when absent, never for sparse rows") {
+  Descriptor d = make_adam();
+  for (const bool splittable : {true, false}) {
+    d.shape.splittable = splittable;
+    const std::string text = to_json(d);
+    CHECK(json::parse(text)["shape"]["splittable"] == splittable);
+    const Descriptor back = descriptor_from_json(text, kOrigin);
+    CHECK(back.shape.splittable == splittable);
+    CHECK(to_json(back) == text);
+  }
+  CHECK(reject([](json& j) { j["shape"].erase("splittable"); }) == "<no FormatError thrown>");
+  json old = json::parse(to_json(make_adam()));
+  old["shape"].erase("splittable");
+  CHECK_FALSE(descriptor_from_json(old.dump(), kOrigin).shape.splittable);
+  check_rejected(reject([](json& j) { j["shape"]["splittable"] = 1; }), "/shape/splittable",
+                 "expected boolean");
+  check_rejected(reject([](json& j) { j["shape"]["splittable"] = "true"; }), "/shape/splittable",
+                 "expected boolean");
+}
+
 TEST_CASE("reject: unknown keys, at the top level and inside") {
   check_rejected(reject([](json& j) { j["extra_field"] = 1; }), "/extra_field",
                  "unknown key \"extra_field\"");
@@ -755,12 +779,14 @@ TEST_CASE("reject: CPU feature names") {
 Descriptor make_sparse() {
   Descriptor d = make_adam();
   d.shape.elementwise = false;
+  d.shape.splittable = false;
   d.shape.same_shape = {"var", "m", "v"};
   d.shape.row_slices = {"grad"};
   d.inputs.push_back(input("indices", Input::Role::tensor, -1));
   d.inputs.back().dtype = DType::i64;
   d.shape.indices = "indices";
-  d.kernel.args.insert(d.kernel.args.begin() + 10, arg("indices", KernelArg::Kind::input_buffer, 1));
+  d.kernel.args.insert(d.kernel.args.begin() + 10,
+                       arg("indices", KernelArg::Kind::input_buffer, 1));
   d.kernel.args[10].dtype = DType::i64;
   return d;
 }
@@ -783,4 +809,6 @@ TEST_CASE("sparse-rows shape constraints round trip and are validated") {
                  "int32 or int64");
   check_rejected(edited([](json& k) { k["shape"]["row_slices"] = json::array({"var"}); }),
                  "/shape/row_slices/0", "\"var\"");
+  check_rejected(edited([](json& k) { k["shape"]["splittable"] = true; }), "/shape/splittable",
+                 "cannot be splittable");
 }

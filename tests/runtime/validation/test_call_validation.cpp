@@ -194,13 +194,22 @@ TEST_CASE("call: a negative dimension is named") {
   CHECK(contains(error_of([&] { adam().call(all, adam_scalars()); }), "negative dimension"));
 }
 
-TEST_CASE("call: more elements than the kernel's 32-bit limit are rejected before any access") {
+// Only an op that cannot be split: a splittable one (Adam) updates more than max_elements
+// elements in slices (test_chunked_calls.cpp).
+TEST_CASE("call: more elements than the kernel's limit are rejected before any access") {
   AdamData d(4);  // the kernel must never touch these small buffers
   const AdamData before = d;
   auto t = d.tensors({int64_t(1) << 31});
-  const std::string msg = error_of([&] { adam().call(t, adam_scalars()); });
+  Kernel& lamb = shared_registry().select("apply_lamb", {}, "avx2");
+  REQUIRE_FALSE(lamb.splittable());
+  const std::map<std::string, double> s = {{"lr", 0.01},           {"beta1", 0.9},
+                                           {"beta2", 0.999},       {"epsilon", 1e-6},
+                                           {"weight_decay", 0.01}, {"step", 3}};
+  const std::string msg = error_of([&] { lamb.call(t, s); });
+  CHECK(contains(msg, "apply_lamb"));
+  CHECK(contains(msg, "'var'"));
   CHECK(contains(msg, "2147483648"));
-  CHECK(contains(msg, "limit"));
+  CHECK(contains(msg, "limit of " + std::to_string(lamb.descriptor().shape.max_elements)));
   CHECK(d.var == before.var);
 }
 
