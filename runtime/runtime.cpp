@@ -409,32 +409,36 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
   }
 }
 
+namespace {
+
+// Views of owning tensors and scalars (valid while those live).
+struct Views {
+  std::vector<TensorView> tensors;
+  std::vector<ScalarView> scalars;
+  Views(const std::vector<Tensor>& t, const std::map<std::string, double>& s) {
+    tensors.reserve(t.size());
+    for (const auto& x : t) {
+      tensors.push_back(
+          {x.name.c_str(), x.data, x.dtype, x.shape.data(), static_cast<int>(x.shape.size())});
+    }
+    scalars.reserve(s.size());
+    for (const auto& [name, v] : s) scalars.push_back({name.c_str(), v});
+  }
+};
+
+}  // namespace
+
 void Kernel::call(const std::vector<Tensor>& tensors,
                   const std::map<std::string, double>& scalars) {
-  std::vector<TensorView> tv;
-  tv.reserve(tensors.size());
-  for (const auto& t : tensors) {
-    tv.push_back(
-        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
-  }
-  std::vector<ScalarView> sv;
-  sv.reserve(scalars.size());
-  for (const auto& [name, v] : scalars) sv.push_back({name.c_str(), v});
-  call(tv.data(), tv.size(), sv.data(), sv.size());
+  const Views v(tensors, scalars);
+  call(v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size());
 }
 
 void Kernel::call_chunked(const std::vector<Tensor>& tensors,
                           const std::map<std::string, double>& scalars, int64_t chunk_elements) {
-  std::vector<TensorView> tv;
-  tv.reserve(tensors.size());
-  for (const auto& t : tensors) {
-    tv.push_back(
-        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
-  }
-  std::vector<ScalarView> sv;
-  sv.reserve(scalars.size());
-  for (const auto& [name, v] : scalars) sv.push_back({name.c_str(), v});
-  call_chunked(tv.data(), tv.size(), sv.data(), sv.size(), chunk_elements);
+  const Views v(tensors, scalars);
+  call_chunked(v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size(),
+               chunk_elements);
 }
 
 void Kernel::call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -165,6 +166,16 @@ inline std::vector<std::string> concat(std::vector<std::string> a,
                                        const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+// A command's stdout as JSON; a test failure (with the output) when it is not.
+inline nlohmann::json parse_json(const Result& r) {
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const nlohmann::json::exception& e) {
+    FAIL_CHECK("not JSON (" << e.what() << "): " << r.all());
+    return nlohmann::json::object();
+  }
 }
 
 }  // namespace opforge::testing

@@ -12,15 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json parse_json(const Result& r) {
-  try {
-    return json::parse(r.out);
-  } catch (const json::exception& e) {
-    FAIL_CHECK("not JSON (" << e.what() << "): " << r.out);
-    return json();
-  }
-}
-
 TEST_CASE("list: every op, as a table and as JSON") {
   const Result r = opforge_reg({"list"});
   REQUIRE_MESSAGE(r.rc == 0, r.all());

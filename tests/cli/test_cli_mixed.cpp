@@ -12,15 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json parse_json(const Result& r) {
-  try {
-    return json::parse(r.out);
-  } catch (const json::exception& e) {
-    FAIL_CHECK("not JSON: " << e.what() << "\n" << r.all());
-    return json::object();
-  }
-}
-
 TEST_CASE("bench apply_adam --attr storage=bf16m: typed buffers, same-dtype bandwidth kernel") {
   for (const std::string storage : {"bf16m", "f16m"}) {
     CAPTURE(storage);

@@ -21,15 +21,6 @@ std::string profile_path(const std::string& name) {
 
 const std::string kTiny = profile_path("tiny_mlp_sgd_momentum.json");
 
-json parse_out(const Result& r) {
-  try {
-    return json::parse(r.out);
-  } catch (const json::exception& e) {
-    FAIL_CHECK("not JSON (" << e.what() << "): " << r.out);
-    return json::object();
-  }
-}
-
 // A profile file in `dir` with the given text; returns its path.
 std::string write_profile(const TempDir& dir, const std::string& name, const std::string& text) {
   const std::string path = dir / name;
@@ -50,7 +41,7 @@ TEST_CASE("profile --json: one row per op, counts from the repeats, shares add u
 
   const Result r = opforge_reg({"profile", kTiny, "--steps", "2", "--json"});
   REQUIRE_MESSAGE(r.rc == 0, r.all());
-  const json j = parse_out(r);
+  const json j = parse_json(r);
   CHECK(j.at("name") == file.at("name"));
   CHECK(j.at("steps") == 2);
   CHECK(j.at("threads") == 2);
@@ -114,7 +105,7 @@ TEST_CASE("profile: sparse ops take rows, cols and indices") {
                     {"op": "apply_gradient_descent", "n": 1000, "repeat": 3}]})");
   const Result r = opforge_reg({"profile", f, "--steps", "2", "--json"});
   REQUIRE_MESSAGE(r.rc == 0, r.all());
-  const json j = parse_out(r);
+  const json j = parse_json(r);
   std::map<std::string, json> calls;
   for (const auto& c : j.at("calls")) calls[c.at("label").get<std::string>()] = c;
   REQUIRE(calls.count("emb") == 1);
