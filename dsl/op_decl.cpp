@@ -53,10 +53,19 @@ Expr UpdateContext::sum(const Expr& e) const {
 void UpdateContext::fast_path(const Expr& condition) const {
   // Asking twice is asking once: Halide returns the existing specialization for an equal
   // condition, and scheduling it twice fails.
-  for (const auto& c : fast_paths_) {
+  for (const auto& c : *fast_paths_) {
     if (Halide::Internal::equal(c, condition)) return;
   }
-  fast_paths_.push_back(condition);
+  fast_paths_->push_back(condition);
+}
+
+UpdateContext UpdateContext::with_values(const std::map<std::string, Expr>& overrides) const {
+  UpdateContext c = *this;
+  for (const auto& [name, e] : overrides) {
+    if (!c.values_.count(name)) fail(op_, "override of '" + name + "', which is not an argument");
+    c.values_[name] = e;
+  }
+  return c;
 }
 
 Expr UpdateContext::norm2(const Expr& e) const {
@@ -72,8 +81,15 @@ OptimizerDecl::OptimizerDecl(std::string name) : name_(std::move(name)) {
 
 bool Condition::holds(const std::map<std::string, std::string>& attrs) const {
   if (attr.empty()) return true;
-  auto it = attrs.find(attr);
-  return it != attrs.end() && it->second == value;
+  auto is = [&](const std::string& a, const std::string& v) {
+    auto it = attrs.find(a);
+    return it != attrs.end() && it->second == v;
+  };
+  if (is(attr, value)) return true;
+  for (const auto& [a, v] : or_any) {
+    if (is(a, v)) return true;
+  }
+  return false;
 }
 
 OptimizerDecl& OptimizerDecl::add_arg(ArgDecl a) {
@@ -95,12 +111,92 @@ OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d,
                                      std::optional<double> default_value) {
   return add_arg({n, Input::Role::scalar, d, registry::DType::f32, std::move(when), default_value});
 }
+OptimizerDecl& OptimizerDecl::result(const std::string& n, const std::string& d, Condition when) {
+  return add_arg({n, Input::Role::result, d, registry::DType::f32, std::move(when)});
+}
+
+namespace {
+const char* const kUnscale = "unscale";
+const char* const kSkip = "skip_if_nonfinite";
+const char* const kInvScale = "inv_scale";
+const char* const kFoundInf = "found_inf";
+
+// x != 0 on the bits (NaN counts as set), so that no float compare can be folded.
+Expr nonzero(const Expr& x) {
+  const bool f64 = x.type().bits() == 64;
+  const Halide::Type u = f64 ? Halide::UInt(64) : Halide::UInt(32);
+  const Expr bits = Halide::reinterpret(u, f64 ? x : Halide::cast(Halide::Float(32), x));
+  const Expr mask = f64 ? Halide::Expr(static_cast<uint64_t>(0x7fffffffffffffffULL))
+                        : Halide::Expr(static_cast<uint32_t>(0x7fffffffu));
+  return (bits & mask) != Halide::cast(u, 0);
+}
+}  // namespace
+
+OptimizerDecl& OptimizerDecl::grad_scaling() {
+  if (grad_scaling_) fail(name_, "grad_scaling() called twice");
+  if (!update_) fail(name_, "grad_scaling() wraps the update: declare update() first");
+  if (sparse_) fail(name_, "grad_scaling() is for dense ops");
+  std::vector<std::string> grads;
+  for (const auto& a : args_) {
+    if (a.role == Input::Role::gradient) grads.push_back(a.name);
+  }
+  if (grads.empty()) fail(name_, "grad_scaling() needs a gradient argument");
+  attr_bool(kUnscale, false, "multiply every gradient by the scalar inv_scale (1/loss scale)");
+  attr_bool(kSkip, false,
+            "leave every state untouched when a gradient is inf/NaN or found_inf is already set");
+  attrs_[attrs_.size() - 2].in_id_at_default = false;
+  attrs_.back().in_id_at_default = false;
+  scalar(kInvScale, "1 / loss scale: gradients are multiplied by it", {kUnscale, "true"});
+  result(kFoundInf,
+         "Set to 1 when any (unscaled) gradient element is inf or NaN, else left as it was",
+         {kUnscale, "true", {{kSkip, "true"}}});
+  unscaled_update_ = update_;
+  update_ = [inner = update_, grads](const UpdateContext& c) {
+    const bool unscale = c.attr_bool(kUnscale), skip = c.attr_bool(kSkip);
+    if (!unscale && !skip) return inner(c);
+    std::map<std::string, Expr> scaled;
+    Expr bad;  // per element: how many of its gradients are not finite
+    for (const auto& g : grads) {
+      const Expr x = unscale ? c[g] * c[kInvScale] : c[g];
+      scaled[g] = x;
+      const Expr b = dsl::select(dsl::is_finite(x), 0.f, 1.f);
+      bad = bad.defined() ? bad + b : b;
+    }
+    Updates u = inner(c.with_values(scaled));
+    const Expr found = c.sum(bad) > 0.f || nonzero(c[kFoundInf]);
+    if (skip) {
+      for (auto& [name, e] : u) e = dsl::select(found, c[name], e);
+    }
+    u.push_back({kFoundInf, dsl::select(found, 1.f, 0.f)});
+    return u;
+  };
+  grad_scaling_ = true;
+  return *this;
+}
+
 OptimizerDecl& OptimizerDecl::scalar_i64(const std::string& n, const std::string& d) {
   return add_arg({n, Input::Role::scalar, d, registry::DType::i64, {}});
 }
 
 OptimizerDecl& OptimizerDecl::sparse_rows() {
   if (sparse_) fail(name_, "sparse_rows() called twice");
+  if (grad_scaling_) {
+    // The sparse form has no reductions: it keeps the plain update and drops what
+    // grad_scaling() declared.
+    const std::set<std::string> added = {kUnscale, kSkip, kInvScale, kFoundInf};
+    std::vector<ArgDecl> args;
+    for (auto& a : args_) {
+      if (!added.count(a.name)) args.push_back(a);
+    }
+    args_ = std::move(args);
+    std::vector<AttrDecl> attrs;
+    for (auto& a : attrs_) {
+      if (!added.count(a.name)) attrs.push_back(a);
+    }
+    attrs_ = std::move(attrs);
+    update_ = unscaled_update_;
+    grad_scaling_ = false;
+  }
   size_t last_grad = args_.size();
   for (size_t k = 0; k < args_.size(); ++k) {
     if (args_[k].role == Input::Role::gradient) last_grad = k;
@@ -199,6 +295,14 @@ std::vector<std::string> OptimizerDecl::states(const AttrValues& attrs) const {
   return out;
 }
 
+std::vector<std::string> OptimizerDecl::results(const AttrValues& attrs) const {
+  std::vector<std::string> out;
+  for (const auto& a : args_for(attrs)) {
+    if (a.role == Input::Role::result) out.push_back(a.name);
+  }
+  return out;
+}
+
 AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
   AttrValues out;
   for (const auto& [k, v] : given) {
@@ -223,10 +327,16 @@ void OptimizerDecl::validate() const {
   if (!any_state) fail(name_, "declares no state tensor");
   for (const auto& a : args_) {
     if (a.when.attr.empty()) continue;
-    bool known = false;
-    for (const auto& at : attrs_) known = known || at.name == a.when.attr;
-    if (!known)
-      fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + a.when.attr + "'");
+    std::vector<std::string> used = {a.when.attr};
+    for (const auto& alt : a.when.or_any) used.push_back(alt.first);
+    for (const auto& name : used) {
+      bool known = false;
+      for (const auto& at : attrs_) known = known || at.name == name;
+      if (!known)
+        fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + name + "'");
+    }
+    if (a.role == Input::Role::result && a.dtype != registry::DType::f32)
+      fail(name_, "result '" + a.name + "' must be float32");
   }
   if (!update_) fail(name_, "has no update");
   if (kind_ != "optimizer" && kind_ != "bandwidth") fail(name_, "unknown kind '" + kind_ + "'");

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,9 +31,11 @@ namespace opforge::dsl {
 using Halide::Expr;
 using AttrValues = std::map<std::string, std::string>;  // name -> canonical value
 
-// An argument exists in a variant when its condition holds (e.g. v_max only with amsgrad).
+// An argument exists in a variant when its condition holds (e.g. v_max only with amsgrad):
+// attr == value, or any of the alternatives `or_any` (attr, value) holds.
 struct Condition {
   std::string attr, value;  // empty attr: always
+  std::vector<std::pair<std::string, std::string>> or_any = {};
   bool holds(const std::map<std::string, std::string>& attrs) const;
 };
 
@@ -73,6 +76,9 @@ struct AttrDecl {
   std::string default_value;  // canonical
   std::string description;
   std::vector<std::string> choices;  // string attrs only
+  // Variant ids name every attr's value; an attr added to existing ops (grad_scaling()) is
+  // named only off its default, so the ids (and schedule files) of existing variants stay.
+  bool in_id_at_default = true;
 };
 
 // Whole-tensor reduction of a per-element Expr: returns the fp64 sum (of squares when
@@ -95,11 +101,14 @@ class UpdateContext {
   Expr sum(const Expr& e) const;
   // sqrt(sum of e^2) over the tensor (fp64 accumulation, returned as fp32)
   Expr norm2(const Expr& e) const;
+  // The same context reading `overrides` instead of those arguments' values (attrs,
+  // reductions, fast paths shared: fast paths asked for through the copy reach this one).
+  UpdateContext with_values(const std::map<std::string, Expr>& overrides) const;
   // Asks for a copy of the kernel specialized on a run-time condition over scalars, e.g.
   // lr_power == -0.5 in Ftrl: Halide substitutes param == constant into that copy, so a
   // select on it keeps only the cheap branch (sqrt instead of a scalar pow per element).
   void fast_path(const Expr& condition) const;
-  const std::vector<Expr>& fast_paths() const { return fast_paths_; }
+  const std::vector<Expr>& fast_paths() const { return *fast_paths_; }
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   double attr_float(const std::string& name) const;
@@ -111,7 +120,8 @@ class UpdateContext {
   AttrValues attrs_;
   std::string op_;
   Reducer reducer_;
-  mutable std::vector<Expr> fast_paths_;
+  // Shared with copies made by with_values().
+  std::shared_ptr<std::vector<Expr>> fast_paths_ = std::make_shared<std::vector<Expr>>();
 };
 
 using Updates = std::vector<std::pair<std::string, Expr>>;  // state -> new value
@@ -128,6 +138,25 @@ class OptimizerDecl {
   OptimizerDecl& scalar(const std::string& name, const std::string& description,
                         Condition when = {}, std::optional<double> default_value = {});
   OptimizerDecl& scalar_i64(const std::string& name, const std::string& description);
+  // A result: a one-element fp32 tensor the call overwrites in place (role "result"), e.g. a
+  // flag or a norm of the whole call. The update assigns it like a state, from scalars,
+  // whole-tensor reductions and its own old value (c[name]); never from per-element values.
+  OptimizerDecl& result(const std::string& name, const std::string& description,
+                        Condition when = {});
+
+  // Loss scaling of mixed-precision training fused into the update (torch.cuda.amp.GradScaler
+  // with its unscale_ and step; the grad_scale / found_inf arguments of torch's fused Adam).
+  // Call after update(). Declares two bool attrs, both false by default (and then named in no
+  // variant id):
+  //   unscale: a scalar `inv_scale`; the update reads every gradient multiplied by it.
+  //   skip_if_nonfinite: when the step finds a non-finite gradient, or `found_inf` is already
+  //     set on entry, every state keeps its value bit for bit (the step is skipped).
+  // and, with either, a result `found_inf`: 1 when any (unscaled) gradient element is inf or
+  // NaN, else unchanged (torch: never cleared by the step; several calls may accumulate into
+  // one flag). The check is a whole-tensor reduction pass over the gradients before the update.
+  // In master-weights storage the model copy is rewritten from the (unchanged) master.
+  OptimizerDecl& grad_scaling();
+  bool has_grad_scaling() const { return grad_scaling_; }
 
   // Makes this the indexed-row (sparse) form: states are [rows, ...], gradients hold one row
   // per index, an `indices` argument follows the last gradient (TensorFlow's order), and an
@@ -173,6 +202,7 @@ class OptimizerDecl {
   const UpdateFn& update_fn() const { return update_; }
 
   std::vector<std::string> states(const AttrValues& attrs) const;
+  std::vector<std::string> results(const AttrValues& attrs) const;
   // Defaults filled in, every value checked against its declaration (type, choices);
   // unknown names rejected. Throws std::invalid_argument naming the op and the attr.
   AttrValues resolve_attrs(const AttrValues& given) const;
@@ -189,7 +219,9 @@ class OptimizerDecl {
   int version_ = 1;
   registry::Tolerance tolerance_{1e-6, 1e-7};
   UpdateFn update_;
+  UpdateFn unscaled_update_;  // update_ before grad_scaling() wrapped it
   bool sparse_ = false;
+  bool grad_scaling_ = false;
   Storage storage_;
 };
 

@@ -165,37 +165,44 @@ std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValu
 
 namespace {
 
-// The new value of each state, in output_order, as fp32: simultaneous assignment, every
-// update Expr reads the old values. `fast_paths` receives the conditions the update asked to
-// be specialized on.
-std::vector<Expr> state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
-                                const std::map<std::string, Expr>& values, Reducer reducer,
-                                std::vector<Expr>* fast_paths = nullptr,
-                                Halide::Type compute = Halide::Float(32)) {
+// The new value of each state, in output_order, and of each result, in declaration order, as
+// fp32: simultaneous assignment, every update Expr reads the old values. `fast_paths` receives
+// the conditions the update asked to be specialized on.
+struct NewValues {
+  std::vector<Expr> states, results;
+};
+NewValues state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
+                        const std::map<std::string, Expr>& values, Reducer reducer,
+                        std::vector<Expr>* fast_paths = nullptr,
+                        Halide::Type compute = Halide::Float(32)) {
   UpdateContext ctx(values, attrs, decl.name(), std::move(reducer));
   Updates updates = decl.update_fn()(ctx);
   if (fast_paths) *fast_paths = ctx.fast_paths();
   std::map<std::string, Expr> by_state;
   const std::vector<std::string> states = output_order(decl, attrs);
+  const std::vector<std::string> results = decl.results(attrs);
   for (const auto& [name, e] : updates) {
-    if (std::find(states.begin(), states.end(), name) == states.end()) {
-      fail(decl.name(), "update assigns '" + name + "', which is not a state");
+    if (std::find(states.begin(), states.end(), name) == states.end() &&
+        std::find(results.begin(), results.end(), name) == results.end()) {
+      fail(decl.name(), "update assigns '" + name + "', which is not a state or a result");
     }
     if (!by_state.emplace(name, e).second) fail(decl.name(), "'" + name + "' assigned twice");
   }
   std::map<std::string, registry::DType> dtypes;
   for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
-  std::vector<Expr> new_values;
-  for (const auto& s : states) {
+  auto value_of = [&](const std::string& s, const char* kind) {
     auto it = by_state.find(s);
-    if (it == by_state.end()) fail(decl.name(), "state '" + s + "' is never updated");
+    if (it == by_state.end()) fail(decl.name(), kind + (" '" + s + "' is never updated"));
     // fp32 kernels store a narrow state (the master-weights model copy) in its own type; the
     // update already converted it (dsl/math.h to_storage). The fp64 golden keeps fp64.
     const Halide::Type stored = halide_type(dtypes.at(s));
     const bool narrow = compute == Halide::Float(32) && stored.bits() == 16;
-    new_values.push_back(Halide::cast(narrow ? stored : compute, it->second));
-  }
-  return new_values;
+    return Halide::cast(narrow ? stored : compute, it->second);
+  };
+  NewValues out;
+  for (const auto& s : states) out.states.push_back(value_of(s, "state"));
+  for (const auto& r : results) out.results.push_back(value_of(r, "result"));
+  return out;
 }
 
 // Names of the Funcs an Expr calls.
@@ -230,11 +237,22 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
                         Func out, const std::map<std::string, int64_t>& sched) {
   Var i("i");
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
+  const std::vector<std::string> results = decl.results(attrs);
+  auto is_result = [&](const std::string& n) {
+    return std::find(results.begin(), results.end(), n) != results.end();
+  };
+  std::string first_tensor;  // an elementwise tensor: its extent is the element count
   for (const auto& [name, f] : in.tensors) {
+    if (is_result(name)) {  // one element, read where it is used
+      values[name] = f(0);
+      continue;
+    }
+    if (first_tensor.empty()) first_tensor = name;
     // Narrow storage (f16/bf16) is read with an exact cast: arithmetic stays fp32.
     Expr v = f(i);
     values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
   }
+  if (first_tensor.empty()) fail(decl.name(), "has no elementwise tensor");
 
   // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
   // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
@@ -246,14 +264,13 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     return Halide::cast(Halide::Float(64), 0);
   };
   std::vector<Expr> fast_paths;
-  std::vector<Expr> new_values =
-      state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
+  NewValues new_values = state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
   Definition def;
   Func total = exact_func("reduce");
   Halide::RDom r;
   if (!terms.empty()) {
     // Every tensor has the same extent (the runtime checks it); the first one's is the count.
-    r = Halide::RDom(0, in.extents.begin()->second[0], "reduce_r");
+    r = Halide::RDom(0, in.extents.at(first_tensor)[0], "reduce_r");
     Func term = exact_func("reduce_terms");
     std::vector<Expr> zero(terms.size(), Halide::cast(Halide::Float(64), 0)), sum;
     define_values(term, {i}, terms);
@@ -275,8 +292,26 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
       if (calls.names.count(f.name())) def.reduction_reads.push_back(name);
     }
   }
-  define_values(out, {i}, new_values);
+  define_values(out, {i}, new_values.states);
   def.algorithm = algorithm_text(out);
+  // Results: one element each, from scalars, reductions and their own old value only.
+  std::set<std::string> per_element;
+  for (const auto& [name, f] : in.tensors) {
+    if (!is_result(name)) per_element.insert(f.name());
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    CallNames calls;
+    new_values.results[k].accept(&calls);
+    for (const auto& n : calls.names) {
+      if (per_element.count(n))
+        fail(decl.name(), "result '" + results[k] + "' depends on the per-element values of '" + n +
+                              "': a result may read scalars, reductions and results only");
+    }
+    Func f = exact_func("result_" + results[k]);
+    f(i) = new_values.results[k];
+    def.results.push_back(f);
+    def.algorithm += algorithm_text(f);
+  }
   if (!in.scheduled) {
     if (in.root_reductions && !terms.empty()) total.compute_root();
     return def;
@@ -308,7 +343,9 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
     values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
   }
   std::vector<Expr> fast_paths;
-  define_values(out, {c, r}, state_updates(decl, attrs, values, nullptr, &fast_paths, in.compute));
+  if (!decl.results(attrs).empty()) fail(decl.name(), "the sparse form has no results");
+  define_values(out, {c, r},
+                state_updates(decl, attrs, values, nullptr, &fast_paths, in.compute).states);
   Definition def;
   def.algorithm = algorithm_text(out);
   if (in.scheduled) ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
@@ -370,8 +407,9 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
       r.arguments.push_back(p);
     } else {
       ImageParam im(t, dims, a.name);
+      const bool one = a.role == Input::Role::result;  // one element
       for (int d = 0; d < dims; ++d) {
-        im.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
+        im.dim(d).set_estimate(0, one ? 1 : d == 0 && dims == 2 ? 128 : 1 << 20);
         in.extents[a.name].push_back(im.dim(d).extent());
       }
       in.tensors[a.name] = im;
@@ -407,7 +445,17 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, t, dims});
     r.outputs.push_back({states[k], ob.name(), states[k], t, -1});
   }
-  r.pipeline = Halide::Pipeline(out);
+  // Results after the states, in declaration order: one element each.
+  const std::vector<std::string> results = decl.results(attrs);
+  std::vector<Func> outs = {out};
+  for (size_t k = 0; k < def.results.size(); ++k) {
+    Halide::OutputImageParam ob = def.results[k].output_buffer();
+    ob.dim(0).set_estimate(0, 1);
+    r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
+    r.outputs.push_back({results[k], ob.name(), results[k], registry::DType::f32, -1});
+    outs.push_back(def.results[k]);
+  }
+  r.pipeline = Halide::Pipeline(outs);
   return r;
 }
 

@@ -53,6 +53,9 @@ struct Bindings {
 struct Definition {
   std::string algorithm;                     // exact text of every definition
   std::vector<std::string> reduction_reads;  // tensors the reduction pass reads (extra traffic)
+  // One output Func per result (OptimizerDecl::results order), "result_<name>"(i), one
+  // element: outputs of the pipeline besides `out`.
+  std::vector<Halide::Func> results;
 };
 
 // Defines `out` (the new states, a Tuple when there are several) from the declaration and

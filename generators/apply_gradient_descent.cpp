@@ -15,7 +15,8 @@ const dsl::OptimizerDecl& apply_gradient_descent() {
           .tolerance(2e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
             return dsl::Updates{{"var", c["var"] - c["alpha"] * c["delta"]}};
-          });
+          })
+          .grad_scaling();
   return d;
 }
 

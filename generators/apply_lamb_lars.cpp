@@ -52,7 +52,8 @@ const dsl::OptimizerDecl& apply_lamb() {
             Expr w_norm = c.norm2(c["var"]), u_norm = c.norm2(u);
             Expr ratio = trust_ratio(w_norm, u_norm, w_norm / u_norm);
             return dsl::Updates{{"var", c["var"] - ratio * c["lr"] * u}, {"m", m}, {"v", v}};
-          });
+          })
+          .grad_scaling();
   return d;
 }
 

@@ -24,7 +24,8 @@ const dsl::OptimizerDecl& apply_momentum() {
                                  ? c["grad"] * c["lr"] + accum * c["momentum"] * c["lr"]
                                  : c["lr"] * accum;
             return dsl::Updates{{"var", c["var"] - step}, {"accum", accum}};
-          });
+          })
+          .grad_scaling();
   return d;
 }
 

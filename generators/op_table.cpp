@@ -17,6 +17,7 @@ const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
 
 const dsl::Storage kBf16m{registry::DType::bf16, registry::DType::bf16};
 const dsl::Storage kF16m{registry::DType::f16, registry::DType::f16};
+const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
 std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
   std::set<std::string> seen;
@@ -86,6 +87,8 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_sign_sqrt(), {}, all, {}},
       // Mixed-precision training.
       {&amp_update_scale(), {}, all, {}},
+      {&clip_by_global_norm(), {{"convention", "tf"}}, all, {}},
+      {&clip_by_global_norm(), {{"convention", "torch"}}, all, {}},
       // Sparse forms, int32 and int64 indices.
       {&sparse_apply_adagrad(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_apply_adagrad(), {{"Tindices", "int64"}}, all, {}},
@@ -107,6 +110,19 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_adam(), {}, all, {}, {}, kF16m},
       {&apply_adamw(), {}, all, {}, {}, kBf16m},
       {&apply_adamw(), {}, all, {}, {}, kF16m},
+      // Loss scaling fused into the step (OptimizerDecl::grad_scaling): gradients times
+      // inv_scale, found_inf, and the skipped step.
+      {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16m},
+      {&apply_adam(), kUnscaleSkip, all, {}, {}, kF16m},
+      {&apply_adam(), kUnscaleSkip, all, {}},
+      {&apply_adam(), {{"unscale", "true"}}, all, {}, {}, kBf16m},
+      {&apply_adam(), {{"skip_if_nonfinite", "true"}}, all, {}, {}, kBf16m},
+      {&apply_adam_with_amsgrad(), kUnscaleSkip, all, {}},
+      {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16m},
+      {&apply_adamw(), kUnscaleSkip, all, {}},
+      {&apply_gradient_descent(), kUnscaleSkip, all, {}, {}, kBf16m},
+      {&apply_momentum(), kUnscaleSkip, all, {}, {}, kBf16m},
+      {&apply_lamb(), kUnscaleSkip, all, {}},
   });
   return table;
 }
@@ -117,6 +133,7 @@ std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& at
   for (const auto& a : decl.attrs()) {
     std::string v = attrs.at(a.name);
     if (a.type == registry::Attr::Type::boolean) v = v == "true" ? "1" : "0";
+    if (!a.in_id_at_default && attrs.at(a.name) == a.default_value) continue;
     for (char& ch : v) {
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
     }
@@ -141,7 +158,7 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
   int states = 0, grads = 0;
   for (const auto& a : decl.args_for(resolved_attrs)) {
     states += a.role == registry::Input::Role::state;
-    grads += a.role != registry::Input::Role::state && a.role != registry::Input::Role::scalar;
+    grads += a.role == registry::Input::Role::gradient || a.role == registry::Input::Role::tensor;
   }
   const dsl::Storage& s = decl.storage();
   if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too

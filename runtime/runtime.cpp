@@ -556,14 +556,25 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   // (cols, rows), gradients as (cols, len(indices)) and indices as 1-D.
   halide_dimension_t dims[kMaxArgs][2];
   int rank[kMaxArgs];
-  if (d.shape.elementwise) {
-    const std::vector<int64_t> shape0 = shape_of(*t_at[0]);
-    for (size_t k = 1; k < tensor_inputs_.size(); ++k) {
-      require_shape(k, shape0, "'" + std::string(t_at[0]->name) + "' has shape");
+  // Results (found_inf, ...) hold one element, whatever the shape of the rest.
+  bool result[kMaxArgs];
+  for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+    result[k] = tensor_inputs_[k]->role == Input::Role::result;
+    if (result[k] && elements[k] != 1) {
+      throw fail(std::string("argument '") + t_at[k]->name + "' must hold one element, got shape " +
+                 shape_text(shape_of(*t_at[k])));
     }
-    if (elements[0] == 0) return;
+  }
+  if (d.shape.elementwise) {
+    const size_t first = d.shape.same_shape.empty() ? 0 : slot_of(d.shape.same_shape[0]);
+    const std::vector<int64_t> shape0 = shape_of(*t_at[first]);
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
-      dims[k][0] = {0, 0, 1, 0};  // the extent is set per slice
+      if (!result[k] && k != first)
+        require_shape(k, shape0, "'" + std::string(t_at[first]->name) + "' has shape");
+    }
+    if (elements[first] == 0) return;
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      dims[k][0] = {0, result[k] ? 1 : 0, 1, 0};  // the extent is set per slice
       rank[k] = 1;
     }
   } else {
@@ -600,7 +611,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
       }
     }
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
-      if (k == idx) {
+      if (result[k]) {
+        dims[k][0] = {0, 1, 1, 0};
+        rank[k] = 1;
+      } else if (k == idx) {
         dims[k][0] = {0, static_cast<int32_t>(count), 1, 0};
         rank[k] = 1;
       } else {
@@ -690,7 +704,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   // Dense: one call, or consecutive slices [off, off + len) of every flattened tensor with the
   // same scalars: the caller's chunk size, else equal slices when the tensors exceed the
   // limit. Everything above was checked once, on the whole tensors.
-  const int64_t n = elements[0];
+  const int64_t n = elements[d.shape.same_shape.empty() ? 0 : slot_of(d.shape.same_shape[0])];
   int64_t chunk = n;
   if (chunk_elements > 0) {
     chunk = std::min(chunk_elements, limit);
@@ -706,6 +720,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   for (int64_t off = 0; off < n; off += chunk) {
     const int64_t len = std::min(chunk, n - off);
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      if (result[k]) continue;
       bufs[k].host = base[k] + off * bytes[k];
       dims[k][0].extent = static_cast<int32_t>(len);
     }

@@ -2,6 +2,8 @@
 
 #include <Halide.h>
 
+#include <stdexcept>
+
 #include "dsl/optimizer_pipeline.h"
 
 namespace opforge::builder {
@@ -38,7 +40,11 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
       b = Halide::Buffer<double>(d.tensors.at(a.name).data(), static_cast<int>(d.cols),
                                  static_cast<int>(rows));
     } else {
-      b = Halide::Buffer<double>(d.tensors.at(a.name).data(), static_cast<int>(d.n));
+      // A result holds one element whatever n is.
+      const int n = a.role == Input::Role::result ? 1 : static_cast<int>(d.n);
+      if (static_cast<int>(d.tensors.at(a.name).size()) < n)
+        throw std::invalid_argument("golden: tensor '" + a.name + "' is too short");
+      b = Halide::Buffer<double>(d.tensors.at(a.name).data(), n);
     }
     Halide::ImageParam im(b.type(), dims, a.name);
     im.set(b);
@@ -48,17 +54,24 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
     buffers[a.name] = b;
   }
   Halide::Func out{Halide::Internal::Function("golden")};
-  dsl::define_optimizer(decl, attrs, in, out, {});
+  const dsl::Definition def = dsl::define_optimizer(decl, attrs, in, out, {});
   // Outputs are fresh copies of the states (the sparse form only rewrites indexed rows).
   const std::vector<std::string> states = dsl::output_order(decl, attrs);  // the Tuple's order
   std::vector<Halide::Buffer<double>> results;
   for (const auto& s : states) results.push_back(Halide::Buffer<double>(buffers.at(s)).copy());
+  const std::vector<std::string> result_names = decl.results(attrs);
+  for (const auto& r : result_names)
+    results.push_back(Halide::Buffer<double>(buffers.at(r)).copy());
   std::vector<Halide::Buffer<>> outs(results.begin(), results.end());
-  Halide::Pipeline(out).realize(Halide::Realization(outs),
-                                Halide::get_jit_target_from_environment());
-  for (size_t k = 0; k < states.size(); ++k) {
-    std::vector<double>& dst = d.tensors.at(states[k]);
-    std::copy(results[k].data(), results[k].data() + dst.size(), dst.begin());
+  std::vector<Halide::Func> funcs = {out};
+  funcs.insert(funcs.end(), def.results.begin(), def.results.end());
+  Halide::Pipeline(funcs).realize(Halide::Realization(outs),
+                                  Halide::get_jit_target_from_environment());
+  std::vector<std::string> names = states;
+  names.insert(names.end(), result_names.begin(), result_names.end());
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::vector<double>& dst = d.tensors.at(names[k]);
+    std::copy(results[k].data(), results[k].data() + results[k].number_of_elements(), dst.begin());
   }
 }
 

@@ -111,7 +111,9 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   int read_bytes = 0, written_bytes = 0;
   r.shape.elementwise = !d.sparse();
   for (const auto& in : r.inputs) {
-    if (in.role == registry::Input::Role::scalar) continue;
+    // Results (one element per call) move no bytes per element.
+    if (in.role == registry::Input::Role::scalar || in.role == registry::Input::Role::result)
+      continue;
     const bool write_only = d.storage().model && in.name == dsl::kModelArg;
     if (!write_only && !(d.sparse() && in.name == "indices")) {
       read_bytes += registry::dtype_bytes(in.dtype);
@@ -144,7 +146,11 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       if (in.name == name) read_bytes += registry::dtype_bytes(in.dtype);
     }
   }
-  for (const auto& o : r.outputs) written_bytes += registry::dtype_bytes(o.dtype);
+  for (const auto& o : r.outputs) {
+    const registry::Input* in = r.find_input(o.aliases);
+    if (!in || in->role != registry::Input::Role::result)
+      written_bytes += registry::dtype_bytes(o.dtype);
+  }
   r.traffic = {read_bytes, written_bytes};
   r.cache_key = v.key.hex_digest();
   r.halide_version = halide_version;

@@ -42,6 +42,14 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
       continue;
     }
     const registry::DType t = in.dtype;
+    if (in.role == registry::Input::Role::result) {  // one element, starting clear
+      Buffer b(std::aligned_alloc(64, 64));
+      if (!b) throw std::runtime_error("out of memory for " + in.name);
+      static_cast<float*>(b.get())[0] = 0.f;
+      tensors.push_back({in.name.c_str(), b.get(), t, &one, 1});
+      buffers.push_back(std::move(b));
+      continue;
+    }
     if (t != registry::DType::f32 && t != registry::DType::f16 && t != registry::DType::bf16) {
       throw std::runtime_error(in.name + ": dense workloads hold f32, f16 or bf16 tensors");
     }

@@ -37,6 +37,7 @@ struct Workload {
   std::vector<TensorView> tensors;  // views: the timed call allocates nothing
   std::vector<ScalarView> scalars;
   int64_t n;
+  const int64_t one = 1;  // the shape of results (found_inf, ...)
 
   Workload(const registry::Descriptor& d, int64_t n_, const std::map<std::string, double>& given);
   Workload(const Workload&) = delete;

@@ -19,7 +19,7 @@ void verify_loadable(const std::string& dir) {
     registry::Descriptor d = reg->descriptor(e.variant);
     bool runs_here = true;
     for (const auto& f : d.target.cpu_features) runs_here = runs_here && cpu_supports(f);
-    if (runs_here) reg->select(e.op, e.attrs, e.isa);
+    if (runs_here) reg->load(e.variant);
   }
 }
 

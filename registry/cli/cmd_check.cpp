@@ -108,6 +108,12 @@ int cmd_check(const Args& a) {
           {in.name, wide ? static_cast<void*>(v.data()) : idx32.data(), in.dtype, shapes[in.name]});
       continue;
     }
+    if (in.role == registry::Input::Role::result) {  // one element, starting clear
+      shapes[in.name] = {1};
+      f32[in.name] = {0.f};
+      g.tensors[in.name] = {0.0};
+      continue;
+    }
     const bool is_state = in.role == registry::Input::Role::state;
     const int64_t n = d.shape.elementwise ? g.n : (is_state ? g.rows : g.count) * g.cols;
     shapes[in.name] =

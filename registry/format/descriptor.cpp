@@ -336,9 +336,9 @@ std::string safe_path(Obj& o, const std::string& key) {
 const char* const kDTypeNames[] = {"float16", "bfloat16", "float32", "float64", "int32", "int64"};
 const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i32, DType::i64};
 
-const char* const kRoleNames[] = {"state", "gradient", "tensor", "scalar"};
+const char* const kRoleNames[] = {"state", "gradient", "tensor", "scalar", "result"};
 const Input::Role kRoles[] = {Input::Role::state, Input::Role::gradient, Input::Role::tensor,
-                              Input::Role::scalar};
+                              Input::Role::scalar, Input::Role::result};
 
 const char* const kAttrTypeNames[] = {"bool", "int", "float", "string"};
 const Attr::Type kAttrTypes[] = {Attr::Type::boolean, Attr::Type::integer, Attr::Type::real,
@@ -835,10 +835,10 @@ void check_alias(const Descriptor& d, const std::string& origin, size_t i,
   std::string ptr = child(child("/outputs", i), "aliases");
   const Input* in = d.find_input(out.aliases);
   if (!in) fail(origin, ptr, quote(out.aliases) + " names no input");
-  if (in->role != Input::Role::state) {
+  if (in->role != Input::Role::state && in->role != Input::Role::result) {
     fail(origin, ptr,
          "input " + quote(in->name) + " has role " + role_name(in->role) +
-             "; only state inputs can be aliased");
+             "; only state and result inputs can be aliased");
   }
   if (in->dtype != out.dtype) {
     fail(origin, child(child("/outputs", i), "dtype"),
@@ -930,6 +930,7 @@ void check_shape(const Descriptor& d, const std::string& origin) {
     const Input* in = d.find_input(name);
     if (!in) fail(origin, ptr, quote(name) + " names no input");
     if (in->role == Input::Role::scalar) fail(origin, ptr, quote(name) + " is a scalar input");
+    if (in->role == Input::Role::result) fail(origin, ptr, quote(name) + " is a result input");
     if (!seen.insert(name).second) fail(origin, ptr, quote(name) + " is listed twice");
   }
   if (d.shape.splittable && !d.shape.elementwise) {

@@ -26,14 +26,16 @@ int dtype_bytes(DType t);
 
 // One argument of the op, in the op's (TensorFlow) argument order.
 struct Input {
-  enum class Role { state, gradient, tensor, scalar };
+  // result: a one-element tensor (any rank) the call reads and overwrites in place, outside
+  // the elementwise shape: a flag or a statistic of the whole call (found_inf, global_norm).
+  enum class Role { state, gradient, tensor, scalar, result };
   std::string name;
   Role role = Role::tensor;
   DType dtype = DType::f32;
   int rank = -1;  // -1: any rank (elementwise ops flatten); 0 for scalars
   std::string description;
 };
-const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar"
+const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar", "result"
 
 // One result. For an in-place op every output aliases (overwrites) one input state.
 struct Output {

@@ -33,8 +33,9 @@ TEST_CASE("list: every op, as a table and as JSON") {
     }
   }
   // use_nesterov false/true x epsilon_mode tf/torch x avx512/avx2, the autoscheduled
-  // avx512 twin of the default attrs, and bf16m/f16m of the default attrs x avx512/avx2.
-  CHECK(adam == 13);
+  // avx512 twin of the default attrs, bf16m/f16m of the default attrs x avx512/avx2, and loss
+  // scaling (unscale+skip in f32, bf16m, f16m; unscale, skip alone in bf16m) x avx512/avx2.
+  CHECK(adam == 23);
 }
 
 TEST_CASE("describe apply_adam: formula and every argument in TF order") {
@@ -49,7 +50,8 @@ TEST_CASE("describe apply_adam: formula and every argument in TF order") {
   std::string line;
   std::getline(lines, line);
   std::vector<std::string> names;
-  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+  // (Lines "  with ATTRS: ..." list the arguments of variants with more of them.)
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0 && line.rfind("  with ", 0) != 0) {
     std::istringstream w(line);
     std::string name;
     w >> name;
@@ -73,8 +75,9 @@ TEST_CASE("describe --json: every variant's descriptor") {
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   const json v = parse_json(r);
   REQUIRE(v.is_array());
-  // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 4 mixed precision (bf16m, f16m)
-  CHECK(v.size() == 13);
+  // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 4 mixed precision (bf16m, f16m),
+  // 10 with loss scaling
+  CHECK(v.size() == 23);
   int autoscheduled = 0, mixed = 0;
   for (const auto& d : v) autoscheduled += d.at("schedule").at("recipe") == "adams2019";
   CHECK(autoscheduled == 1);
@@ -84,9 +87,12 @@ TEST_CASE("describe --json: every variant's descriptor") {
     const bool mp =
         id.find("__bf16m__") != std::string::npos || id.find("__f16m__") != std::string::npos;
     mixed += mp;
-    CHECK(d.at("inputs").size() == (mp ? 11 : 10));  // + the write-only model copy
+    // + the write-only model copy, + inv_scale (unscale), + found_inf (unscale or skip)
+    const bool unscale = id.find("__unscale_1") != std::string::npos;
+    const bool skip = id.find("__skip_if_nonfinite_1") != std::string::npos;
+    CHECK(d.at("inputs").size() == 10u + mp + unscale + (unscale || skip));
   }
-  CHECK(mixed == 4);
+  CHECK(mixed == 12);
 }
 
 TEST_CASE("describe: an unknown op exits 1 naming it") {

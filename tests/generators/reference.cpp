@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -13,6 +14,52 @@ namespace opforge::testing {
 std::map<std::string, Reference>& references() {
   static std::map<std::string, Reference> m;
   return m;
+}
+
+bool has_grad_scaling(const registry::Descriptor& d) {
+  const registry::Attr* u = d.find_attr("unscale");
+  const registry::Attr* k = d.find_attr("skip_if_nonfinite");
+  return (u && u->value == "true") || (k && k->value == "true");
+}
+
+Reference with_grad_scaling(const Reference& r, const registry::Descriptor& d) {
+  std::vector<std::string> grads;
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::gradient) grads.push_back(in.name);
+  }
+  const bool unscale = d.find_attr("unscale")->value == "true";
+  const bool skip = d.find_attr("skip_if_nonfinite")->value == "true";
+  Reference out;
+  out.inputs = [=](std::mt19937& rng, size_t n, const Attrs& a, Tensors& t, Scalars& s) {
+    r.inputs(rng, n, a, t, s);
+    if (unscale) {
+      for (const auto& g : grads) {
+        for (double& x : t.at(g)) x *= 1024;
+      }
+      s["inv_scale"] = 1.0 / 1024;
+    }
+    t["found_inf"] = {0.0};
+  };
+  out.update = [=](const Attrs& a, const Scalars& s, Tensors& t) {
+    Tensors work = t;
+    const double old = t.at("found_inf").at(0);
+    bool found = old != 0 || std::isnan(old);
+    for (const auto& g : grads) {
+      for (double& x : work.at(g)) {
+        if (unscale) x *= s.at("inv_scale");
+        found = found || !std::isfinite(x);
+      }
+    }
+    if (!(skip && found)) {
+      r.update(a, s, work);
+      for (auto& [name, v] : t) {
+        if (name != "found_inf" && std::find(grads.begin(), grads.end(), name) == grads.end())
+          v = work.at(name);
+      }
+    }
+    t["found_inf"] = {found ? 1.0 : old};
+  };
+  return out;
 }
 
 std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi) {

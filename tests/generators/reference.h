@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "registry/format/descriptor.h"
+
 namespace opforge::testing {
 
 using Tensors = std::map<std::string, std::vector<double>>;
@@ -31,6 +33,14 @@ const Reference* find_reference(const std::string& op);
 struct RegisterReference {
   RegisterReference(const std::string& op, Reference r) { references()[op] = std::move(r); }
 };
+
+// Loss scaling (OptimizerDecl::grad_scaling), from torch.cuda.amp.GradScaler's semantics:
+// `r` applied to every gradient times inv_scale; found_inf = 1 when any of those is inf/NaN
+// (else left as it was); with skip_if_nonfinite, nothing else changes when found_inf ends up
+// set. Inputs: r's, the gradients multiplied by 1024 with inv_scale = 1/1024 (exact in every
+// dtype, so the op sees its usual domain), found_inf = 0 (one element).
+bool has_grad_scaling(const registry::Descriptor& d);
+Reference with_grad_scaling(const Reference& r, const registry::Descriptor& d);
 
 // Uniform values in [lo, hi).
 std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi);

@@ -812,3 +812,26 @@ TEST_CASE("sparse-rows shape constraints round trip and are validated") {
   check_rejected(edited([](json& k) { k["shape"]["splittable"] = true; }), "/shape/splittable",
                  "cannot be splittable");
 }
+
+TEST_CASE("result inputs: aliased in place by an output, never in same_shape") {
+  auto grad_as_result = [](json& j) {
+    for (auto& in : j["inputs"]) {
+      if (in["name"] == "grad") in["role"] = "result";
+    }
+  };
+  check_rejected(reject(grad_as_result), "/shape/same_shape/3", "\"grad\" is a result input");
+  // Out of same_shape, with an output overwriting it (a flag like found_inf), it is valid.
+  json j = json::parse(to_json(make_adam()));
+  grad_as_result(j);
+  j["shape"]["same_shape"].erase(3);
+  j["kernel"]["args"].push_back(
+      {{"name", "grad_out"}, {"kind", "output_buffer"}, {"dtype", "float32"}, {"dims", 1}});
+  j["outputs"].push_back({{"name", "grad"},
+                          {"kernel_arg", "grad_out"},
+                          {"aliases", "grad"},
+                          {"dtype", "float32"},
+                          {"rank", -1}});
+  const Descriptor d = descriptor_from_json(j.dump(2), "result.json");
+  CHECK(d.find_input("grad")->role == Input::Role::result);
+  CHECK(std::string(role_name(Input::Role::result)) == "result");
+}

@@ -370,13 +370,23 @@ TEST_CASE("descriptors: splittable exactly for dense ops without whole-tensor re
       int once = 0;
       const bool master = storage_tag(d).back() == 'm';  // `model` is written, never read
       for (const auto& in : d.inputs) {
-        if (in.role == Input::Role::scalar || (master && in.name == "model")) continue;
+        // Results (found_inf, global_norm) are one element, not per-element traffic.
+        if (in.role == Input::Role::scalar || in.role == Input::Role::result ||
+            (master && in.name == "model"))
+          continue;
         once += registry::dtype_bytes(in.dtype);
       }
       CHECK(d.shape.splittable == (d.traffic.bytes_read_per_element == once));
     }
-    // Every variant of an op agrees (attrs, ISAs and autoscheduled twins).
-    auto [it, fresh] = by_op.emplace(d.op, d.shape.splittable);
+    // Every variant of an op agrees (attrs, ISAs and autoscheduled twins), except that loss
+    // scaling (unscale / skip_if_nonfinite: a reduction over the gradients) never splits.
+    bool scaled = false;
+    for (const char* a : {"unscale", "skip_if_nonfinite"}) {
+      const registry::Attr* at = d.find_attr(a);
+      scaled = scaled || (at && at->value == "true");
+    }
+    if (scaled) CHECK_FALSE(d.shape.splittable);
+    auto [it, fresh] = by_op.emplace(d.op + (scaled ? "+scaled" : ""), d.shape.splittable);
     if (!fresh) CHECK(it->second == d.shape.splittable);
   }
   for (const char* op : {"apply_adam", "apply_gradient_descent", "apply_momentum", "apply_adagrad",
