@@ -141,6 +141,53 @@ void ElementwiseSchedule::apply_sparse(Halide::Func out, const Var& col,
   schedule(out.update());
 }
 
+namespace {
+// Chunks per parallel run: about 4 runs per task, at least one chunk.
+Expr chunks_per_run(const Expr& chunks, const std::map<std::string, int64_t>& p) {
+  const int runs = 4 * static_cast<int>(p.at("tasks"));
+  return Halide::max(1, (chunks + runs - 1) / runs);
+}
+}  // namespace
+
+void ElementwiseSchedule::apply_multi_tensor(Halide::Func out, const Var& c, const Var& k,
+                                             const Expr& chunks,
+                                             const std::map<std::string, int64_t>& p,
+                                             const std::vector<Expr>& fast_paths) {
+  const int vec = static_cast<int>(p.at("vector"));
+  int copy = 0;
+  auto schedule = [&](Halide::Stage s) {
+    ++copy;
+    Var ko("ko" + std::to_string(copy)), ki("ki" + std::to_string(copy));
+    Var co("co" + std::to_string(copy)), ci("ci" + std::to_string(copy));
+    s.split(k, ko, ki, chunks_per_run(chunks, p), TailStrategy::GuardWithIf)
+        .split(c, co, ci, vec, TailStrategy::GuardWithIf)
+        .vectorize(ci)
+        .reorder(ci, co, ki, ko)
+        .parallel(ko);
+  };
+  for (const Expr& cond : fast_paths) schedule(out.specialize(cond));
+  schedule(out);
+}
+
+void ElementwiseSchedule::apply_multi_tensor_sums(Halide::Func chunk, Halide::Func lanes,
+                                                  const Var& lane, const Var& k, const Expr& chunks,
+                                                  const std::map<std::string, int64_t>& p) {
+  Var ko("sko"), ki("ski");
+  chunk.compute_root()
+      .split(k, ko, ki, chunks_per_run(chunks, p), TailStrategy::GuardWithIf)
+      .parallel(ko);
+  chunk.update()
+      .split(k, ko, ki, chunks_per_run(chunks, p), TailStrategy::GuardWithIf)
+      .parallel(ko);
+  lanes.compute_at(chunk, ki).vectorize(lane).update().vectorize(lane);
+}
+
+std::string ElementwiseSchedule::multi_tensor_summary(const std::map<std::string, int64_t>& p) {
+  return "multi-tensor: chunks of C elements in " + std::to_string(4 * p.at("tasks")) +
+         " parallel runs; " + std::to_string(p.at("vector")) +
+         "-wide vectors per chunk; per-chunk fp64 sums in 16 lanes, then per tensor";
+}
+
 std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int64_t>& p) {
   return "indexed rows, serial in index order (duplicates apply in turn); each row in " +
          std::to_string(p.at("vector")) + "-wide vectors over the columns, GuardWithIf tails";

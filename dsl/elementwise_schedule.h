@@ -53,6 +53,20 @@ class ElementwiseSchedule {
                            const std::map<std::string, int64_t>& p,
                            const std::vector<Halide::Expr>& fast_paths = {});
 
+  // Multi-tensor form, `out(c, k)` over K chunks of C elements (C a multiple of 16): runs of
+  // whole chunks, about 4 per task for balance (chunks are equal, a model's tensors are not),
+  // in parallel; each chunk in `vector`-wide vectors. Per-chunk sums likewise: `lanes(lane, k)`
+  // vectorized over its 16 lanes, computed per chunk inside `chunk`'s parallel runs.
+  static void apply_multi_tensor(Halide::Func out, const Halide::Var& c, const Halide::Var& k,
+                                 const Halide::Expr& chunks,
+                                 const std::map<std::string, int64_t>& p,
+                                 const std::vector<Halide::Expr>& fast_paths = {});
+  static void apply_multi_tensor_sums(Halide::Func chunk, Halide::Func lanes,
+                                      const Halide::Var& lane, const Halide::Var& k,
+                                      const Halide::Expr& chunks,
+                                      const std::map<std::string, int64_t>& p);
+  static std::string multi_tensor_summary(const std::map<std::string, int64_t>& p);
+
   static std::string summary(const std::map<std::string, int64_t>& p);
   static std::string sparse_summary(const std::map<std::string, int64_t>& p);
 };

@@ -47,7 +47,12 @@ const std::string& UpdateContext::attr_string(const std::string& name) const {
 
 Expr UpdateContext::sum(const Expr& e) const {
   if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
-  return Halide::cast(Halide::Float(32), reducer_(e, false));
+  return Halide::cast(Halide::Float(32), reducer_(e, false, false));
+}
+
+Expr UpdateContext::sum_all(const Expr& e) const {
+  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  return Halide::cast(Halide::Float(32), reducer_(e, false, true));
 }
 
 void UpdateContext::fast_path(const Expr& condition) const {
@@ -70,7 +75,7 @@ UpdateContext UpdateContext::with_values(const std::map<std::string, Expr>& over
 
 Expr UpdateContext::norm2(const Expr& e) const {
   if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
-  return Halide::cast(Halide::Float(32), Halide::sqrt(reducer_(e, true)));
+  return Halide::cast(Halide::Float(32), Halide::sqrt(reducer_(e, true, false)));
 }
 
 OptimizerDecl::OptimizerDecl(std::string name) : name_(std::move(name)) {
@@ -163,7 +168,7 @@ OptimizerDecl& OptimizerDecl::grad_scaling() {
       bad = bad.defined() ? bad + b : b;
     }
     Updates u = inner(c.with_values(scaled));
-    const Expr found = c.sum(bad) > 0.f || nonzero(c[kFoundInf]);
+    const Expr found = c.sum_all(bad) > 0.f || nonzero(c[kFoundInf]);
     if (skip) {
       for (auto& [name, e] : u) e = dsl::select(found, c[name], e);
     }
@@ -180,6 +185,7 @@ OptimizerDecl& OptimizerDecl::scalar_i64(const std::string& n, const std::string
 
 OptimizerDecl& OptimizerDecl::sparse_rows() {
   if (sparse_) fail(name_, "sparse_rows() called twice");
+  if (multi_tensor_) fail(name_, "sparse_rows() on a multi-tensor op");
   if (grad_scaling_) {
     // The sparse form has no reductions: it keeps the plain update and drops what
     // grad_scaling() declared.
@@ -210,6 +216,25 @@ OptimizerDecl& OptimizerDecl::sparse_rows() {
                        {}});
   sparse_ = true;
   return attr_string("Tindices", "int32", {"int32", "int64"}, "dtype of indices");
+}
+
+OptimizerDecl& OptimizerDecl::multi_tensor() {
+  if (multi_tensor_) fail(name_, "multi_tensor() called twice");
+  if (sparse_) fail(name_, "multi_tensor() needs a dense op");
+  size_t last_grad = args_.size();
+  for (size_t k = 0; k < args_.size(); ++k) {
+    if (args_[k].role == Input::Role::gradient) last_grad = k;
+  }
+  if (last_grad == args_.size()) fail(name_, "a multi-tensor op needs a gradient argument");
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_grad) + 1,
+               ArgDecl{kSegmentsArg,
+                       Input::Role::tensor,
+                       "Model tensor index of each chunk of the flat buffers (K entries; chunk "
+                       "size C = elements / K, a multiple of 16)",
+                       registry::DType::i32,
+                       {}});
+  multi_tensor_ = true;
+  return *this;
 }
 
 OptimizerDecl OptimizerDecl::renamed(std::string name) const {

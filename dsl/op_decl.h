@@ -69,6 +69,8 @@ struct Storage {
 };
 // The name of the model-copy argument in master-weights mode.
 inline constexpr const char* kModelArg = "model";
+// The chunk -> model tensor table of the multi-tensor form.
+inline constexpr const char* kSegmentsArg = "segments";
 
 struct AttrDecl {
   std::string name;
@@ -82,8 +84,10 @@ struct AttrDecl {
 };
 
 // Whole-tensor reduction of a per-element Expr: returns the fp64 sum (of squares when
-// `squares`), as a scalar Expr usable in the update. Provided by the pipeline builder.
-using Reducer = std::function<Expr(const Expr& per_element, bool squares)>;
+// `squares`), as a scalar Expr usable in the update. Provided by the pipeline builder. In the
+// multi-tensor form a reduction is per model tensor, unless `whole_call` (every element of the
+// call, e.g. the non-finite check of grad_scaling()); in the other forms both are the same.
+using Reducer = std::function<Expr(const Expr& per_element, bool squares, bool whole_call)>;
 
 // What an update function sees: the current element of every tensor argument and every
 // run-time scalar (fp32 Exprs; int64 scalars as Int(64)), the compile-time attribute values,
@@ -101,6 +105,8 @@ class UpdateContext {
   Expr sum(const Expr& e) const;
   // sqrt(sum of e^2) over the tensor (fp64 accumulation, returned as fp32)
   Expr norm2(const Expr& e) const;
+  // sum over every element of the call: in the multi-tensor form, over all model tensors
+  Expr sum_all(const Expr& e) const;
   // The same context reading `overrides` instead of those arguments' values (attrs,
   // reductions, fast paths shared: fast paths asked for through the copy reach this one).
   UpdateContext with_values(const std::map<std::string, Expr>& overrides) const;
@@ -163,6 +169,14 @@ class OptimizerDecl {
   // attr Tindices ("int32"/"int64") selects its dtype. Rows are updated in index order, so
   // duplicate indices apply one after another. Reductions are not available.
   OptimizerDecl& sparse_rows();
+  // Makes this the multi-tensor form: one call updates many model tensors stored back to back
+  // in flat buffers, each starting on a chunk boundary (zero padding after it); an int32
+  // argument `segments` (after the last gradient) names the model tensor of each chunk, and
+  // sum()/norm2() become per-tensor (segmented) reductions: LAMB's and LARS's trust ratios per
+  // tensor, one launch for the whole model. The kernel sees every tensor as (C, K): K chunks
+  // of C = elements / K. Needs a dense op; the op's results stay whole-call.
+  OptimizerDecl& multi_tensor();
+  bool is_multi_tensor() const { return multi_tensor_; }
   // A copy under another name (e.g. the sparse form of a dense op shares its update).
   OptimizerDecl renamed(std::string name) const;
 
@@ -222,6 +236,7 @@ class OptimizerDecl {
   UpdateFn unscaled_update_;  // update_ before grad_scaling() wrapped it
   bool sparse_ = false;
   bool grad_scaling_ = false;
+  bool multi_tensor_ = false;
   Storage storage_;
 };
 

@@ -158,6 +158,10 @@ std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValu
   for (const auto& a : decl.args_for(resolved)) {
     int dims = a.role == Input::Role::scalar ? 0 : 1;
     if (decl.sparse() && a.role != Input::Role::scalar && a.name != "indices") dims = 2;
+    // Multi-tensor form: (C, K) chunks; the segment table and results stay 1-D.
+    if (decl.is_multi_tensor() && a.role != Input::Role::scalar && a.role != Input::Role::result &&
+        a.name != kSegmentsArg)
+      dims = 2;
     out.push_back({a, dims});
   }
   return out;
@@ -258,7 +262,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
   // the update is evaluated again reading that sum. Reductions may not depend on each other.
   std::vector<Expr> terms;
-  Reducer collect = [&](const Expr& e, bool squares) {
+  Reducer collect = [&](const Expr& e, bool squares, bool) {
     Expr d = Halide::cast(Halide::Float(64), e);
     terms.push_back(squares ? d * d : d);
     return Halide::cast(Halide::Float(64), 0);
@@ -281,7 +285,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     }
     define_values(total, {}, sum);
     size_t next = 0;
-    Reducer read = [&](const Expr&, bool) {
+    Reducer read = [&](const Expr&, bool, bool) {
       const int k = static_cast<int>(next++);
       return terms.size() == 1 ? Expr(total()) : Expr(total()[k]);
     };
@@ -352,6 +356,128 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
   return def;
 }
 
+// The multi-tensor form: every tensor is (C, K), K chunks of C elements, chunk k belonging to
+// model tensor segments(k). Reductions: per chunk, `kLanes` fp64 partial sums (C is a multiple
+// of 16), then per model tensor (a serial scatter over the K chunk sums) and over the call.
+Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attrs,
+                               const Bindings& in, Func out,
+                               const std::map<std::string, int64_t>& sched) {
+  constexpr int kLanes = 16;
+  Var c("c"), k("k"), t("t"), lane("lane");
+  const std::vector<std::string> results = decl.results(attrs);
+  auto is_result = [&](const std::string& n) {
+    return std::find(results.begin(), results.end(), n) != results.end();
+  };
+  const Func& segments = in.tensors.at(kSegmentsArg);
+  const Expr K = in.extents.at(kSegmentsArg)[0];
+  std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
+  std::string first_tensor;
+  for (const auto& [name, f] : in.tensors) {
+    if (name == kSegmentsArg) continue;
+    if (is_result(name)) {
+      values[name] = f(0);
+      continue;
+    }
+    if (first_tensor.empty()) first_tensor = name;
+    Expr v = f(c, k);
+    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
+  }
+  if (first_tensor.empty()) fail(decl.name(), "has no elementwise tensor");
+  const Expr C = in.extents.at(first_tensor)[0];
+
+  std::vector<Expr> terms;
+  std::vector<bool> whole;
+  Reducer collect = [&](const Expr& e, bool squares, bool whole_call) {
+    Expr d = Halide::cast(Halide::Float(64), e);
+    terms.push_back(squares ? d * d : d);
+    whole.push_back(whole_call);
+    return Halide::cast(Halide::Float(64), 0);
+  };
+  std::vector<Expr> fast_paths;
+  NewValues new_values = state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
+  Definition def;
+  Func lanes = exact_func("chunk_lanes"), chunk = exact_func("chunk_sum"),
+       per_tensor = exact_func("tensor_sum"), all = exact_func("reduce");
+  const Expr zero64 = Halide::cast(Halide::Float(64), 0);
+  auto element = [&](const Func& f, size_t j, const std::vector<Expr>& args) {
+    return terms.size() == 1 ? Expr(f(args)) : Expr(f(args)[static_cast<int>(j)]);
+  };
+  if (!terms.empty()) {
+    const size_t n = terms.size();
+    Func term = exact_func("reduce_terms");
+    define_values(term, {c, k}, terms);
+    const std::vector<Expr> zeros(n, zero64);
+    Halide::RDom ro(0, C / kLanes, "chunk_r"), rl(0, kLanes, "lane_r"), rk(0, K, "segment_r");
+    std::vector<Expr> acc;
+    define_values(lanes, {lane, k}, zeros);
+    for (size_t j = 0; j < n; ++j)
+      acc.push_back(element(lanes, j, {lane, k}) + element(term, j, {ro * kLanes + lane, k}));
+    define_values(lanes, {lane, k}, acc);
+    acc.clear();
+    define_values(chunk, {k}, zeros);
+    for (size_t j = 0; j < n; ++j)
+      acc.push_back(element(chunk, j, {k}) + element(lanes, j, {rl, k}));
+    define_values(chunk, {k}, acc);
+    // The runtime checks 0 <= segments(k) < K; the clamp bounds what bounds inference sees.
+    const Expr seg_r = Halide::clamp(segments(rk), 0, K - 1);
+    acc.clear();
+    define_values(per_tensor, {t}, zeros);
+    for (size_t j = 0; j < n; ++j)
+      acc.push_back(element(per_tensor, j, {seg_r}) + element(chunk, j, {rk}));
+    define_values(per_tensor, {seg_r}, acc);
+    acc.clear();
+    define_values(all, {}, zeros);
+    for (size_t j = 0; j < n; ++j) acc.push_back(element(all, j, {}) + element(chunk, j, {rk}));
+    define_values(all, {}, acc);
+    const Expr seg_k = Halide::clamp(segments(k), 0, K - 1);
+    size_t next = 0;
+    Reducer read = [&](const Expr&, bool, bool) {
+      const size_t j = next++;
+      return whole[j] ? element(all, j, {}) : element(per_tensor, j, {seg_k});
+    };
+    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
+    CallNames calls;
+    for (const auto& e : terms) e.accept(&calls);
+    for (const auto& [name, f] : in.tensors) {
+      if (name != kSegmentsArg && calls.names.count(f.name())) def.reduction_reads.push_back(name);
+    }
+  }
+  define_values(out, {c, k}, new_values.states);
+  def.algorithm = algorithm_text(out);
+  std::set<std::string> per_element;
+  for (const auto& [name, f] : in.tensors) {
+    if (!is_result(name) && name != kSegmentsArg) per_element.insert(f.name());
+  }
+  for (size_t j = 0; j < results.size(); ++j) {
+    CallNames calls;
+    new_values.results[j].accept(&calls);
+    for (const auto& nm : calls.names) {
+      if (per_element.count(nm))
+        fail(decl.name(),
+             "result '" + results[j] + "' depends on the per-element values of '" + nm + "'");
+    }
+    Func f = exact_func("result_" + results[j]);
+    f(Var("i")) = new_values.results[j];
+    def.results.push_back(f);
+    def.algorithm += algorithm_text(f);
+  }
+  if (!in.scheduled) {
+    if (in.root_reductions && !terms.empty()) {
+      chunk.compute_root();
+      per_tensor.compute_root();
+      all.compute_root();
+    }
+    return def;
+  }
+  ElementwiseSchedule::apply_multi_tensor(out, c, k, K, sched, fast_paths);
+  if (!terms.empty()) {
+    ElementwiseSchedule::apply_multi_tensor_sums(chunk, lanes, lane, k, K, sched);
+    per_tensor.compute_root();
+    all.compute_root();
+  }
+  return def;
+}
+
 }  // namespace
 
 std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved) {
@@ -362,14 +488,15 @@ std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrVa
     values[a.name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v) : v;
   }
   CallNames calls;
-  Reducer collect = [&](const Expr& e, bool) {
+  Reducer collect = [&](const Expr& e, bool, bool) {
     e.accept(&calls);
     return Halide::cast(Halide::Float(64), 0);
   };
   state_updates(decl, resolved, values, collect);
   std::vector<std::string> out;
   for (const auto& a : decl.args_for(resolved)) {
-    if (a.role != Input::Role::scalar && calls.names.count(a.name)) out.push_back(a.name);
+    if (a.role != Input::Role::scalar && a.name != kSegmentsArg && calls.names.count(a.name))
+      out.push_back(a.name);
   }
   return out;
 }
@@ -377,8 +504,9 @@ std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrVa
 Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
                             const Bindings& in, Func out,
                             const std::map<std::string, int64_t>& schedule) {
-  return decl.sparse() ? define_sparse(decl, resolved, in, out, schedule)
-                       : define_dense(decl, resolved, in, out, schedule);
+  if (decl.sparse()) return define_sparse(decl, resolved, in, out, schedule);
+  if (decl.is_multi_tensor()) return define_multi_tensor(decl, resolved, in, out, schedule);
+  return define_dense(decl, resolved, in, out, schedule);
 }
 
 OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
@@ -388,9 +516,13 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   OptimizerPipeline r;
   const AttrValues attrs = decl.resolve_attrs(given);
   r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
-  r.schedule_recipe = decl.sparse() ? "sparse_rows" : ElementwiseSchedule::recipe_name();
+  r.schedule_recipe = decl.sparse()            ? "sparse_rows"
+                      : decl.is_multi_tensor() ? "multi_tensor"
+                                               : ElementwiseSchedule::recipe_name();
   r.schedule_summary = decl.sparse() ? ElementwiseSchedule::sparse_summary(r.schedule_params)
-                                     : ElementwiseSchedule::summary(r.schedule_params);
+                       : decl.is_multi_tensor()
+                           ? ElementwiseSchedule::multi_tensor_summary(r.schedule_params)
+                           : ElementwiseSchedule::summary(r.schedule_params);
   if (!scheduled) r.schedule_params.clear(), r.schedule_recipe.clear(), r.schedule_summary.clear();
 
   // Arguments in declaration order, named like the op's arguments.
@@ -408,8 +540,13 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     } else {
       ImageParam im(t, dims, a.name);
       const bool one = a.role == Input::Role::result;  // one element
+      const bool multi = decl.is_multi_tensor();       // (C, K) = (2048, 512)
       for (int d = 0; d < dims; ++d) {
-        im.dim(d).set_estimate(0, one ? 1 : d == 0 && dims == 2 ? 128 : 1 << 20);
+        im.dim(d).set_estimate(0, one                               ? 1
+                                  : multi && a.name == kSegmentsArg ? 512
+                                  : multi                           ? (d == 0 ? 2048 : 512)
+                                  : d == 0 && dims == 2             ? 128
+                                                                    : 1 << 20);
         in.extents[a.name].push_back(im.dim(d).extent());
       }
       in.tensors[a.name] = im;
@@ -440,7 +577,11 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
     const int dims = ob.dimensions();
-    for (int d = 0; d < dims; ++d) ob.dim(d).set_estimate(0, d == 0 && dims == 2 ? 128 : 1 << 20);
+    for (int d = 0; d < dims; ++d) {
+      ob.dim(d).set_estimate(0, decl.is_multi_tensor() ? (d == 0 ? 2048 : 512)
+                                : d == 0 && dims == 2  ? 128
+                                                       : 1 << 20);
+    }
     const registry::DType t = dtypes.at(states[k]);
     r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, t, dims});
     r.outputs.push_back({states[k], ob.name(), states[k], t, -1});

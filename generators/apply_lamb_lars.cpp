@@ -89,4 +89,30 @@ const dsl::OptimizerDecl& apply_lars() {
   return d;
 }
 
+// Whole models in one call: LAMB and LARS over flat buffers of many tensors, with the trust
+// ratio of each tensor from its own norms (segmented reductions, OptimizerDecl::multi_tensor).
+const dsl::OptimizerDecl& multi_tensor_apply_lamb() {
+  static const dsl::OptimizerDecl d =
+      apply_lamb()
+          .renamed("multi_tensor_apply_lamb")
+          .summary(
+              "LAMB over many tensors in one call (flat buffers, chunk table): per-tensor "
+              "trust ratios from segmented norms")
+          .reference("TensorFlow Addons LAMB per tensor; NVIDIA apex FusedLAMB (multi-tensor)")
+          .multi_tensor();
+  return d;
+}
+
+const dsl::OptimizerDecl& multi_tensor_apply_lars() {
+  static const dsl::OptimizerDecl d =
+      apply_lars()
+          .renamed("multi_tensor_apply_lars")
+          .summary(
+              "LARS over many tensors in one call (flat buffers, chunk table): per-tensor "
+              "trust ratios from segmented norms")
+          .reference("TensorFlow contrib LARSOptimizer per tensor")
+          .multi_tensor();
+  return d;
+}
+
 }  // namespace opforge::generators

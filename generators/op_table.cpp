@@ -89,6 +89,10 @@ const std::vector<VariantSpec>& op_table() {
       {&amp_update_scale(), {}, all, {}},
       {&clip_by_global_norm(), {{"convention", "tf"}}, all, {}},
       {&clip_by_global_norm(), {{"convention", "torch"}}, all, {}},
+      // Multi-tensor forms: a whole model per call, per-tensor norms as segmented reductions.
+      {&multi_tensor_apply_lamb(), {}, all, {}},
+      {&multi_tensor_apply_lamb(), kUnscaleSkip, all, {}},
+      {&multi_tensor_apply_lars(), {{"use_nesterov", "false"}}, all, {}},
       // Sparse forms, int32 and int64 indices.
       {&sparse_apply_adagrad(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_apply_adagrad(), {{"Tindices", "int64"}}, all, {}},
@@ -158,7 +162,8 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
   int states = 0, grads = 0;
   for (const auto& a : decl.args_for(resolved_attrs)) {
     states += a.role == registry::Input::Role::state;
-    grads += a.role == registry::Input::Role::gradient || a.role == registry::Input::Role::tensor;
+    grads += a.role == registry::Input::Role::gradient ||
+             (a.role == registry::Input::Role::tensor && a.name != dsl::kSegmentsArg);
   }
   const dsl::Storage& s = decl.storage();
   if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too

@@ -33,6 +33,8 @@ const dsl::OptimizerDecl& clip_by_global_norm();
 // Beyond TensorFlow.
 const dsl::OptimizerDecl& apply_adamw();
 const dsl::OptimizerDecl& apply_lamb();
+const dsl::OptimizerDecl& multi_tensor_apply_lamb();
+const dsl::OptimizerDecl& multi_tensor_apply_lars();
 const dsl::OptimizerDecl& apply_lars();
 const dsl::OptimizerDecl& apply_lion();
 const dsl::OptimizerDecl& apply_sign_sqrt();

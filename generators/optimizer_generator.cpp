@@ -54,8 +54,11 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
         buffers_[a.name] = {add_input<Halide::Buffer<>>(a.name, t, dims), dims};
       }
     }
-    out_dims_ = decl_->sparse() ? 2 : 1;
+    out_dims_ = decl_->sparse() || decl_->is_multi_tensor() ? 2 : 1;
     updated.set_dimensions(out_dims_);
+    // Results (found_inf, global_norm): one-element outputs after `updated`.
+    for (const auto& r : decl_->results(resolved_))
+      results_.push_back(add_output<Halide::Func>("result_" + r, Halide::Float(32), 1));
   }
 
   void generate() {
@@ -69,7 +72,11 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
     for (const auto& [k, v] : parse_list(recipe, "schedule")) given[k] = std::stoll(v);
     const auto sched = dsl::ElementwiseSchedule::resolve(given, get_target());
     Halide::Func out = updated;
-    dsl::define_optimizer(*decl_, resolved_, in, out, sched);
+    const dsl::Definition def = dsl::define_optimizer(*decl_, resolved_, in, out, sched);
+    for (size_t k = 0; k < results_.size(); ++k) {
+      *results_[k] = def.results.at(k);
+      results_[k]->set_estimates({{0, 1}});
+    }
     for (auto& [name, b] : buffers_) {
       for (int d = 0; d < b.second; ++d) b.first->dim(d).set_estimate(0, 1 << 16);
     }
@@ -83,6 +90,7 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
   dsl::AttrValues resolved_;
   std::map<std::string, std::pair<Input<Halide::Buffer<>>*, int>> buffers_;
   std::map<std::string, Input<Halide::Expr>*> scalars_;
+  std::vector<Output<Halide::Func>*> results_;
   int out_dims_ = 1;
 };
 

@@ -565,7 +565,42 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
                  shape_text(shape_of(*t_at[k])));
     }
   }
-  if (d.shape.elementwise) {
+  if (!d.shape.segments.empty()) {
+    // Multi-tensor form: the flat tensors as K chunks of C, chunk k of model tensor segments[k].
+    const size_t seg = slot_of(d.shape.segments);
+    const size_t first = slot_of(d.shape.same_shape.at(0));
+    const std::vector<int64_t> shape0 = shape_of(*t_at[first]);
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      if (!result[k] && k != first && k != seg)
+        require_shape(k, shape0, "'" + std::string(t_at[first]->name) + "' has shape");
+    }
+    const int64_t n = elements[first], chunks = elements[seg];
+    if (n == 0 && chunks == 0) return;
+    if (chunks < 1 || n % chunks != 0 || (n / chunks) % 16 != 0) {
+      throw fail("argument '" + d.shape.segments + "' has " + std::to_string(chunks) +
+                 " chunks for " + std::to_string(n) +
+                 " elements: the chunk size elements/chunks must be a whole multiple of 16 "
+                 "(lay the model out with ModelLayout)");
+    }
+    const int64_t chunk = n / chunks;
+    const auto* table = static_cast<const int32_t*>(t_at[seg]->data);
+    for (int64_t k = 0; k < chunks; ++k) {
+      if (table[k] < 0 || table[k] >= chunks) {
+        throw fail(d.shape.segments + "[" + std::to_string(k) + "] = " + std::to_string(table[k]) +
+                   " is out of range [0, " + std::to_string(chunks) + ")");
+      }
+    }
+    for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+      if (result[k] || k == seg) {
+        dims[k][0] = {0, static_cast<int32_t>(result[k] ? 1 : chunks), 1, 0};
+        rank[k] = 1;
+      } else {
+        dims[k][0] = {0, static_cast<int32_t>(chunk), 1, 0};
+        dims[k][1] = {0, static_cast<int32_t>(chunks), static_cast<int32_t>(chunk), 0};
+        rank[k] = 2;
+      }
+    }
+  } else if (d.shape.elementwise) {
     const size_t first = d.shape.same_shape.empty() ? 0 : slot_of(d.shape.same_shape[0]);
     const std::vector<int64_t> shape0 = shape_of(*t_at[first]);
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
@@ -696,7 +731,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
                  (halide_error.empty() ? "" : ": " + halide_error));
     }
   };
-  if (!d.shape.elementwise) {
+  if (!d.shape.elementwise || !d.shape.segments.empty()) {
     run(0, 0, 0);
     return;
   }

@@ -11,6 +11,12 @@ namespace opforge::builder {
 using registry::Input;
 
 void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, GoldenData& d) {
+  if (decl.is_multi_tensor()) {
+    throw std::invalid_argument("op '" + decl.name() +
+                                "': the fp64 golden runs single-tensor forms; check the op it "
+                                "applies per tensor (tests/generators/test_multi_tensor_ops.cpp "
+                                "checks this form)");
+  }
   const dsl::AttrValues attrs = decl.resolve_attrs(given);
   dsl::Bindings in;
   in.compute = Halide::Float(64);

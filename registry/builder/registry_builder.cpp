@@ -114,6 +114,10 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
     // Results (one element per call) move no bytes per element.
     if (in.role == registry::Input::Role::scalar || in.role == registry::Input::Role::result)
       continue;
+    if (d.is_multi_tensor() && in.name == dsl::kSegmentsArg) {  // one entry per chunk
+      r.shape.segments = in.name;
+      continue;
+    }
     const bool write_only = d.storage().model && in.name == dsl::kModelArg;
     if (!write_only && !(d.sparse() && in.name == "indices")) {
       read_bytes += registry::dtype_bytes(in.dtype);

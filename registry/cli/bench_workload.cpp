@@ -35,6 +35,13 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
     : n(n_) {
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  if (!d.shape.segments.empty()) {
+    // Multi-tensor form, as one model tensor: whole chunks of 2048 (fewer, 16-aligned, for
+    // small n), n rounded up to them.
+    const int64_t c = n < 2048 ? std::max<int64_t>(16, (n + 15) / 16 * 16) : 2048;
+    chunks = (n + c - 1) / c;
+    n = chunks * c;
+  }
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::scalar) {
       scalars.push_back(
@@ -42,6 +49,14 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
       continue;
     }
     const registry::DType t = in.dtype;
+    if (in.name == d.shape.segments) {  // every chunk in model tensor 0
+      Buffer b(std::aligned_alloc(64, ((chunks * 4 + 63) / 64) * 64));
+      if (!b) throw std::runtime_error("out of memory for " + in.name);
+      std::fill_n(static_cast<int32_t*>(b.get()), chunks, 0);
+      tensors.push_back({in.name.c_str(), b.get(), t, &chunks, 1});
+      buffers.push_back(std::move(b));
+      continue;
+    }
     if (in.role == registry::Input::Role::result) {  // one element, starting clear
       Buffer b(std::aligned_alloc(64, 64));
       if (!b) throw std::runtime_error("out of memory for " + in.name);

@@ -28,7 +28,8 @@ uint16_t f16_bits_normal(float x);
 // Scalars not given: 0.5, or 1 for integer ones (a step count).
 double default_scalar(const registry::Input& in);
 
-// Tensors and scalars for one dense kernel, `n` elements per tensor: positive values keep
+// Tensors and scalars for one dense kernel, `n` elements per tensor (multi-tensor forms: n
+// rounded up to whole chunks, one model tensor): positive values keep
 // sqrt() and divisions tame. Each tensor has its descriptor dtype: f16/bf16 tensors hold the
 // same draws rounded to nearest even. The views point into the object: neither copyable nor
 // movable.
@@ -38,6 +39,7 @@ struct Workload {
   std::vector<ScalarView> scalars;
   int64_t n;
   const int64_t one = 1;  // the shape of results (found_inf, ...)
+  int64_t chunks = 0;     // multi-tensor forms: the chunk table's length
 
   Workload(const registry::Descriptor& d, int64_t n_, const std::map<std::string, double>& given);
   Workload(const Workload&) = delete;

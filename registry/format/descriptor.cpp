@@ -537,6 +537,7 @@ ojson shape_json(const ShapeConstraints& s) {
   j["same_shape"] = s.same_shape;
   j["max_elements"] = s.max_elements;
   j["splittable"] = s.splittable;
+  if (!s.segments.empty()) j["segments"] = s.segments;
   if (!s.elementwise) {
     j["indices"] = s.indices;
     j["row_slices"] = s.row_slices;
@@ -670,6 +671,7 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   s.max_elements = o.integer("max_elements", 1, std::numeric_limits<int64_t>::max());
   // Optional: descriptors written before it existed are never split.
   if (o.field("splittable", false)) s.splittable = o.boolean("splittable");
+  s.segments = o.opt_str("segments");
   if (!s.elementwise) {
     s.indices = o.str("indices");
     s.row_slices = string_array(origin, o.array("row_slices"), o.at("row_slices"));
@@ -935,6 +937,16 @@ void check_shape(const Descriptor& d, const std::string& origin) {
   }
   if (d.shape.splittable && !d.shape.elementwise) {
     fail(origin, "/shape/splittable", "a sparse-rows op (elementwise false) cannot be splittable");
+  }
+  if (!d.shape.segments.empty()) {
+    const Input* seg = d.find_input(d.shape.segments);
+    if (!d.shape.elementwise || d.shape.splittable || !seg || seg->role != Input::Role::tensor ||
+        seg->dtype != DType::i32 || seen.count(d.shape.segments)) {
+      fail(origin, "/shape/segments",
+           quote(d.shape.segments) +
+               " must name an int32 tensor input outside same_shape, in an elementwise, "
+               "unsplittable op");
+    }
   }
   if (d.shape.elementwise) return;
   const Input* idx = d.find_input(d.shape.indices);

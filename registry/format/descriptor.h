@@ -109,6 +109,10 @@ struct ShapeConstraints {
   // 1-D index tensor; each row_slices tensor is [len(indices)] + state.shape[1:].
   std::string indices;
   std::vector<std::string> row_slices;
+  // Multi-tensor form (elementwise true): the int32 input naming, for each of the K chunks of
+  // the flat same_shape tensors (C = elements / K each, C a multiple of 16), the tensor it
+  // belongs to; whole-tensor reductions (LAMB's, LARS's norms) are per tensor. "" otherwise.
+  std::string segments;
 };
 
 struct Tolerance {

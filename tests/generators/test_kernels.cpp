@@ -203,8 +203,9 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
   if (!runnable.count("avx512")) MESSAGE("CPU lacks AVX-512: only AVX2 variants run here");
   int checked = 0, checked_auto = 0;
   for (const auto& row : generators::op_table()) {
-    // Sparse forms: test_sparse_ops.cpp applies the dense formula row by row.
-    if (row.decl->sparse()) continue;
+    // Sparse forms: test_sparse_ops.cpp applies the dense formula row by row; multi-tensor
+    // forms: test_multi_tensor_ops.cpp, per model tensor.
+    if (row.decl->sparse() || row.decl->is_multi_tensor()) continue;
     const Attrs attrs = row.decl->resolve_attrs(row.attrs);
     // Narrow-storage rows are selected with the "storage" pseudo-attr; fp32 is the default.
     Attrs wanted = attrs;
@@ -238,7 +239,8 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
     CHECK(checked_auto >= auto_rows);
   }
   int dense_rows = 0;
-  for (const auto& row : generators::op_table()) dense_rows += !row.decl->sparse();
+  for (const auto& row : generators::op_table())
+    dense_rows += !row.decl->sparse() && !row.decl->is_multi_tensor();
   CHECK(checked >= 2 * dense_rows - 1);
 }
 
@@ -249,6 +251,7 @@ TEST_CASE("every op in the registry has an fp64 reference") {
     std::string dense = op;
     if (op.rfind("sparse_apply_", 0) == 0) dense = op.substr(7);
     if (op == "sparse_adam") dense = "apply_adam";
+    if (op.rfind("multi_tensor_", 0) == 0) dense = op.substr(13);
     CHECK_MESSAGE(find_reference(dense), op);
   }
 }
