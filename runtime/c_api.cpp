@@ -1,6 +1,7 @@
 // The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
 #include <string>
 
+#include "opforge/model_presets.hpp"
 #include "opforge/opforge.h"
 #include "opforge/runtime.hpp"
 
@@ -8,6 +9,9 @@ struct opforge_registry {
   std::unique_ptr<opforge::Registry> reg;
 };
 struct opforge_kernel {};  // an opaque alias of opforge::Kernel
+struct opforge_model_layout {
+  opforge::ModelLayout layout;
+};
 
 namespace {
 
@@ -53,10 +57,11 @@ opforge::registry::DType to_dtype(int d) {
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }
 
-// opforge_call and opforge_call_chunked: argument checks, then views straight over the
-// caller's arrays (no allocation on the call path). chunk 0: a plain call.
+// opforge_call, opforge_call_chunked and opforge_call_model: argument checks, then views
+// straight over the caller's arrays (no allocation on the call path), passed to `call`.
+template <class Call>
 int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
-               const opforge_scalar* scalars, size_t n_scalars, int64_t chunk) {
+               const opforge_scalar* scalars, size_t n_scalars, Call&& call) {
   if (!k) return last_error = std::string(fn) + ": kernel is NULL", 1;
   if ((n_tensors && !tensors) || (n_scalars && !scalars)) {
     return last_error = std::string(fn) + ": NULL argument array", 1;
@@ -78,11 +83,7 @@ int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors,
         throw opforge::Error(std::string(fn) + ": scalar " + std::to_string(i) + " has no name");
       sv[i] = {scalars[i].name, scalars[i].value};
     }
-    if (chunk == 0) {
-      K(k)->call(tv, n_tensors, sv, n_scalars);
-    } else {
-      K(k)->call_chunked(tv, n_tensors, sv, n_scalars, chunk);
-    }
+    call(*K(k), tv, sv);
   });
 }
 
@@ -127,7 +128,11 @@ const char* opforge_kernel_isa(const opforge_kernel* k) {
 
 int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                  const opforge_scalar* scalars, size_t n_scalars) {
-  return call_views("opforge_call", k, tensors, n_tensors, scalars, n_scalars, 0);
+  return call_views(
+      "opforge_call", k, tensors, n_tensors, scalars, n_scalars,
+      [&](opforge::Kernel& kernel, const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+        kernel.call(tv, n_tensors, sv, n_scalars);
+      });
 }
 
 int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
@@ -137,12 +142,87 @@ int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_
                         std::to_string(chunk_elements),
            1;
   }
-  return call_views("opforge_call_chunked", k, tensors, n_tensors, scalars, n_scalars,
-                    chunk_elements);
+  return call_views(
+      "opforge_call_chunked", k, tensors, n_tensors, scalars, n_scalars,
+      [&](opforge::Kernel& kernel, const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+        kernel.call_chunked(tv, n_tensors, sv, n_scalars, chunk_elements);
+      });
 }
 
 int opforge_kernel_splittable(const opforge_kernel* k) {
   return k && K(k)->splittable() ? 1 : 0;
+}
+
+int opforge_model_layout_create(const opforge_tensor_shape* tensors, size_t n_tensors,
+                                int64_t alignment, opforge_model_layout** out) {
+  if (!out) return last_error = "opforge_model_layout_create: out is NULL", 1;
+  *out = nullptr;
+  if (n_tensors && !tensors) {
+    return last_error = "opforge_model_layout_create: NULL tensor array", 1;
+  }
+  return guarded([&] {
+    std::vector<opforge::TensorShape> shapes;
+    for (size_t i = 0; i < n_tensors; ++i) {
+      const opforge_tensor_shape& t = tensors[i];
+      if (!t.name || t.rank < 0 || (t.rank > 0 && !t.shape)) {
+        throw opforge::Error(
+            "opforge_model_layout_create: tensor " + std::to_string(i) +
+            (t.name ? " ('" + std::string(t.name) + "') has a bad rank" : " has no name"));
+      }
+      shapes.push_back({t.name, std::vector<int64_t>(t.shape, t.shape + t.rank)});
+    }
+    *out = new opforge_model_layout{opforge::ModelLayout(
+        std::move(shapes), alignment ? alignment : opforge::ModelLayout::kDefaultAlignment)};
+  });
+}
+
+int opforge_model_layout_preset(const char* name, int64_t alignment, opforge_model_layout** out) {
+  if (!name || !out) return last_error = "opforge_model_layout_preset: NULL argument", 1;
+  *out = nullptr;
+  return guarded([&] {
+    *out = new opforge_model_layout{opforge::model_preset(
+        name, alignment ? alignment : opforge::ModelLayout::kDefaultAlignment)};
+  });
+}
+
+void opforge_model_layout_free(opforge_model_layout* layout) {
+  delete layout;
+}
+
+const char* opforge_model_preset_name(size_t i) {
+  const auto& presets = opforge::model_presets();
+  return i < presets.size() ? presets[i].name.c_str() : nullptr;
+}
+
+size_t opforge_model_layout_tensors(const opforge_model_layout* layout) {
+  return layout ? layout->layout.size() : 0;
+}
+
+int64_t opforge_model_layout_total_elements(const opforge_model_layout* layout) {
+  return layout ? layout->layout.total_elements() : 0;
+}
+
+const int64_t* opforge_model_layout_offsets(const opforge_model_layout* layout) {
+  return layout ? layout->layout.offsets().data() : nullptr;
+}
+
+const int64_t* opforge_model_layout_elements(const opforge_model_layout* layout) {
+  return layout ? layout->layout.element_counts().data() : nullptr;
+}
+
+const char* opforge_model_layout_name(const opforge_model_layout* layout, size_t i) {
+  return layout && i < layout->layout.size() ? layout->layout.tensor(i).name.c_str() : nullptr;
+}
+
+int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
+                       const opforge_tensor* flat, size_t n_flat, const opforge_scalar* scalars,
+                       size_t n_scalars) {
+  if (!layout) return last_error = "opforge_call_model: layout is NULL", 1;
+  return call_views(
+      "opforge_call_model", k, flat, n_flat, scalars, n_scalars,
+      [&](opforge::Kernel& kernel, const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+        opforge::call_model(kernel, layout->layout, tv, n_flat, sv, n_scalars);
+      });
 }
 
 int opforge_set_num_threads(opforge_registry* reg, int n) {

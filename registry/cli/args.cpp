@@ -68,6 +68,9 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
     a.values[name].push_back(value);
   }
   if (a.has("help")) return a;
+  for (const auto& o : spec.options) {
+    if (o.standalone && a.has(o.name) && a.positional.empty()) return a;
+  }
   // "OP" is one required word, "A [B]" one required and one optional, "[OP...]" any number.
   size_t required = 0, most = 0;
   bool variadic = false;

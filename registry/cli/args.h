@@ -18,6 +18,7 @@ struct OptionSpec {
   std::string value_name;  // "" for a flag
   std::string help;
   bool repeated = false;
+  bool standalone = false;  // answers on its own, like --help: positionals become optional
 };
 
 struct CommandSpec {

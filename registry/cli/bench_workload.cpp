@@ -113,6 +113,32 @@ SparseWorkload::SparseWorkload(const registry::Descriptor& d, int64_t rows, int6
   }
 }
 
+bool share_buffers(const registry::Descriptor& bw, const Workload& w,
+                   const registry::Descriptor& op, ArgViews& out) {
+  std::vector<const TensorView*> states, others;
+  size_t t = 0;
+  for (const auto& in : op.inputs) {
+    if (in.role == registry::Input::Role::scalar) continue;
+    (in.role == registry::Input::Role::state ? states : others).push_back(&w.tensors.at(t++));
+  }
+  size_t s = 0, o = 0;
+  for (const auto& in : bw.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      out.scalars.push_back({in.name.c_str(), default_scalar(in)});
+      continue;
+    }
+    const bool state = in.role == registry::Input::Role::state;
+    auto& pool = state ? states : others;
+    size_t& k = state ? s : o;
+    if (k >= pool.size()) return false;
+    TensorView v = *pool[k++];
+    if (v.dtype != in.dtype) return false;
+    v.name = in.name.c_str();
+    out.tensors.push_back(v);
+  }
+  return s == states.size() && o == others.size();
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -62,6 +62,19 @@ struct SparseWorkload {
   SparseWorkload& operator=(const SparseWorkload&) = delete;
 };
 
+// One kernel call's arguments as views (time_call takes any tensors/scalars holder), e.g. a
+// bandwidth kernel's views onto an op's buffers.
+struct ArgViews {
+  std::vector<TensorView> tensors;
+  std::vector<ScalarView> scalars;
+};
+
+// The bandwidth kernel's views onto the op's own buffers: bandwidth_sS_gG has one state per op
+// state and one gradient per other tensor (bandwidth_for), so the same memory is read and
+// written. False when the shapes of the argument lists differ.
+bool share_buffers(const registry::Descriptor& bw, const Workload& w,
+                   const registry::Descriptor& op, ArgViews& out);
+
 double median(std::vector<double> v);
 
 // Seconds one call of `k` on `w` (a Workload or a SparseWorkload) takes, steady_clock.

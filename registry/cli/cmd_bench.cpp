@@ -4,6 +4,7 @@
 // and at 1 thread: small tensors must not pay a thread-pool dispatch.
 // opforge bench OP --n N --split K[,K...]: the whole-tensor call against the chunked update
 // (consecutive calls of K elements), interleaved on the same buffers.
+// opforge bench OP --model PRESET: multi-tensor apply (bench_model.cpp).
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "opforge/runtime.hpp"
+#include "registry/cli/bench_model.h"
 #include "registry/cli/bench_workload.h"
 #include "registry/cli/commands.h"
 
@@ -259,15 +261,20 @@ void print_split(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json bench_one(const Args& a, Registry& reg, Kernel& op,
-                         const std::map<std::string, double>& given, Kernel* twin = nullptr) {
-  const registry::Descriptor& d = op.descriptor();
+// --scalar names must be scalar arguments of the op.
+void check_scalar_names(const registry::Descriptor& d, const std::map<std::string, double>& given) {
   for (const auto& [name, v] : given) {
     const registry::Input* in = d.find_input(name);
     if (!in || in->role != registry::Input::Role::scalar) {
       throw UsageError("--scalar '" + name + "': " + d.op + " has no such scalar argument");
     }
   }
+}
+
+nlohmann::json bench_one(const Args& a, Registry& reg, Kernel& op,
+                         const std::map<std::string, double>& given, Kernel* twin = nullptr) {
+  const registry::Descriptor& d = op.descriptor();
+  check_scalar_names(d, given);
   return d.shape.elementwise ? bench_dense(a, reg, op, given, twin)
                              : bench_sparse(a, reg, op, given);
 }
@@ -325,25 +332,45 @@ void print_one(const nlohmann::json& j) {
 }  // namespace
 
 int cmd_bench(const Args& a) {
+  if (a.has("models")) {
+    if (a.has("json")) {
+      std::cout << model_list_json().dump(2) << "\n";
+    } else {
+      std::cout << model_list_text();
+    }
+    return 0;
+  }
   auto reg = Registry::open(registry_dir(a));
   const std::map<std::string, double> given = scalar_options(a);
   if (a.get_int("n", 1) < 1 || a.get_int("threads", 1) < 1) {
     throw UsageError("--n and --threads must be positive");
   }
   const std::string target = a.positional.at(0);
+  if (a.has("align") && !a.has("model")) throw UsageError("--align goes with --model");
+  if (a.has("model")) {
+    if (target == "all") throw UsageError("--model takes one op, not all");
+    for (const char* o : {"n", "split", "rows", "cols", "indices"}) {
+      if (a.has(o)) {
+        throw UsageError(std::string("--model sets the tensors and their sizes: drop --") + o);
+      }
+    }
+    Kernel& k = op_kernel(*reg, a, target);
+    check_scalar_names(k.descriptor(), given);
+    const nlohmann::json j = bench_model(a, *reg, k, given);
+    if (a.has("json")) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_model(j);
+    }
+    return 0;
+  }
   if (a.has("split")) {
     if (target == "all") throw UsageError("--split takes one op, not all");
     if (a.has("rows") || a.has("cols") || a.has("indices")) {
       throw UsageError("--split is for dense ops: give --n, not --rows/--cols/--indices");
     }
     Kernel& k = op_kernel(*reg, a, target);
-    for (const auto& [name, v] : given) {
-      const registry::Input* in = k.descriptor().find_input(name);
-      if (!in || in->role != registry::Input::Role::scalar) {
-        throw UsageError("--scalar '" + name + "': " + k.descriptor().op +
-                         " has no such scalar argument");
-      }
-    }
+    check_scalar_names(k.descriptor(), given);
     const nlohmann::json j = bench_split(a, *reg, k, given);
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";

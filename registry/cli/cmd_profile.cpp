@@ -193,18 +193,12 @@ ProfileSpec read_profile(const std::string& file) {
   return p;
 }
 
-// Views of the bandwidth kernel's arguments (time_call takes any tensors/scalars holder).
-struct Views {
-  std::vector<TensorView> tensors;
-  std::vector<ScalarView> scalars;
-};
-
 // One instance of a call (one of its repeats): its own tensors, and the bandwidth kernel's.
 struct Instance {
   std::unique_ptr<Workload> dense;
   std::unique_ptr<SparseWorkload> sparse;
   std::unique_ptr<Workload> bw_own;  // when the bandwidth kernel cannot share the op's buffers
-  Views bw;
+  ArgViews bw;
 };
 
 // A call resolved against the registry.
@@ -217,38 +211,9 @@ struct Call {
   std::vector<std::unique_ptr<Instance>> instances;
 };
 
-// The bandwidth kernel's views onto the op's own buffers: bandwidth_sS_gG has one state per op
-// state and one gradient per other tensor (bandwidth_for), so the same memory is read and
-// written. False when the shapes of the argument lists differ.
-bool share_buffers(const registry::Descriptor& bw, const Workload& w,
-                   const registry::Descriptor& op, Views& out) {
-  std::vector<const TensorView*> states, others;
-  size_t t = 0;
-  for (const auto& in : op.inputs) {
-    if (in.role == registry::Input::Role::scalar) continue;
-    (in.role == registry::Input::Role::state ? states : others).push_back(&w.tensors.at(t++));
-  }
-  size_t s = 0, o = 0;
-  for (const auto& in : bw.inputs) {
-    if (in.role == registry::Input::Role::scalar) {
-      out.scalars.push_back({in.name.c_str(), default_scalar(in)});
-      continue;
-    }
-    const bool state = in.role == registry::Input::Role::state;
-    auto& pool = state ? states : others;
-    size_t& k = state ? s : o;
-    if (k >= pool.size()) return false;
-    TensorView v = *pool[k++];
-    if (v.dtype != in.dtype) return false;
-    v.name = in.name.c_str();
-    out.tensors.push_back(v);
-  }
-  return s == states.size() && o == others.size();
-}
-
 void own_buffers(const registry::Descriptor& bw, int64_t n, Instance& inst) {
   inst.bw_own = std::make_unique<Workload>(bw, n, std::map<std::string, double>{});
-  inst.bw = Views{inst.bw_own->tensors, inst.bw_own->scalars};
+  inst.bw = ArgViews{inst.bw_own->tensors, inst.bw_own->scalars};
 }
 
 int64_t tensor_count(const registry::Descriptor& d) {
@@ -342,7 +307,7 @@ void allocate(Call& c) {
     if (d.shape.elementwise) {
       inst->dense = std::make_unique<Workload>(d, s.n, s.scalars);
       if (c.bw && !share_buffers(c.bw->descriptor(), *inst->dense, d, inst->bw)) {
-        inst->bw = Views{};
+        inst->bw = ArgViews{};
         own_buffers(c.bw->descriptor(), s.n, *inst);
       }
     } else {

@@ -2,6 +2,7 @@
 
 #include "opforge/runtime.hpp"
 #include "registry/cache/compile_cache.h"
+#include "registry/cli/bench_model.h"
 
 namespace opforge::cli {
 
@@ -146,6 +147,12 @@ const std::vector<Command>& commands() {
           "splittable dense ops: time the whole-tensor call against the update as consecutive "
           "calls of K elements (2^20, 1e6; several comma-separated), interleaved on the same "
           "buffers; no bandwidth kernel"},
+         {"model", "PRESET",
+          "multi-tensor apply on a model preset (" + model_names() +
+              "): one call over flat buffers holding every tensor, one call per tensor on the "
+              "same buffers, and the bandwidth kernel, interleaved; elementwise ops only"},
+         {"align", "N", "--model: each tensor starts at a multiple of N elements (default 32)"},
+         {"models", "", "list the model presets (tensors, elements, source) and exit", false, true},
          json}},
        cmd_bench},
       {{"profile",

@@ -80,6 +80,50 @@ int opforge_kernel_splittable(const opforge_kernel* k);
 int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                          const opforge_scalar* scalars, size_t n_scalars, int64_t chunk_elements);
 
+/* Multi-tensor apply. A model layout places a model's tensors back to back in flat buffers:
+ * tensor i occupies elements [offsets[i], offsets[i] + elements[i]) of every flat buffer, each
+ * offset a multiple of the alignment, and every flat buffer holds total_elements elements (the
+ * tensors and the padding between them). */
+typedef struct opforge_model_layout opforge_model_layout;
+
+/* One tensor of a model: a unique name and its shape (rank 0: one element). */
+typedef struct opforge_tensor_shape {
+  const char* name;
+  int rank;
+  const int64_t* shape;
+} opforge_tensor_shape;
+
+/* alignment: in elements, a power of two up to 2^20; 0 means the default, 32 (128 B of fp32,
+ * 64 B of bf16/f16). Fails for a bad alignment, an empty or duplicate name or a negative
+ * dimension. Free the layout with opforge_model_layout_free. */
+int opforge_model_layout_create(const opforge_tensor_shape* tensors, size_t n_tensors,
+                                int64_t alignment, opforge_model_layout** out);
+/* A built-in model (opforge_model_preset_name lists them), e.g. "transformer-small". */
+int opforge_model_layout_preset(const char* name, int64_t alignment, opforge_model_layout** out);
+void opforge_model_layout_free(opforge_model_layout* layout);
+/* The i-th preset's name, NULL past the last one. */
+const char* opforge_model_preset_name(size_t i);
+
+size_t opforge_model_layout_tensors(const opforge_model_layout* layout);
+/* The length of every flat buffer (tensors and padding). */
+int64_t opforge_model_layout_total_elements(const opforge_model_layout* layout);
+/* n_tensors + 1 entries: offsets[i] is where tensor i starts, offsets[n_tensors] the total.
+ * The int64 offsets table kernels take; owned by the layout. */
+const int64_t* opforge_model_layout_offsets(const opforge_model_layout* layout);
+/* n_tensors entries: the elements of each tensor (without padding); owned by the layout. */
+const int64_t* opforge_model_layout_elements(const opforge_model_layout* layout);
+/* Tensor i's name (owned by the layout), NULL out of range. */
+const char* opforge_model_layout_name(const opforge_model_layout* layout, size_t i);
+
+/* Updates the whole model in ONE kernel call over the flat buffers (one per tensor argument of
+ * the op, each of total_elements elements). Elementwise splittable ops only: fails for LAMB and
+ * LARS (per-tensor norms) and sparse ops, and for a flat buffer of another length, before
+ * anything runs. Padding goes through the update too (keep it finite, zeros best); every real
+ * element gets the bits one opforge_call per tensor would give. */
+int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
+                       const opforge_tensor* flat, size_t n_flat, const opforge_scalar* scalars,
+                       size_t n_scalars);
+
 /* Threads of the shared Halide thread pool (0: Halide's default). */
 int opforge_set_num_threads(opforge_registry* reg, int n);
 
