@@ -262,14 +262,15 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
   // the update is evaluated again reading that sum. Reductions may not depend on each other.
   std::vector<Expr> terms;
-  Reducer collect = [&](const Expr& e, bool squares, bool) {
+  Definition def;
+  Reducer collect = [&](const Expr& e, bool squares, bool whole_call) {
     Expr d = Halide::cast(Halide::Float(64), e);
     terms.push_back(squares ? d * d : d);
+    def.per_tensor_reductions = def.per_tensor_reductions || !whole_call;
     return Halide::cast(Halide::Float(64), 0);
   };
   std::vector<Expr> fast_paths;
   NewValues new_values = state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
-  Definition def;
   Func total = exact_func("reduce");
   Halide::RDom r;
   if (!terms.empty()) {
@@ -570,6 +571,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   Definition def = define_optimizer(decl, attrs, in, out, r.schedule_params);
   r.algorithm = def.algorithm;
   r.reduction_reads = def.reduction_reads;
+  r.per_tensor_reductions = def.per_tensor_reductions;
   const std::vector<std::string> states = output_order(decl, attrs);
   std::map<std::string, registry::DType> dtypes;
   for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;

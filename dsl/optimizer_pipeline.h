@@ -53,6 +53,9 @@ struct Bindings {
 struct Definition {
   std::string algorithm;                     // exact text of every definition
   std::vector<std::string> reduction_reads;  // tensors the reduction pass reads (extra traffic)
+  // Some reduction is per tensor (sum(), norm2(); not sum_all()): one call over the flat
+  // buffers of many tensors would mix them, unless the form is multi-tensor (segmented).
+  bool per_tensor_reductions = false;
   // One output Func per result (OptimizerDecl::results order), "result_<name>"(i), one
   // element: outputs of the pipeline besides `out`.
   std::vector<Halide::Func> results;
@@ -77,6 +80,7 @@ struct OptimizerPipeline {
   // the cache key. Two pipelines with equal text compute the same thing.
   std::string algorithm;
   std::vector<std::string> reduction_reads;
+  bool per_tensor_reductions = false;  // Definition::per_tensor_reductions
 };
 
 // The tensors a variant's whole-tensor reductions read (its extra read pass), found by

@@ -41,19 +41,47 @@ void check_flat(const std::string& who, const ModelLayout& layout, const char* n
   }
 }
 
+// Arguments that are not flat model buffers: results (one element, e.g. found_inf) and the
+// chunk table of segmented kernels. `d` null: every argument is flat.
+bool not_flat(const registry::Descriptor* d, const char* name) {
+  if (!d || !name) return false;
+  const registry::Input* in = d->find_input(name);
+  return in && (in->role == registry::Input::Role::result || d->shape.segments == name);
+}
+
 void check_flat(const std::string& who, const ModelLayout& layout, const TensorView* flat,
-                size_t n_flat) {
+                size_t n_flat, const registry::Descriptor* d = nullptr) {
   if (n_flat && !flat) throw Error(who + ": NULL flat tensor array");
   for (size_t k = 0; k < n_flat; ++k) {
+    if (not_flat(d, flat[k].name)) continue;
     check_flat(who, layout, flat[k].name, flat[k].shape, flat[k].rank);
   }
 }
 
-void check_flat(const std::string& who, const ModelLayout& layout,
-                const std::vector<Tensor>& flat) {
+void check_flat(const std::string& who, const ModelLayout& layout, const std::vector<Tensor>& flat,
+                const registry::Descriptor* d = nullptr) {
   for (const Tensor& t : flat) {
+    if (not_flat(d, t.name.c_str())) continue;
     check_flat(who, layout, t.name.c_str(), t.shape.data(), static_cast<int>(t.shape.size()));
   }
+}
+
+// The chunk table of a segmented kernel: chunks of alignment() elements, each naming the tensor
+// whose [offset, next offset) holds it.
+std::vector<int32_t> chunk_table(const registry::Descriptor& d, const ModelLayout& layout) {
+  const int64_t c = layout.alignment();
+  if (c % 16 != 0) {
+    throw Error("op '" + d.op + "' reduces per tensor over chunks of the layout's alignment, " +
+                "which must be a multiple of 16 (2048 is a good chunk), got " + std::to_string(c));
+  }
+  const int64_t chunks = layout.total_elements() / c;
+  if (chunks > INT32_MAX) throw Error("op '" + d.op + "': too many chunks for one call");
+  std::vector<int32_t> table(static_cast<size_t>(chunks));
+  for (size_t i = 0; i < layout.size(); ++i) {
+    for (int64_t k = layout.offset(i) / c; k < layout.offsets()[i + 1] / c; ++k)
+      table[static_cast<size_t>(k)] = static_cast<int32_t>(i);
+  }
+  return table;
 }
 
 void check_index(const ModelLayout& layout, size_t i) {
@@ -128,25 +156,26 @@ void check_multi_tensor(const registry::Descriptor& d) {
                 d.shape.indices +
                 "'): a model's flat buffers can only be updated in one call by elementwise ops");
   }
-  if (!d.shape.splittable) {
-    // The hook for a segmented kernel form: an op whose update reads per-tensor reductions
-    // (LAMB's and LARS's norms) would take layout.offsets() and reduce per segment. Until the
-    // registry has such kernels, these ops are called once per tensor (tensor_views).
+  // Splittable descriptors predate multi_tensor: they are multi-tensor too.
+  if (!d.shape.multi_tensor && !d.shape.splittable) {
     throw Error("op '" + d.op +
-                "' needs per-tensor norms: its update reads reductions over each whole tensor "
-                "(descriptor shape.splittable is false), so one call over the flat buffers would "
-                "mix tensors; call it once per tensor (tensor_views) until a segmented kernel "
-                "takes the layout's offsets table");
+                "' needs per-tensor norms: its update reads reductions over each whole tensor, "
+                "so one call over the flat buffers would mix tensors; use its multi-tensor form "
+                "(multi_tensor_" +
+                d.op +
+                ", per-tensor norms over the layout's chunks) or call it once per tensor "
+                "(tensor_views)");
   }
 }
 
 std::vector<TensorView> tensor_views(const ModelLayout& layout, size_t i, const TensorView* flat,
-                                     size_t n_flat) {
+                                     size_t n_flat, const registry::Descriptor* d) {
   check_index(layout, i);
-  check_flat("tensor_views", layout, flat, n_flat);
+  check_flat("tensor_views", layout, flat, n_flat, d);
   const TensorShape& t = layout.tensor(i);
   std::vector<TensorView> out(flat, flat + n_flat);
   for (TensorView& v : out) {
+    if (not_flat(d, v.name)) continue;  // a result (found_inf) is shared by every call
     v.data = static_cast<uint8_t*>(v.data) + layout.offset(i) * registry::dtype_bytes(v.dtype);
     v.shape = t.shape.data();
     v.rank = static_cast<int>(t.shape.size());
@@ -155,11 +184,15 @@ std::vector<TensorView> tensor_views(const ModelLayout& layout, size_t i, const 
 }
 
 std::vector<Tensor> tensor_views(const ModelLayout& layout, size_t i,
-                                 const std::vector<Tensor>& flat) {
+                                 const std::vector<Tensor>& flat, const registry::Descriptor* d) {
   check_index(layout, i);
-  check_flat("tensor_views", layout, flat);
+  check_flat("tensor_views", layout, flat, d);
   std::vector<Tensor> out;
   for (const Tensor& t : flat) {
+    if (not_flat(d, t.name.c_str())) {
+      out.push_back(t);
+      continue;
+    }
     out.push_back(
         {t.name, static_cast<uint8_t*>(t.data) + layout.offset(i) * registry::dtype_bytes(t.dtype),
          t.dtype, layout.tensor(i).shape});
@@ -171,16 +204,35 @@ void call_model(Kernel& k, const ModelLayout& layout, const TensorView* flat, si
                 const ScalarView* scalars, size_t n_scalars) {
   const registry::Descriptor& d = k.descriptor();
   check_multi_tensor(d);
-  check_flat("op '" + d.op + "'", layout, flat, n_flat);
-  k.call(flat, n_flat, scalars, n_scalars);
+  check_flat("op '" + d.op + "'", layout, flat, n_flat, &d);
+  if (d.shape.segments.empty()) {
+    k.call(flat, n_flat, scalars, n_scalars);
+    return;
+  }
+  // Segmented: the chunk table comes from the layout, never from the caller.
+  for (size_t i = 0; i < n_flat; ++i) {
+    if (flat[i].name && d.shape.segments == flat[i].name)
+      throw Error("op '" + d.op + "': call_model builds '" + d.shape.segments +
+                  "' from the layout; do not pass it");
+  }
+  const std::vector<int32_t> table = chunk_table(d, layout);
+  const int64_t chunks = static_cast<int64_t>(table.size());
+  std::vector<TensorView> args(flat, flat + n_flat);
+  args.push_back({d.shape.segments.c_str(), const_cast<int32_t*>(table.data()),
+                  registry::DType::i32, &chunks, 1});
+  k.call(args.data(), args.size(), scalars, n_scalars);
 }
 
 void call_model(Kernel& k, const ModelLayout& layout, const std::vector<Tensor>& flat,
                 const std::map<std::string, double>& scalars) {
-  const registry::Descriptor& d = k.descriptor();
-  check_multi_tensor(d);
-  check_flat("op '" + d.op + "'", layout, flat);
-  k.call(flat, scalars);
+  std::vector<TensorView> views;
+  for (const Tensor& t : flat) {
+    views.push_back(
+        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
+  }
+  std::vector<ScalarView> s;
+  for (const auto& [name, v] : scalars) s.push_back({name.c_str(), v});
+  call_model(k, layout, views.data(), views.size(), s.data(), s.size());
 }
 
 }  // namespace opforge

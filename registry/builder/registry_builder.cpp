@@ -135,6 +135,8 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   // element depends only on the same element of the inputs: dense, no whole-tensor reduction.
   r.shape.splittable =
       !d.sparse() && v.pipeline.reduction_reads.empty() && !has_reduction(v.pipeline.pipeline);
+  // Flat buffers of many tensors in one call: no per-tensor reduction, or segmented ones.
+  r.shape.multi_tensor = !d.sparse() && (d.is_multi_tensor() || !v.pipeline.per_tensor_reductions);
   r.kernel.file = "kernels/" + v.id + ".so";
   r.kernel.entry = v.id;
   r.kernel.args = v.pipeline.kernel_args;

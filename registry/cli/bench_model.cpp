@@ -23,9 +23,10 @@ namespace opforge::cli {
 
 namespace {
 
-// Zeroes [offset(i) + elements(i), offset(i + 1)) of every buffer: the padding.
+// Zeroes [offset(i) + elements(i), offset(i + 1)) of every flat buffer: the padding.
 void zero_padding(const ModelLayout& layout, const std::vector<TensorView>& flat) {
   for (const TensorView& t : flat) {
+    if (t.rank != 1 || t.shape[0] != layout.total_elements()) continue;  // found_inf, segments
     const int64_t size = registry::dtype_bytes(t.dtype);
     uint8_t* base = static_cast<uint8_t*>(t.data);
     for (size_t i = 0; i < layout.size(); ++i) {
@@ -48,8 +49,10 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
                            const std::map<std::string, double>& given) {
   const registry::Descriptor& d = op.descriptor();
   check_multi_tensor(d);
-  const ModelLayout layout =
-      model_preset(a.get("model"), a.get_int("align", ModelLayout::kDefaultAlignment));
+  // Segmented forms reduce per tensor over chunks of the alignment: 2048 by default.
+  const bool segmented = !d.shape.segments.empty();
+  const ModelLayout layout = model_preset(
+      a.get("model"), a.get_int("align", segmented ? 2048 : ModelLayout::kDefaultAlignment));
   const int threads = static_cast<int>(a.get_int("threads", 2));
   Kernel* bwk = bandwidth_kernel(reg, d);
   if (!bwk) throw Error(d.variant + ": the registry has no bandwidth kernel with its traffic");
@@ -57,7 +60,22 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
   const int64_t total = layout.total_elements();
 
   Workload w(d, total, given);
-  zero_padding(layout, w.tensors);
+  // call_model builds a segmented kernel's chunk table from the layout itself.
+  std::vector<TensorView> flat;
+  for (const TensorView& t : w.tensors) {
+    if (!segmented || d.shape.segments != t.name) flat.push_back(t);
+  }
+  zero_padding(layout, flat);
+  // One call per tensor: the op itself, or for a segmented form (multi_tensor_apply_lamb) the
+  // single-tensor op it applies per tensor (apply_lamb), same attrs, storage and ISA.
+  Kernel* single = &op;
+  if (segmented) {
+    const std::string prefix = "multi_tensor_";
+    if (d.op.rfind(prefix, 0) != 0) throw Error(d.op + ": no single-tensor op to compare with");
+    std::map<std::string, std::string> attrs = d.attr_values();
+    attrs["storage"] = storage_tag(d);
+    single = &reg.select(d.op.substr(prefix.size()), attrs, d.target.isa);
+  }
   ArgViews bw_args;
   std::unique_ptr<Workload> bw_own;
   const bool shared = share_buffers(bw.descriptor(), w, d, bw_args);
@@ -68,17 +86,14 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
   }
   std::vector<std::vector<TensorView>> per_tensor(layout.size());
   for (size_t i = 0; i < layout.size(); ++i) {
-    per_tensor[i] = tensor_views(layout, i, w.tensors.data(), w.tensors.size());
+    per_tensor[i] = tensor_views(layout, i, flat.data(), flat.size(), &d);
   }
 
   const std::function<void()> series[3] = {
-      [&] {
-        call_model(op, layout, w.tensors.data(), w.tensors.size(), w.scalars.data(),
-                   w.scalars.size());
-      },
+      [&] { call_model(op, layout, flat.data(), flat.size(), w.scalars.data(), w.scalars.size()); },
       [&] {
         for (const auto& v : per_tensor) {
-          op.call(v.data(), v.size(), w.scalars.data(), w.scalars.size());
+          single->call(v.data(), v.size(), w.scalars.data(), w.scalars.size());
         }
       },
       [&] {
@@ -127,6 +142,7 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
           {"bytes_per_element", bytes_per_element(d)},
           {"one_call", row(0, 1)},
           {"per_tensor", row(1, static_cast<int64_t>(layout.size()))},
+          {"per_tensor_variant", single->descriptor().variant},
           {"bandwidth_kernel", bw.descriptor().variant},
           {"bandwidth_shares_buffers", shared},
           {"bandwidth",
@@ -153,6 +169,9 @@ void print_model(const nlohmann::json& j) {
   line("one call", j["one_call"]);
   line(std::to_string(j["per_tensor"]["calls"].get<long long>()) + " calls, per tensor",
        j["per_tensor"]);
+  if (j["per_tensor_variant"] != j["variant"])
+    std::printf("  %-22s %s\n", "(per tensor: variant)",
+                j["per_tensor_variant"].get<std::string>().c_str());
   std::printf("  %-22s %12.1f us                    %7.2f GB/s  %s%s\n", "bandwidth kernel",
               j["bandwidth"]["us"].get<double>(), j["bandwidth"]["gbps"].get<double>(),
               j["bandwidth_kernel"].get<std::string>().c_str(),

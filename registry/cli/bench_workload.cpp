@@ -36,9 +36,15 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> u(0.1f, 1.0f);
   if (!d.shape.segments.empty()) {
-    // Multi-tensor form, as one model tensor: whole chunks of 2048 (fewer, 16-aligned, for
-    // small n), n rounded up to them.
-    const int64_t c = n < 2048 ? std::max<int64_t>(16, (n + 15) / 16 * 16) : 2048;
+    // Multi-tensor form, as one model tensor: chunks of the largest power of two in [16, 2048]
+    // dividing n, else of 2048 (fewer, 16-aligned, for small n) with n rounded up to them.
+    int64_t c = n < 2048 ? std::max<int64_t>(16, (n + 15) / 16 * 16) : 2048;
+    for (int64_t p = 2048; p >= 16; p /= 2) {
+      if (n >= p && n % p == 0) {
+        c = p;
+        break;
+      }
+    }
     chunks = (n + c - 1) / c;
     n = chunks * c;
   }

@@ -537,6 +537,7 @@ ojson shape_json(const ShapeConstraints& s) {
   j["same_shape"] = s.same_shape;
   j["max_elements"] = s.max_elements;
   j["splittable"] = s.splittable;
+  j["multi_tensor"] = s.multi_tensor;
   if (!s.segments.empty()) j["segments"] = s.segments;
   if (!s.elementwise) {
     j["indices"] = s.indices;
@@ -671,6 +672,7 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   s.max_elements = o.integer("max_elements", 1, std::numeric_limits<int64_t>::max());
   // Optional: descriptors written before it existed are never split.
   if (o.field("splittable", false)) s.splittable = o.boolean("splittable");
+  if (o.field("multi_tensor", false)) s.multi_tensor = o.boolean("multi_tensor");
   s.segments = o.opt_str("segments");
   if (!s.elementwise) {
     s.indices = o.str("indices");
@@ -934,6 +936,10 @@ void check_shape(const Descriptor& d, const std::string& origin) {
     if (in->role == Input::Role::scalar) fail(origin, ptr, quote(name) + " is a scalar input");
     if (in->role == Input::Role::result) fail(origin, ptr, quote(name) + " is a result input");
     if (!seen.insert(name).second) fail(origin, ptr, quote(name) + " is listed twice");
+  }
+  if (d.shape.multi_tensor && !d.shape.elementwise) {
+    fail(origin, "/shape/multi_tensor",
+         "a sparse-rows op (elementwise false) cannot be multi_tensor");
   }
   if (d.shape.splittable && !d.shape.elementwise) {
     fail(origin, "/shape/splittable", "a sparse-rows op (elementwise false) cannot be splittable");

@@ -105,6 +105,10 @@ struct ShapeConstraints {
   // tensors with the same scalars, which is how the runtime updates more than max_elements
   // elements. False for sparse ops and for ops with norm2()/sum() (LAMB, LARS).
   bool splittable = false;
+  // One call may update many tensors stored back to back in flat buffers (multi-tensor apply,
+  // runtime/model_layout.hpp): dense, and no reduction per tensor (whole-call ones, like
+  // found_inf's check, are fine), or per-tensor reductions through `segments`.
+  bool multi_tensor = false;
   // Sparse rows (elementwise false): same_shape are the states [rows, ...]; `indices` is the
   // 1-D index tensor; each row_slices tensor is [len(indices)] + state.shape[1:].
   std::string indices;

@@ -64,9 +64,10 @@ class ModelLayout {
 };
 
 // Throws Error unless the op of `d` can update a whole model in one call over flat buffers:
-// it must be elementwise and splittable (every output element depends only on the same
-// element of the inputs). LAMB and LARS need per-tensor norms and sparse ops index rows; the
-// message names the op and says why.
+// descriptor shape.multi_tensor (dense, no per-tensor reduction unless segmented) or, for
+// descriptors that predate it, splittable. apply_lamb and apply_lars need per-tensor norms
+// (their multi_tensor_ forms take the layout) and sparse ops index rows; the message names the
+// op and says why.
 void check_multi_tensor(const registry::Descriptor& d);
 
 // Tensor i's part of each flat buffer: the same names and dtypes, data advanced by offset(i)
@@ -74,11 +75,20 @@ void check_multi_tensor(const registry::Descriptor& d);
 // layout.total_elements() elements (Error naming the argument and both counts). The views are
 // valid while the flat buffers and the layout live: calling Kernel::call with them once per
 // tensor is the per-tensor form of call_model.
+// With `d`, its results (one-element tensors such as found_inf) are passed through unchanged,
+// shared by every per-tensor call.
 std::vector<TensorView> tensor_views(const ModelLayout& layout, size_t i, const TensorView* flat,
-                                     size_t n_flat);
+                                     size_t n_flat, const registry::Descriptor* d = nullptr);
 std::vector<Tensor> tensor_views(const ModelLayout& layout, size_t i,
-                                 const std::vector<Tensor>& flat);
+                                 const std::vector<Tensor>& flat,
+                                 const registry::Descriptor* d = nullptr);
 
+// Ops with loss scaling (found_inf: a reduction over the whole call) qualify; so do segmented
+// forms (descriptor shape.segments, e.g. multi_tensor_apply_lamb), whose per-tensor norms run
+// over chunks of layout.alignment() elements (a multiple of 16; lay such models out with
+// ModelLayout(tensors, 2048)): call_model builds their chunk table from the layout. Results
+// (found_inf) are passed as one-element tensors beside the flat buffers.
+//
 // Multi-tensor apply: ONE Kernel::call over the flat buffers (one per tensor argument of the
 // kernel, each of layout.total_elements() elements, dtypes as the descriptor says) updates
 // every tensor of the model with the same scalars. Throws Error when check_multi_tensor fails
