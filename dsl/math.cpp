@@ -56,6 +56,19 @@ Expr is_nan_bits(const Expr& u) {
 
 }  // namespace
 
+Expr is_nan(const Expr& x) {
+  if (x.type().bits() == 64) {
+    const Expr bits = Halide::reinterpret(Halide::UInt(64), x);
+    const Expr magnitude = bits & ((Halide::cast(Halide::UInt(64), 1) << 63) - 1);
+    return magnitude > (Halide::cast(Halide::UInt(64), 0x7ff) << 52);
+  }
+  return is_nan_bits(f32_bits(x));
+}
+
+Expr maximum(const Expr& a, const Expr& b) {
+  return Halide::select(dsl::is_nan(a), a, Halide::select(dsl::is_nan(b), b, Halide::max(a, b)));
+}
+
 Expr f32_to_bf16(Expr x) {
   const Halide::Type u32 = Halide::UInt(32);
   Expr u = f32_bits(std::move(x));

@@ -26,6 +26,15 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 // `x == inf` and is_nan tests in earlier ops). Call it qualified: Halide has an is_finite too.
 Halide::Expr is_finite(const Halide::Expr& x);
 
+// True where x is a NaN, on the exponent and mantissa bits (fp32, and fp64 for the golden).
+// Call it qualified: Halide has an is_nan too.
+Halide::Expr is_nan(const Halide::Expr& x);
+
+// max(a, b) that keeps a NaN of either argument, as torch.maximum does. Halide's max leaves
+// NaN unspecified: AMSGrad's max(v_max, v) with a NaN v kept v_max in some variants (avx512
+// bf16ms AdamW) and gave NaN in others.
+Halide::Expr maximum(const Halide::Expr& a, const Halide::Expr& b);
+
 // Storage conversions for mixed precision (arithmetic stays fp32). Both narrowings round to
 // nearest, ties to even, and keep NaN a NaN; both are written on the integer bits of the fp32
 // value (reinterpret<uint32>), never with float compares: Halide's simplifier assumes finite

@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "dsl/optimizer_pipeline.h"
+
 namespace opforge::dsl {
 
 using registry::Attr;
@@ -369,29 +371,46 @@ void OptimizerDecl::validate() const {
 }
 
 namespace {
-std::string short_dtype(registry::DType t) {
-  return t == registry::DType::f16 ? "f16" : t == registry::DType::bf16 ? "bf16" : "f32";
+
+// Stores every state but the first in `t`. The update still computes them in fp32; the wrapper
+// rounds each (to_storage) only as it is stored, so the first state's update, which reads the
+// same fp32 Exprs, never sees the rounding.
+void narrow_states(std::vector<ArgDecl>& args, UpdateFn& update, registry::DType t) {
+  std::set<std::string> narrowed;
+  bool first = true;
+  for (auto& a : args) {
+    if (a.role != Input::Role::state) continue;
+    if (!first) a.dtype = t, narrowed.insert(a.name);
+    first = false;
+  }
+  update = [inner = std::move(update), narrowed, ht = halide_type(t)](const UpdateContext& c) {
+    Updates u = inner(c);
+    for (auto& [n, e] : u) {
+      // The golden (fp64 compute) keeps its own precision.
+      if (narrowed.count(n) && e.type().bits() != 64) e = to_storage(ht, e);
+    }
+    return u;
+  };
 }
+
 }  // namespace
 
 std::string Storage::tag() const {
-  if (is_f32()) return "f32";
-  std::string t = short_dtype(grad);
-  if (model) {
-    if (*model != grad) t += short_dtype(*model);
-    return t + "m";
-  }
-  return t + "g";
+  return registry::storage_tag(grad, model, state);
 }
 
 Storage Storage::from_tag(const std::string& tag) {
-  for (auto d : {registry::DType::f16, registry::DType::bf16}) {
-    const std::string n = short_dtype(d);
-    if (tag == n + "m") return {d, d};
-    if (tag == n + "g") return {d, std::nullopt};
+  using registry::DType;
+  for (auto d : {DType::f16, DType::bf16}) {
+    for (const Storage& s :
+         {Storage{d, d}, Storage{d, std::nullopt}, Storage{DType::f32, std::nullopt, d},
+          Storage{d, d, d}, Storage{d, std::nullopt, d}}) {
+      if (s.tag() == tag) return s;
+    }
   }
   if (tag == "f32") return {};
-  throw std::invalid_argument("unknown storage '" + tag + "' (f32, bf16m, f16m, bf16g, f16g)");
+  throw std::invalid_argument("unknown storage '" + tag +
+                              "' (f32, bf16m, f16m, bf16g, f16g, bf16s, bf16ms, bf16gs)");
 }
 
 OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& name) const {
@@ -404,10 +423,12 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
   };
   narrow(s.grad);
   if (s.model) narrow(*s.model);
+  if (s.state) narrow(*s.state);
   if (sparse_) fail(name_, "narrow storage is for dense ops only");
   for (auto& a : d.args_) {
     if (a.role == Input::Role::gradient) a.dtype = s.grad;
   }
+  if (s.state) narrow_states(d.args_, d.update_, *s.state);  // before the model copy is added
   if (!s.model) return d;
   size_t last_state = 0;
   std::string master;
@@ -428,10 +449,9 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
                              " (the fp32 master), written only: rounded to nearest even",
                          *s.model,
                          {}});
-  const Halide::Type t = *s.model == registry::DType::bf16  ? Halide::BFloat(16)
-                         : *s.model == registry::DType::f16 ? Halide::Float(16)
-                                                            : Halide::Float(32);
-  d.update_ = [inner = update_, master, t](const UpdateContext& c) {
+  const Halide::Type t = halide_type(*s.model);
+  // d.update_, not update_: it already rounds narrowed states.
+  d.update_ = [inner = d.update_, master, t](const UpdateContext& c) {
     Updates u = inner(c);
     for (const auto& [n, e] : u) {
       if (n == master) {

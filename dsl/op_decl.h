@@ -58,12 +58,19 @@ struct ArgDecl {
 // values, so it must be stored before they are overwritten in place. The update never reads
 // `model`, so Halide never loads it; the runtime still passes it as an aliased in/out buffer
 // like every state.
+// With `state` set, every state but the first (Adam's m, v, v_max) is stored in that dtype:
+// read with an exact cast, updated in fp32, rounded to nearest even (NaN stays NaN) when
+// stored. The first state is never narrowed, and its update reads the fp32 new states, before
+// they are rounded.
 struct Storage {
   registry::DType grad = registry::DType::f32;
   std::optional<registry::DType> model;
-  bool is_f32() const { return grad == registry::DType::f32 && !model; }
+  std::optional<registry::DType> state;
+  bool is_f32() const { return grad == registry::DType::f32 && !model && !state; }
   // "f32"; "bf16m" / "f16m" (narrow gradients and model copy, fp32 master and states);
-  // "bf16g" / "f16g" (narrow gradients only). A C identifier fragment used in variant ids.
+  // "bf16g" / "f16g" (narrow gradients only); a trailing "s" for narrow states: "bf16s" (fp32
+  // var and gradients), "bf16ms" (bf16m with bf16 states). A C identifier fragment used in
+  // variant ids (registry::storage_tag).
   std::string tag() const;
   static Storage from_tag(const std::string& tag);  // throws std::invalid_argument
 };

@@ -40,7 +40,7 @@ dsl::Updates tf_adam(const dsl::UpdateContext& c, const char* vmax, bool nestero
   Expr m = c["m"] + (g - c["m"]) * (1.f - b1);
   Expr v = c["v"] + (g * g - c["v"]) * (1.f - c["beta2"]);
   Expr num = nesterov ? g * (1.f - b1) + b1 * m : m;
-  Expr vv = vmax ? Halide::max(c[vmax], v) : v;
+  Expr vv = vmax ? dsl::maximum(c[vmax], v) : v;
   Expr step = adam_step(c, c["lr"], num, vv, 1.f - c["beta1_power"], 1.f - c["beta2_power"]);
   dsl::Updates u = {{"var", c["var"] - step}, {"m", m}, {"v", v}};
   if (vmax) u.push_back({vmax, vv});
@@ -161,7 +161,7 @@ const dsl::OptimizerDecl& apply_adamw() {
             Expr m = b1 * c["m"] + (1.f - b1) * g;
             Expr v = b2 * c["v"] + (1.f - b2) * g * g;
             const bool ams = c.attr_bool("amsgrad");
-            Expr vv = ams ? Halide::max(c["v_max"], v) : v;
+            Expr vv = ams ? dsl::maximum(c["v_max"], v) : v;
             dsl::Updates u = {{"var", decayed - adam_step(c, lr, m, vv, 1.f - b1t, 1.f - b2t)},
                               {"m", m},
                               {"v", v}};

@@ -17,6 +17,11 @@ const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
 
 const dsl::Storage kBf16m{registry::DType::bf16, registry::DType::bf16};
 const dsl::Storage kF16m{registry::DType::f16, registry::DType::f16};
+const dsl::Storage kBf16g{registry::DType::bf16, std::nullopt};
+const dsl::Storage kF16g{registry::DType::f16, std::nullopt};
+// bf16 optimizer states (Adam's m, v, v_max), fp32 var and gradients; and with bf16m.
+const dsl::Storage kBf16s{registry::DType::f32, std::nullopt, registry::DType::bf16};
+const dsl::Storage kBf16ms{registry::DType::bf16, registry::DType::bf16, registry::DType::bf16};
 const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
 std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
@@ -89,6 +94,12 @@ const std::vector<VariantSpec>& op_table() {
       {&amp_update_scale(), {}, all, {}},
       {&clip_by_global_norm(), {{"convention", "tf"}}, all, {}},
       {&clip_by_global_norm(), {{"convention", "torch"}}, all, {}},
+      {&accumulate_grad(), {{"scaled", "false"}}, all, {}},
+      {&accumulate_grad(), {{"scaled", "true"}}, all, {}},
+      {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kBf16g},
+      {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kBf16g},
+      {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kF16g},
+      {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kF16g},
       // Multi-tensor forms: a whole model per call, per-tensor norms as segmented reductions.
       {&multi_tensor_apply_lamb(), {}, all, {}},
       {&multi_tensor_apply_lamb(), kUnscaleSkip, all, {}},
@@ -110,10 +121,28 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_gradient_descent(), {}, all, {}, {}, kF16m},
       {&apply_momentum(), {}, all, {}, {}, kBf16m},
       {&apply_momentum(), {}, all, {}, {}, kF16m},
+      {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kBf16m},
+      {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kF16m},
+      {&apply_keras_momentum(), {}, all, {}, {}, kBf16m},
+      {&apply_keras_momentum(), {}, all, {}, {}, kF16m},
       {&apply_adam(), {}, all, {}, {}, kBf16m},
       {&apply_adam(), {}, all, {}, {}, kF16m},
+      {&apply_adam(), {{"use_nesterov", "true"}}, all, {}, {}, kBf16m},
+      {&apply_adam(), {{"use_nesterov", "true"}}, all, {}, {}, kF16m},
+      {&apply_adam_with_amsgrad(), {}, all, {}, {}, kBf16m},
+      {&apply_adam_with_amsgrad(), {}, all, {}, {}, kF16m},
       {&apply_adamw(), {}, all, {}, {}, kBf16m},
       {&apply_adamw(), {}, all, {}, {}, kF16m},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16m},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kF16m},
+      {&apply_lamb(), {}, all, {}, {}, kBf16m},
+      {&apply_lamb(), {}, all, {}, {}, kF16m},
+      // bf16 optimizer states (m, v, v_max): fp32 var, or bf16m's fp32 master and bf16 copy.
+      {&apply_adam(), {}, all, {}, {}, kBf16s},
+      {&apply_adam(), {}, all, {}, {}, kBf16ms},
+      {&apply_adamw(), {}, all, {}, {}, kBf16s},
+      {&apply_adamw(), {}, all, {}, {}, kBf16ms},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16ms},
       // Loss scaling fused into the step (OptimizerDecl::grad_scaling): gradients times
       // inv_scale, found_inf, and the skipped step.
       {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16m},

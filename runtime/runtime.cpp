@@ -262,21 +262,21 @@ void Registry::set_num_threads(int n) {
 }
 
 std::string storage_tag(const Descriptor& d) {
-  auto short_name = [](DType t) {
-    return t == DType::f16 ? std::string("f16") : t == DType::bf16 ? std::string("bf16") : "f32";
-  };
+  auto narrow = [](DType t) { return t == DType::f16 || t == DType::bf16; };
   DType grad = DType::f32;
-  std::optional<DType> model;
+  std::optional<DType> model, state;
+  bool first_state = true;  // the parameter (or fp32 master): never narrowed
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::gradient && grad == DType::f32) grad = in.dtype;
-    if (in.role == registry::Input::Role::state && in.name == "model" &&
-        (in.dtype == DType::f16 || in.dtype == DType::bf16))
+    if (in.role != registry::Input::Role::state) continue;
+    if (in.name == "model" && narrow(in.dtype)) {
       model = in.dtype;
+    } else if (!first_state && narrow(in.dtype)) {
+      state = in.dtype;
+    }
+    first_state = false;
   }
-  if (grad == DType::f32 && !model) return "f32";
-  std::string t = short_name(grad);
-  if (model) return t + (*model != grad ? short_name(*model) : "") + "m";
-  return t + "g";
+  return registry::storage_tag(grad, model, state);
 }
 
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,

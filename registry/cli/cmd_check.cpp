@@ -47,7 +47,7 @@ int cmd_check(const Args& a) {
   auto reg = Registry::open(registry_dir(a));
   Kernel& kernel = op_kernel(*reg, a, op);
   const registry::Descriptor& d = kernel.descriptor();
-  // The declaration with the kernel's storage (f32, bf16m, f16m): the golden evaluates it in
+  // The declaration with the kernel's storage (f32, bf16m, bf16s, ...): the golden evaluates it in
   // fp64 from the same (rounded) narrow inputs.
   const dsl::OptimizerDecl* decl = decls.front();
   for (const auto* x : decls) {
@@ -146,9 +146,10 @@ int cmd_check(const Args& a) {
                            {"states", nlohmann::json::object()}};
   bool ok = true;
   for (const auto& out : d.outputs) {
-    // A narrow output (the model copy) is the golden's fp64 master rounded once more: its
-    // tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16, relative) and f16's
-    // smallest subnormal. test_kernels checks it bit-exactly against the kernel's own master.
+    // A narrow output (the model copy, bf16 states) is the golden's fp64 value rounded once
+    // more: its tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16,
+    // relative) and f16's smallest subnormal. test_kernels checks the copy bit-exactly against
+    // the kernel's own master.
     std::vector<float> widened;
     double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
     if (narrow(out.dtype)) {

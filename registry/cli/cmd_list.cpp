@@ -158,8 +158,8 @@ int cmd_describe(const Args& a) {
   }
   if (!storages.empty()) {
     std::printf(
-        "mixed precision (--attr storage=TAG; fp32 master var and states, write-only model "
-        "copy):\n");
+        "mixed precision (--attr storage=TAG; tensors not listed are fp32; `model` is the "
+        "write-only copy of the fp32 master var):\n");
     for (const auto& l : storages) std::printf("  %s\n", l.c_str());
   }
   std::printf("outputs (in place):\n");

@@ -1083,6 +1083,20 @@ int dtype_bytes(DType t) {
   return 0;
 }
 
+std::string storage_tag(DType grad, std::optional<DType> model, std::optional<DType> state) {
+  auto short_name = [](DType t) {
+    return t == DType::f16 ? std::string("f16") : t == DType::bf16 ? std::string("bf16") : "f32";
+  };
+  std::string t;
+  if (model) {
+    t = short_name(grad) + (*model != grad ? short_name(*model) : "") + "m";
+  } else if (grad != DType::f32) {
+    t = short_name(grad) + "g";
+  }
+  if (state) t += (t.empty() || *state != grad ? short_name(*state) : "") + "s";
+  return t.empty() ? "f32" : t;
+}
+
 const char* role_name(Input::Role r) {
   return enum_name(r, kRoles, kRoleNames);
 }

@@ -23,6 +23,12 @@ enum class DType { f16, bf16, f32, f64, i32, i64 };
 const char* dtype_name(DType t);                         // "float32", ...
 std::optional<DType> parse_dtype(const std::string& s);  // accepts the names dtype_name gives
 int dtype_bytes(DType t);
+// The storage tag of a mixed-precision variant (in its id, and `--attr storage=TAG`), from the
+// dtypes of its gradients, of its write-only model copy (master-weights mode) and of its
+// optimizer states after the first: "f32" when all are fp32; else "<g>m" (model copy; "<g><c>m"
+// when the copy's dtype c differs) or "<g>g" (narrow gradients only), then "s" for narrow states
+// ("<s>s" when their dtype differs from the gradients'): bf16m, f16g, bf16s, bf16ms.
+std::string storage_tag(DType grad, std::optional<DType> model, std::optional<DType> state);
 
 // One argument of the op, in the op's (TensorFlow) argument order.
 struct Input {

@@ -33,9 +33,10 @@ TEST_CASE("list: every op, as a table and as JSON") {
     }
   }
   // use_nesterov false/true x epsilon_mode tf/torch x avx512/avx2, the autoscheduled
-  // avx512 twin of the default attrs, bf16m/f16m of the default attrs x avx512/avx2, and loss
-  // scaling (unscale+skip in f32, bf16m, f16m; unscale, skip alone in bf16m) x avx512/avx2.
-  CHECK(adam == 23);
+  // avx512 twin of the default attrs, bf16m/f16m of use_nesterov false/true x avx512/avx2,
+  // bf16s/bf16ms (bf16 states) of the default attrs x avx512/avx2, and loss scaling
+  // (unscale+skip in f32, bf16m, f16m; unscale, skip alone in bf16m) x avx512/avx2.
+  CHECK(adam == 31);
 }
 
 TEST_CASE("describe apply_adam: formula and every argument in TF order") {
@@ -75,24 +76,26 @@ TEST_CASE("describe --json: every variant's descriptor") {
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   const json v = parse_json(r);
   REQUIRE(v.is_array());
-  // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 4 mixed precision (bf16m, f16m),
-  // 10 with loss scaling
-  CHECK(v.size() == 23);
+  // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 12 mixed precision (bf16m,
+  // f16m, bf16s, bf16ms), 10 with loss scaling (8 of them bf16m or f16m)
+  CHECK(v.size() == 31);
   int autoscheduled = 0, mixed = 0;
   for (const auto& d : v) autoscheduled += d.at("schedule").at("recipe") == "adams2019";
   CHECK(autoscheduled == 1);
   for (const auto& d : v) {
     CHECK(d.at("op") == "apply_adam");
     const std::string id = d.at("variant");
-    const bool mp =
-        id.find("__bf16m__") != std::string::npos || id.find("__f16m__") != std::string::npos;
+    const bool mp = id.find("__f32__") == std::string::npos;
+    bool copy = false;  // master weights: fp32 var + model copy
+    for (const char* tag : {"__bf16m__", "__f16m__", "__bf16ms__"})
+      copy = copy || id.find(tag) != std::string::npos;
     mixed += mp;
     // + the write-only model copy, + inv_scale (unscale), + found_inf (unscale or skip)
     const bool unscale = id.find("__unscale_1") != std::string::npos;
     const bool skip = id.find("__skip_if_nonfinite_1") != std::string::npos;
-    CHECK(d.at("inputs").size() == 10u + mp + unscale + (unscale || skip));
+    CHECK(d.at("inputs").size() == 10u + copy + unscale + (unscale || skip));
   }
-  CHECK(mixed == 12);
+  CHECK(mixed == 20);
 }
 
 TEST_CASE("describe: an unknown op exits 1 naming it") {

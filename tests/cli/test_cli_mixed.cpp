@@ -49,6 +49,29 @@ TEST_CASE("check --attr storage=bf16m|f16m: master and model copy against the fp
   }
 }
 
+TEST_CASE("bf16 states (bf16s, bf16ms): check against the golden, bench with the same dtypes") {
+  for (const std::string op : {"apply_adam", "apply_adamw"}) {
+    for (const std::string storage : {"bf16s", "bf16ms"}) {
+      CAPTURE(op);
+      CAPTURE(storage);
+      const Result r =
+          opforge_reg({"check", op, "--attr", "storage=" + storage, "--n", "5003", "--json"});
+      CHECK_MESSAGE(r.rc == 0, r.all());
+      if (r.rc == 0) {
+        const json j = parse_json(r);
+        for (const char* state : {"var", "m", "v"}) CHECK(j.at("states").contains(state));
+        CHECK(j.at("states").contains("model") == (storage == "bf16ms"));
+      }
+    }
+  }
+  const Result b = opforge_reg(
+      {"bench", "apply_adam", "--attr", "storage=bf16s", "--n", "10007", "--reps", "11", "--json"});
+  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  const json v = parse_json(b);
+  CHECK(v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s3_g1_bf16s__", 0) == 0);
+  CHECK(v.at("bytes_per_call").get<double>() == 20.0 * 10007);  // var, m, v, grad: 12 + 8 B
+}
+
 TEST_CASE("an unknown storage is an error naming it") {
   const Result r = opforge_reg({"bench", "apply_adam", "--attr", "storage=f8m", "--n", "100"});
   CHECK(r.rc != 0);

@@ -231,6 +231,38 @@ TEST_CASE("from_storage: f16 and bf16 widen to fp32 exactly (every bit pattern)"
   CHECK(testing::ref_f16_bits(testing::f16_to_float(0x03ff)) == 0x03ff);
 }
 
+TEST_CASE("maximum: keeps a NaN of either argument (torch.maximum), fp32 vectorized and fp64") {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> a = {1, 2, nan, nan, -inf, 0.5f, -0.0f, 3, nan, 1};
+  const std::vector<float> b = {2, 1, 1, nan, 1, nan, 0.0f, inf, -nan, -nan};
+  for (int w : {1, 8}) {
+    CAPTURE(w);
+    Halide::Buffer<float> ba(const_cast<float*>(a.data()), int(a.size()));
+    Halide::Buffer<float> bb(const_cast<float*>(b.data()), int(b.size()));
+    Halide::Var i("i");
+    Halide::Func f("max_f32");
+    f(i) = dsl::maximum(ba(i), bb(i));
+    if (w > 1) f.vectorize(i, w, Halide::TailStrategy::GuardWithIf);
+    Halide::Buffer<float> r = f.realize({int(a.size())});
+    for (size_t k = 0; k < a.size(); ++k) {
+      CAPTURE(k);
+      if (std::isnan(a[k]) || std::isnan(b[k])) {
+        CHECK(std::isnan(r(int(k))));
+      } else {
+        CHECK(r(int(k)) == std::max(a[k], b[k]));
+      }
+    }
+  }
+  Halide::Func g("max_f64");
+  Halide::Var j("j");
+  Halide::Buffer<double> x(2);
+  x(0) = 1, x(1) = std::nan("");
+  g(j) = dsl::maximum(x(j), Halide::Internal::make_const(Halide::Float(64), 0.5));
+  Halide::Buffer<double> r = g.realize({2});
+  CHECK(r(0) == 1);
+  CHECK(std::isnan(r(1)));
+}
+
 }  // namespace
 }  // namespace opforge::dsl
 

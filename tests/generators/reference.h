@@ -4,6 +4,8 @@
 // against them.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -41,6 +43,12 @@ struct RegisterReference {
 // dtype, so the op sees its usual domain), found_inf = 0 (one element).
 bool has_grad_scaling(const registry::Descriptor& d);
 Reference with_grad_scaling(const Reference& r, const registry::Descriptor& d);
+
+// max(a, b) that keeps a NaN, as torch.maximum does (std::max(a, NaN) returns a): the AMSGrad
+// running maximum of a NaN second moment (a NaN gradient) is NaN.
+inline double nan_max(double a, double b) {
+  return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
+}
 
 // Uniform values in [lo, hi).
 std::vector<double> uniform(std::mt19937& rng, size_t n, double lo, double hi);

@@ -1,6 +1,7 @@
 // Reference: TensorFlow ResourceApplyAdamWithAmsgrad (training_ops.cc, tf_formulas.md 2.14):
 //   m += (grad - m) * (1 - beta1);  v += (grad^2 - v) * (1 - beta2)
-//   vhat = max(vhat, v)                                          (the new v, not bias-corrected)
+//   vhat = max(vhat, v)                                          (the new v, not bias-corrected;
+//                                                                 NaN kept: nan_max)
 //   epsilon_mode "tf":    var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m
 //                                / (sqrt(vhat) + epsilon)
 //   epsilon_mode "torch": var -= lr / (1 - beta1_power) * m
@@ -24,7 +25,7 @@ void apply_adam_with_amsgrad_reference(const Attrs& a, const Scalars& s, Tensors
     const double g = grad[i];
     m[i] += (g - m[i]) * (1 - b1);
     v[i] += (g * g - v[i]) * (1 - b2);
-    vhat[i] = std::max(vhat[i], v[i]);
+    vhat[i] = nan_max(vhat[i], v[i]);
     if (torch) {
       var[i] -= lr / bc1 * m[i] / (std::sqrt(vhat[i]) / std::sqrt(bc2) + eps);
     } else {

@@ -4,7 +4,8 @@
 //   var *= 1 - lr * weight_decay                        (decoupled decay, on the old var)
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g^2
-//   amsgrad: v_max = max(v_max, v); the denominator uses v_max (raw, not bias-corrected)
+//   amsgrad: v_max = max(v_max, v) (torch.maximum: NaN kept); the denominator uses v_max (raw,
+//     not bias-corrected)
 //   beta1^t, beta2^t: t = step (convention torch), or beta1_power * beta1 and
 //     beta2_power * beta2 (convention cann: the inputs are beta^(t-1))
 //   bc1 = 1 - beta1^t, bc2 = 1 - beta2^t
@@ -54,7 +55,7 @@ void adamw_update(const Attrs& a, const Scalars& s, Tensors& t) {
     m[i] = b1 * m[i] + (1 - b1) * g;
     v[i] = b2 * v[i] + (1 - b2) * g * g;
     double vv = v[i];
-    if (amsgrad) vv = (*v_max)[i] = std::max((*v_max)[i], v[i]);
+    if (amsgrad) vv = (*v_max)[i] = nan_max((*v_max)[i], v[i]);
     if (eps_tf) {
       p -= (lr * std::sqrt(bc2) / bc1) * m[i] / (std::sqrt(vv) + eps);
     } else {

@@ -81,37 +81,55 @@ float widen(registry::DType t, uint16_t h) {
   return t == registry::DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
 }
 
-// A variant with narrow storage (f16/bf16 gradients, fp32 master `var` + write-only `model`
-// copy), in place with buffers of the descriptor's dtypes. The narrow inputs are the reference's
-// draws rounded to their dtype, and the fp64 reference computes from those same values; the fp32
-// states are held to the op's tolerance; the model copy must EQUAL the reference rounding of the
-// kernel's own fp32 master (bit for bit). With `nonfinite`, some gradients are NaN / +-inf:
-// NaN must stay NaN in the master and the copy (never inf).
+// Half an ulp of a narrow dtype, relative: the most that rounding to nearest moves a value.
+double half_ulp(registry::DType t) {
+  return std::ldexp(1.0, t == registry::DType::bf16 ? -8 : -11);
+}
+
+// A variant with narrow storage (dsl::Storage): f16/bf16 gradients; an fp32 master `var` with a
+// write-only `model` copy (bf16m/f16m); bf16 optimizer states after the first (bf16s, bf16ms).
+// In place with buffers of the descriptor's dtypes. The narrow inputs are the reference's draws
+// rounded to their dtype, and the fp64 reference computes from those same values. The fp32
+// states are held to the op's tolerance: the master too when the other states are narrow (the
+// kernel computes it from their fp32 new values, before rounding; from the rounded ones it
+// would be off by about 2^-9 of the step). The model copy must EQUAL the reference rounding of
+// the kernel's own fp32 master (bit for bit). A narrow state is the rounding of an fp32 value
+// the kernel never exposes, so it cannot be checked bit for bit: it is held to the op's
+// tolerance plus half an ulp of its dtype (below). With `nonfinite`, some gradients are NaN /
+// +-inf: NaN must stay NaN in the master, the copy and the narrow states (never inf).
 void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scalars& s, size_t n,
                           Worst& worst, bool nonfinite) {
   const registry::Descriptor& d = k.descriptor();
   std::map<std::string, registry::DType> dtype;
+  std::set<std::string> grads, narrow_states;
   std::string master, model;
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::scalar) continue;
     dtype[in.name] = in.dtype;
-    if (in.role == registry::Input::Role::state && master.empty()) master = in.name;
-    if (in.role == registry::Input::Role::state && in.name == "model") model = in.name;
+    if (in.role == registry::Input::Role::gradient) grads.insert(in.name);
+    if (in.role != registry::Input::Role::state) continue;
+    if (in.name == "model") {
+      model = in.name;
+    } else if (master.empty()) {
+      master = in.name;
+    } else if (narrow(in.dtype)) {
+      narrow_states.insert(in.name);
+    }
   }
-  REQUIRE_MESSAGE(!model.empty(), d.variant << ": narrow storage without a model copy");
   REQUIRE(!narrow(dtype.at(master)));
   std::vector<size_t> nan_at;
+  if (nonfinite) {
+    for (size_t i = 1; i < n; i += 5) nan_at.push_back(i);
+  }
   for (auto& [name, v] : t) {
     REQUIRE_MESSAGE(dtype.count(name), d.variant << ": reference input " << name);
-    if (!narrow(dtype.at(name))) continue;
+    const bool bad_grads = nonfinite && grads.count(name), rounded = narrow(dtype.at(name));
+    if (!bad_grads && !rounded) continue;
     for (size_t i = 0; i < n; ++i) {
       float x = static_cast<float>(v[i]);
-      if (nonfinite && i % 5 == 1) x = (i % 2 ? 1 : -1) * std::nanf("");
-      if (nonfinite && i % 5 == 3) x = i % 2 ? INFINITY : -INFINITY;
-      v[i] = widen(dtype.at(name), round_to(dtype.at(name), x));
-    }
-    if (nonfinite) {
-      for (size_t i = 1; i < n; i += 5) nan_at.push_back(i);
+      if (bad_grads && i % 5 == 1) x = (i % 2 ? 1 : -1) * std::nanf("");
+      if (bad_grads && i % 5 == 3) x = i % 2 ? INFINITY : -INFINITY;
+      v[i] = rounded ? widen(dtype.at(name), round_to(dtype.at(name), x)) : x;
     }
   }
   std::map<std::string, std::vector<float>> f32;
@@ -123,7 +141,7 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
       f32[name].assign(v.begin(), v.end());
     }
   }
-  half[model].assign(n, 0x5555);  // write-only: whatever it held must be overwritten
+  if (!model.empty()) half[model].assign(n, 0x5555);  // write-only: must be overwritten
   std::vector<Tensor> tensors;
   for (auto& [name, v] : f32)
     tensors.push_back({name, v.data(), dtype.at(name), {static_cast<int64_t>(v.size())}});
@@ -132,8 +150,27 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
   Tensors expected = t;
   ref.update(d.attr_values(), s, expected);
   compare(d, n, f32, expected, worst, nonfinite);
-  // Master/copy consistency, bit-exact.
+  // Narrow states: |rounded - x| <= u|x| (u = half_ulp) for the kernel's fp32 value x, which
+  // is within atol + rtol|ref| of the reference; so the bound is u|ref| + (1 + u)(atol +
+  // rtol|ref|). f16 adds half its smallest subnormal (2^-25); bf16's (2^-134) is below atol.
+  for (const auto& name : narrow_states) {
+    const registry::DType t = dtype.at(name);
+    const double u = half_ulp(t);
+    registry::Descriptor wide = d;
+    wide.tolerance.rtol = u + (1 + u) * d.tolerance.rtol;
+    wide.tolerance.atol = (1 + u) * d.tolerance.atol + (t == registry::DType::f16 ? 0x1p-25 : 0);
+    std::map<std::string, std::vector<float>> got;
+    for (uint16_t h : half.at(name)) got[name].push_back(widen(t, h));
+    compare(wide, n, got, {{name, expected.at(name)}}, worst, nonfinite);
+  }
   const std::vector<float>& m = f32.at(master);
+  for (size_t i : nan_at) {
+    if (!std::isnan(expected.at(master)[i])) continue;  // a skipped step (skip_if_nonfinite)
+    CHECK_MESSAGE(std::isnan(m[i]),
+                  d.variant << " n=" << n << ": NaN gradient at " << i << " gave master " << m[i]);
+  }
+  if (model.empty()) return;
+  // Master/copy consistency, bit-exact.
   const std::vector<uint16_t>& c = half.at(model);
   int bad = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -146,10 +183,9 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
   CHECK_MESSAGE(bad == 0, d.variant << " n=" << n << ": " << bad << " model copies differ");
   for (size_t i : nan_at) {
     if (!std::isnan(expected.at(master)[i])) continue;  // a skipped step (skip_if_nonfinite)
-    const float copy = widen(dtype.at(model), c[i]);
-    CHECK_MESSAGE((std::isnan(m[i]) && std::isnan(copy)),
-                  d.variant << " n=" << n << ": NaN gradient at " << i << " gave master " << m[i]
-                            << ", copy " << copy);
+    CHECK_MESSAGE(std::isnan(widen(dtype.at(model), c[i])),
+                  d.variant << " n=" << n << ": NaN gradient at " << i << " gave copy "
+                            << widen(dtype.at(model), c[i]));
   }
 }
 
@@ -242,6 +278,86 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
   for (const auto& row : generators::op_table())
     dense_rows += !row.decl->sparse() && !row.decl->is_multi_tensor();
   CHECK(checked >= 2 * dense_rows - 1);
+}
+
+// A bf16 state must be the reference rounding (tests/ieee_half.h) of the fp32 value the kernel
+// computed. An optimizer never exposes that value; the bandwidth kernels with bf16 states do:
+// they narrow through the same with_storage wrapper, and s_k + g is exact in fp32 for these
+// inputs. So every stored state equals ref_bf16_bits(s_k + g) bit for bit: ties to even, fp32
+// subnormals (vcvtneps2bf16 would flush them), overflow to inf at the bf16 tie above its
+// largest value; NaN stays NaN.
+TEST_CASE("bf16 states: the reference rounding of the fp32 result, bit for bit") {
+  auto reg = Registry::open(test_registry_dir());
+  const double nan = std::nan("");
+  // (state, gradient) pairs; the states are bf16 values.
+  const std::vector<std::pair<double, double>> cases = {
+      {1, 0x1p-8},                      // tie: stays at the even 1.0
+      {1, 3 * 0x1p-8},                  // tie: up to the even 1.015625
+      {1, 0x1p-9},                      // below half an ulp: down
+      {-1, -5 * 0x1p-10},               // above half an ulp: away from zero
+      {0, 0x1p-130},                    // fp32 and bf16 subnormal, exact
+      {0x1p-126, 0x1p-134 + 0x1p-140},  // subnormal range (f32 gradient): rounds up
+      {0x1p-126, -0x1p-134},            // a subnormal tie (f32 gradient)
+      {0x1.fep127, 0x1p119},            // bf16's max + half an ulp: a tie, to inf
+      {-0x1.fep127, 0x1p110},           // stays the largest finite
+      {1, nan},                         // NaN
+      {0.5, 0.25}};                     // exact
+  int checked = 0;
+  for (const auto& e : reg->index().variants) {
+    const registry::Descriptor d = reg->descriptor(e.variant);
+    const std::string tag = storage_tag(d);
+    if (d.kind != "bandwidth" || tag.back() != 's') continue;
+    bool runs = true;
+    for (const auto& f : d.target.cpu_features) runs = runs && cpu_supports(f);
+    if (!runs) continue;
+    CAPTURE(d.variant);
+    Kernel& k = reg->load(d.variant);
+    const size_t n = cases.size();
+    std::map<std::string, std::vector<float>> f32;
+    std::map<std::string, std::vector<uint16_t>> half;  // bf16 bits
+    std::vector<double> sum(n);
+    std::set<std::string> states;  // the bf16 states
+    for (const auto& in : d.inputs) {
+      if (in.role == registry::Input::Role::scalar) continue;
+      if (in.role == registry::Input::Role::state && in.dtype == registry::DType::bf16 &&
+          in.name != "model")
+        states.insert(in.name);
+      REQUIRE((in.dtype == registry::DType::f32 || in.dtype == registry::DType::bf16));
+      const bool grad = in.role == registry::Input::Role::gradient;
+      for (size_t i = 0; i < n; ++i) {
+        float x = static_cast<float>(grad ? cases[i].second : cases[i].first);
+        if (in.dtype == registry::DType::bf16) {
+          half[in.name].push_back(in.name == "model" ? 0 : ref_bf16_bits(x));
+          x = bf16_to_float(half[in.name].back());
+        } else {
+          f32[in.name].push_back(x);
+        }
+        if (grad) sum[i] = double(static_cast<float>(cases[i].first)) + x;
+      }
+    }
+    std::vector<Tensor> tensors;
+    for (auto& [name, v] : f32)
+      tensors.push_back({name, v.data(), registry::DType::f32, {int64_t(n)}});
+    for (auto& [name, v] : half)
+      tensors.push_back({name, v.data(), registry::DType::bf16, {int64_t(n)}});
+    k.call(tensors, {});
+    CHECK_FALSE(states.empty());
+    for (const auto& name : states) {
+      const std::vector<uint16_t>& h = half.at(name);
+      for (size_t i = 0; i < n; ++i) {
+        CAPTURE(name);
+        CAPTURE(i);
+        if (std::isnan(sum[i])) {
+          CHECK(std::isnan(bf16_to_float(h[i])));
+          continue;
+        }
+        REQUIRE(double(static_cast<float>(sum[i])) == sum[i]);  // exact in fp32
+        CHECK(hex(h[i]) == hex(ref_bf16_bits(static_cast<float>(sum[i]))));
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked > 0);
 }
 
 TEST_CASE("every op in the registry has an fp64 reference") {

@@ -97,7 +97,9 @@ class Kernel {
 
 // A variant's tensor storage from its descriptor: "f32" (every tensor fp32); "<g>m" for fp32
 // master weights with a write-only narrow "model" copy and gradients of dtype <g> ("bf16m",
-// "f16m"); "<g>g" for narrow gradients only. The same tag is in the variant id.
+// "f16m"); "<g>g" for narrow gradients only; a trailing "s" when the optimizer states after
+// the first are narrow ("bf16s": fp32 var and gradients; "bf16ms"). The same tag is in the
+// variant id (registry::storage_tag).
 std::string storage_tag(const registry::Descriptor& d);
 
 class Registry {
@@ -119,7 +121,7 @@ class Registry {
   // $OPFORGE_ISA overrides auto), and the best priority among that ISA's variants wins
   // (hand schedules rank above their autoscheduled twins). Loads it on first use.
   // attrs may hold "storage" (not a declared attr): the variants' tensor storage, as
-  // storage_tag() names it ("f32", "bf16m", "f16m"); without it, fp32 storage where the op
+  // storage_tag() names it ("f32", "bf16m", "bf16ms", ...); without it, fp32 storage where the op
   // has fp32 variants.
   Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs = {},
                  const std::string& isa = "");

@@ -158,13 +158,17 @@ double value_at(const DenseArgs& a, size_t t, int64_t i) {
 }
 
 // Elements further apart than twice the op's tolerance (each result may be that far from
-// the fp64 reference), as "'NAME' element I: A vs B" ("" when none; NaN equals NaN).
+// the fp64 reference), as "'NAME' element I: A vs B" ("" when none; NaN equals NaN). A bf16
+// tensor (model copy, bf16 state) holds such results rounded: one more bf16 ulp (2^-7 |x|).
 std::string beyond_tolerance(const Descriptor& d, const DenseArgs& a, const DenseArgs& b) {
   for (size_t t = 0; t < a.bytes.size(); ++t) {
+    const double ulp = a.dtypes[t] == DType::bf16 ? std::ldexp(1.0, -7) : 0;
     for (int64_t i = 0; i < a.n; ++i) {
       const double x = value_at(a, t, i), y = value_at(b, t, i);
       if (std::isnan(x) && std::isnan(y)) continue;
-      if (!(std::fabs(x - y) <= 2 * (d.tolerance.atol + d.tolerance.rtol * std::fabs(x)))) {
+      const double allowed =
+          2 * (d.tolerance.atol + d.tolerance.rtol * std::fabs(x)) + ulp * std::fabs(x);
+      if (!(std::fabs(x - y) <= allowed)) {
         return "'" + a.names[t] + "' element " + std::to_string(i) + ": " + std::to_string(x) +
                " vs " + std::to_string(y);
       }
@@ -201,6 +205,16 @@ bool position_dependent(const std::string& variant) {
   for (const char* p : {"apply_adagrad__update_slots_1__", "apply_adagrad_v2__update_slots_1__",
                         "apply_ftrl__multiply_linear_by_lr_1__f32__avx2"}) {
     if (variant.rfind(p, 0) == 0) return true;
+  }
+  // AVX2 AdamW with bf16 states, 1 ulp of var: in the assembly, full vectors fuse
+  // var * (1 - lr*weight_decay) into the fma of `decayed - step`, the tail fuses the step's
+  // product instead. AVX2 has no 16-bit masked load: LLVM loads the tail's m and v element by
+  // element behind branches, which splits the tail into basic blocks (the likely cause).
+  for (const char* s : {"__bf16s__avx2", "__bf16ms__avx2"}) {
+    const std::string suffix = s;
+    if (variant.rfind("apply_adamw__", 0) == 0 && variant.size() > suffix.size() &&
+        variant.compare(variant.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
   }
   return false;
 }
@@ -368,7 +382,8 @@ TEST_CASE("descriptors: splittable exactly for dense ops without whole-tensor re
     // A dense op's reduction pass is extra read traffic: splittable ops read each tensor once.
     if (d.shape.elementwise) {
       int once = 0;
-      const bool master = storage_tag(d).back() == 'm';  // `model` is written, never read
+      // `model` is written, never read (bf16m, bf16ms, ...)
+      const bool master = storage_tag(d).find('m') != std::string::npos;
       for (const auto& in : d.inputs) {
         // Results (found_inf, global_norm) are one element, not per-element traffic.
         if (in.role == Input::Role::scalar || in.role == Input::Role::result ||
