@@ -31,38 +31,34 @@ TEST_CASE("bench apply_adam --attr storage=bf16m: typed buffers, same-dtype band
   CHECK(parse_json(f).at("variant").get<std::string>().find("__f32__") != std::string::npos);
 }
 
+// `check OP --attr storage=S` passes against the fp64 golden and reports these states (and
+// not the `absent` ones).
+void check_storage(const std::string& op, const std::string& storage,
+                   const std::vector<std::string>& states,
+                   const std::vector<std::string>& absent = {}) {
+  CAPTURE(op);
+  CAPTURE(storage);
+  const Result r =
+      opforge_reg({"check", op, "--attr", "storage=" + storage, "--n", "5003", "--json"});
+  CHECK_MESSAGE(r.rc == 0, r.all());
+  if (r.rc != 0) return;
+  const json j = parse_json(r);
+  for (const auto& state : states) CHECK_MESSAGE(j.at("states").contains(state), state);
+  for (const auto& state : absent) CHECK_MESSAGE(!j.at("states").contains(state), state);
+}
+
 TEST_CASE("check --attr storage=bf16m|f16m: master and model copy against the fp64 golden") {
   for (const std::string op :
        {"apply_adam", "apply_momentum", "apply_gradient_descent", "apply_adamw"}) {
-    for (const std::string storage : {"bf16m", "f16m"}) {
-      CAPTURE(op);
-      CAPTURE(storage);
-      const Result r =
-          opforge_reg({"check", op, "--attr", "storage=" + storage, "--n", "5003", "--json"});
-      CHECK_MESSAGE(r.rc == 0, r.all());
-      if (r.rc == 0) {
-        const json j = parse_json(r);
-        CHECK(j.at("states").contains("model"));
-        CHECK(j.at("states").contains("var"));
-      }
-    }
+    for (const std::string storage : {"bf16m", "f16m"})
+      check_storage(op, storage, {"model", "var"});
   }
 }
 
 TEST_CASE("bf16 states (bf16s, bf16ms): check against the golden, bench with the same dtypes") {
   for (const std::string op : {"apply_adam", "apply_adamw"}) {
-    for (const std::string storage : {"bf16s", "bf16ms"}) {
-      CAPTURE(op);
-      CAPTURE(storage);
-      const Result r =
-          opforge_reg({"check", op, "--attr", "storage=" + storage, "--n", "5003", "--json"});
-      CHECK_MESSAGE(r.rc == 0, r.all());
-      if (r.rc == 0) {
-        const json j = parse_json(r);
-        for (const char* state : {"var", "m", "v"}) CHECK(j.at("states").contains(state));
-        CHECK(j.at("states").contains("model") == (storage == "bf16ms"));
-      }
-    }
+    check_storage(op, "bf16s", {"var", "m", "v"}, {"model"});
+    check_storage(op, "bf16ms", {"var", "m", "v", "model"});
   }
   const Result b = opforge_reg(
       {"bench", "apply_adam", "--attr", "storage=bf16s", "--n", "10007", "--reps", "11", "--json"});

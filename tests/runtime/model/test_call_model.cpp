@@ -42,12 +42,12 @@ struct FlatArgs {
       names.push_back(in.name);
       dtypes.push_back(in.dtype);
       std::vector<uint8_t> b(static_cast<size_t>(total) * registry::dtype_bytes(in.dtype));
-      for (int64_t i = 0; i < total; ++i) store(b.data(), in.dtype, i, pad);
+      for (int64_t i = 0; i < total; ++i) store_element(b.data(), in.dtype, i, pad);
       for (size_t t = 0; t < layout.size(); ++t) {
         for (int64_t i = 0; i < layout.elements(t); ++i) {
           const float x = mag(rng);
-          store(b.data(), in.dtype, layout.offset(t) + i,
-                in.role != Input::Role::state && negative(rng) ? -x : x);
+          store_element(b.data(), in.dtype, layout.offset(t) + i,
+                        in.role != Input::Role::state && negative(rng) ? -x : x);
         }
       }
       bytes.push_back(std::move(b));
@@ -60,26 +60,6 @@ struct FlatArgs {
       v.push_back({names[k].c_str(), bytes[k].data(), dtypes[k], &total, 1});
     }
     return v;
-  }
-
-  // f32 as is; bf16 and f16 truncated (|x| in [0.1, 1), zero and NaN are exact).
-  static void store(uint8_t* p, DType t, int64_t i, float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, 4);
-    uint16_t h = 0;
-    if (t == DType::f32) {
-      std::memcpy(p + 4 * i, &x, 4);
-      return;
-    }
-    if (t == DType::bf16) {
-      h = static_cast<uint16_t>(bits >> 16);
-    } else if (std::isnan(x)) {
-      h = 0x7e00;
-    } else if (x != 0) {
-      const uint32_t e = ((bits >> 23) & 0xff) - 127 + 15;
-      h = static_cast<uint16_t>(((bits >> 16) & 0x8000) | (e << 10) | ((bits >> 13) & 0x3ff));
-    }
-    std::memcpy(p + 2 * i, &h, 2);
   }
 };
 

@@ -48,7 +48,7 @@ struct DenseArgs {
       std::vector<uint8_t> b(static_cast<size_t>(n) * registry::dtype_bytes(in.dtype));
       for (int64_t i = 0; i < n; ++i) {
         const float x = in.role == Input::Role::state ? pos(rng) : sym(rng);
-        store(b.data(), in.dtype, i, x);
+        store_element(b.data(), in.dtype, i, x);
       }
       bytes.push_back(std::move(b));
     }
@@ -60,43 +60,6 @@ struct DenseArgs {
       v.push_back({names[k].c_str(), bytes[k].data(), dtypes[k], &n, 1});
     }
     return v;
-  }
-
-  static void store(uint8_t* p, DType t, int64_t i, float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, 4);
-    switch (t) {
-      case DType::f32:
-        std::memcpy(p + 4 * i, &x, 4);
-        break;
-      case DType::f64: {
-        const double y = x;
-        std::memcpy(p + 8 * i, &y, 8);
-        break;
-      }
-      case DType::bf16: {
-        const uint16_t h = static_cast<uint16_t>(bits >> 16);
-        std::memcpy(p + 2 * i, &h, 2);
-        break;
-      }
-      case DType::f16: {  // |x| in [2^-4, 1): a normal half; truncate the mantissa
-        const uint32_t e = ((bits >> 23) & 0xff) - 127 + 15;
-        const uint16_t h =
-            static_cast<uint16_t>(((bits >> 16) & 0x8000) | (e << 10) | ((bits >> 13) & 0x3ff));
-        std::memcpy(p + 2 * i, &h, 2);
-        break;
-      }
-      case DType::i32: {
-        const int32_t y = 1;
-        std::memcpy(p + 4 * i, &y, 4);
-        break;
-      }
-      case DType::i64: {
-        const int64_t y = 1;
-        std::memcpy(p + 8 * i, &y, 8);
-        break;
-      }
-    }
   }
 };
 

@@ -18,6 +18,50 @@
 
 namespace opforge::testing {
 
+// Writes x as element i of a buffer of dtype t: f32/f64 exact; bf16 and f16 truncated (test
+// values |x| in [2^-4, 1) stay normal halves; zero and NaN are exact); integer tensors get 1.
+inline void store_element(uint8_t* p, registry::DType t, int64_t i, float x) {
+  using registry::DType;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  switch (t) {
+    case DType::f32:
+      std::memcpy(p + 4 * i, &x, 4);
+      break;
+    case DType::f64: {
+      const double y = x;
+      std::memcpy(p + 8 * i, &y, 8);
+      break;
+    }
+    case DType::bf16: {
+      const uint16_t h = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case DType::f16: {
+      uint16_t h = static_cast<uint16_t>((bits >> 16) & 0x8000);
+      if (x != x) {
+        h = 0x7e00;
+      } else if (x != 0) {
+        const uint32_t e = ((bits >> 23) & 0xff) - 127 + 15;
+        h = static_cast<uint16_t>(h | (e << 10) | ((bits >> 13) & 0x3ff));
+      }
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case DType::i32: {
+      const int32_t y = 1;
+      std::memcpy(p + 4 * i, &y, 4);
+      break;
+    }
+    case DType::i64: {
+      const int64_t y = 1;
+      std::memcpy(p + 8 * i, &y, 8);
+      break;
+    }
+  }
+}
+
 // The message of the opforge::Error `f` throws; fails the test when it throws nothing or
 // something else.
 inline std::string error_of(const std::function<void()>& f) {
