@@ -143,6 +143,8 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_adamw(), {}, all, {}, {}, kBf16s},
       {&apply_adamw(), {}, all, {}, {}, kBf16ms},
       {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16ms},
+      {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16ms},
+      {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16ms},
       // Loss scaling fused into the step (OptimizerDecl::grad_scaling): gradients times
       // inv_scale, found_inf, and the skipped step.
       {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16m},

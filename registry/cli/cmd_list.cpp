@@ -180,6 +180,17 @@ int cmd_describe(const Args& a) {
       join(d.shape.same_shape).c_str(), static_cast<long long>(d.shape.max_elements),
       d.shape.splittable ? "larger tensors are updated in slices"
                          : "not splittable: larger tensors are refused");
+  if (!d.shape.segments.empty()) {
+    std::printf(
+        "multi-tensor: the flat buffers of many model tensors as K chunks of C = elements/K (a "
+        "multiple of 16), '%s' naming each chunk's tensor; norms per tensor (call_model builds "
+        "'%s' from a ModelLayout)\n",
+        d.shape.segments.c_str(), d.shape.segments.c_str());
+  } else if (d.shape.multi_tensor) {
+    std::printf(
+        "multi-tensor: one call may update a whole model's flat buffers (call_model, "
+        "bench --model)\n");
+  }
   std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
               d.tolerance.rtol);
   std::printf("traffic: %d B read + %d B written per element\n\nvariants:\n",
