@@ -349,9 +349,11 @@ AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
 }
 
 void OptimizerDecl::validate() const {
-  bool any_state = false;
-  for (const auto& a : args_) any_state = any_state || a.role == Input::Role::state;
-  if (!any_state) fail(name_, "declares no state tensor");
+  // An op writes states (in place) or results (one element each, e.g. a norm), or both.
+  bool writes = false;
+  for (const auto& a : args_)
+    writes = writes || a.role == Input::Role::state || a.role == Input::Role::result;
+  if (!writes) fail(name_, "declares no state or result to write");
   for (const auto& a : args_) {
     if (a.when.attr.empty()) continue;
     std::vector<std::string> used = {a.when.attr};

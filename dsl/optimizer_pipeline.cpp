@@ -297,8 +297,11 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
       if (calls.names.count(f.name())) def.reduction_reads.push_back(name);
     }
   }
-  define_values(out, {i}, new_values.states);
-  def.algorithm = algorithm_text(out);
+  // An op without states (global_norm) only reduces: `out` stays undefined.
+  if (!new_values.states.empty()) {
+    define_values(out, {i}, new_values.states);
+    def.algorithm = algorithm_text(out);
+  }
   // Results: one element each, from scalars, reductions and their own old value only.
   std::set<std::string> per_element;
   for (const auto& [name, f] : in.tensors) {
@@ -322,7 +325,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     return def;
   }
   if (!terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
-  ElementwiseSchedule::apply(out, i, sched, fast_paths);
+  if (!new_values.states.empty()) ElementwiseSchedule::apply(out, i, sched, fast_paths);
   return def;
 }
 
@@ -575,7 +578,8 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   const std::vector<std::string> states = output_order(decl, attrs);
   std::map<std::string, registry::DType> dtypes;
   for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
-  const auto buffers = out.output_buffers();
+  const auto buffers =
+      out.defined() ? out.output_buffers() : std::vector<Halide::OutputImageParam>{};
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
     const int dims = ob.dimensions();
@@ -590,7 +594,8 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   }
   // Results after the states, in declaration order: one element each.
   const std::vector<std::string> results = decl.results(attrs);
-  std::vector<Func> outs = {out};
+  std::vector<Func> outs;
+  if (out.defined()) outs.push_back(out);
   for (size_t k = 0; k < def.results.size(); ++k) {
     Halide::OutputImageParam ob = def.results[k].output_buffer();
     ob.dim(0).set_estimate(0, 1);

@@ -13,10 +13,13 @@
 namespace opforge::generators {
 
 const dsl::OptimizerDecl& bandwidth(int states, int grads, int reduce_reads) {
-  if (states < 1 || states > 8 || grads < 0 || grads > 4 || reduce_reads < 0 ||
-      reduce_reads > states + grads) {
+  // states 0: a read pass only (the ceiling of a results-only op such as global_norm), whose
+  // sum goes to a one-element result `total`.
+  if (states < 0 || states > 8 || grads < 0 || grads > 4 || reduce_reads < 0 ||
+      reduce_reads > states + grads || (states == 0 && reduce_reads == 0)) {
     throw std::invalid_argument(
-        "bandwidth kernel: states must be 1..8, grads 0..4, reduce_reads 0..states+grads");
+        "bandwidth kernel: states must be 0..8 (0 only with a read pass), grads 0..4, "
+        "reduce_reads 0..states+grads");
   }
   static std::mutex mu;
   static std::map<std::tuple<int, int, int>, std::unique_ptr<dsl::OptimizerDecl>> made;
@@ -40,7 +43,13 @@ const dsl::OptimizerDecl& bandwidth(int states, int grads, int reduce_reads) {
         .tolerance(2e-7, 1e-7);
     for (int s = 0; s < states; ++s) d->state("s" + std::to_string(s), "state, in place");
     for (int g = 0; g < grads; ++g) d->grad("g" + std::to_string(g), "input");
+    if (states == 0) d->result("total", "sum of the read pass");
     d->update([states, grads, reduce_reads](const dsl::UpdateContext& c) {
+      if (states == 0) {  // the read pass alone, summed over the whole call
+        dsl::Expr read = 0.0f;
+        for (int k = 0; k < reduce_reads; ++k) read = read + c["g" + std::to_string(k)];
+        return dsl::Updates{{"total", c.sum_all(read)}};
+      }
       dsl::Expr sum = 0.0f;
       for (int g = 0; g < grads; ++g) sum = sum + c["g" + std::to_string(g)];
       if (reduce_reads > 0) {

@@ -1,3 +1,5 @@
+// global_norm: the global L2 norm of many tensors, read only; and gradient clipping by it.
+//
 // Gradient clipping by the global L2 norm of many tensors, in one call over their flat buffer
 // (every tensor back to back, e.g. a multi-tensor layout): tf.clip_by_global_norm and
 // torch.nn.utils.clip_grad_norm_ (norm_type 2), which disagree on the scale and on infinite
@@ -60,6 +62,29 @@ const dsl::OptimizerDecl& clip_by_global_norm() {
               scale = dsl::select(nan_bits(n), nan_f32(), scale);
             }
             return dsl::Updates{{"grad", c["grad"] * scale}, {"global_norm", n}};
+          });
+  return d;
+}
+
+// Read only: the norm of one call over a flat buffer of every tensor (zero padding adds
+// nothing), or accumulated over calls, one per tensor, from 0: n = sqrt(n_old^2 + sum(x^2)).
+const dsl::OptimizerDecl& global_norm() {
+  static const dsl::OptimizerDecl d =
+      dsl::OptimizerDecl("global_norm")
+          .summary(
+              "Global L2 norm of many tensors (one flat buffer, or calls accumulating), "
+              "read only")
+          .reference("tf.linalg.global_norm; torch.nn.utils.get_total_norm (norm_type=2)")
+          .formula(
+              "global_norm = sqrt(global_norm^2 + sum(grad^2)) (the sum in fp64); 0 on entry "
+              "gives the norm of this call's tensors")
+          .grad("grad", "Tensors of every model tensor, flat (padding zero), or one tensor")
+          .result("global_norm", "Norm so far: set to 0 before the first call")
+          .tolerance(3e-7, 1e-30)
+          .update([](const dsl::UpdateContext& c) {
+            const Expr old = c["global_norm"];
+            return dsl::Updates{
+                {"global_norm", Halide::sqrt(old * old + c.sum_all(c["grad"] * c["grad"]))}};
           });
   return d;
 }

@@ -94,6 +94,8 @@ const std::vector<VariantSpec>& op_table() {
       {&amp_update_scale(), {}, all, {}},
       {&clip_by_global_norm(), {{"convention", "tf"}}, all, {}},
       {&clip_by_global_norm(), {{"convention", "torch"}}, all, {}},
+      {&global_norm(), {}, all, {}},
+      {&global_norm(), {}, all, {}, {}, kBf16g},
       {&accumulate_grad(), {{"scaled", "false"}}, all, {}},
       {&accumulate_grad(), {{"scaled", "true"}}, all, {}},
       {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kBf16g},

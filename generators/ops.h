@@ -29,6 +29,7 @@ const dsl::OptimizerDecl& apply_power_sign();
 // Mixed-precision training.
 const dsl::OptimizerDecl& amp_update_scale();
 const dsl::OptimizerDecl& clip_by_global_norm();
+const dsl::OptimizerDecl& global_norm();
 const dsl::OptimizerDecl& accumulate_grad();
 
 // Beyond TensorFlow.

@@ -46,6 +46,11 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
   void configure() {
     decl_ = &find_decl(op);
     resolved_ = decl_->resolve_attrs(parse_list(attrs, "attrs"));
+    // The Generator's one Tuple-valued Output is the states; a results-only op (global_norm)
+    // has none to define.
+    if (decl_->states(resolved_).empty())
+      throw std::invalid_argument("op '" + decl_->name() +
+                                  "' writes results only; its Generator form needs states");
     for (const auto& [a, dims] : dsl::argument_layout(*decl_, resolved_)) {
       const Halide::Type t = dsl::halide_type(a.dtype);
       if (dims == 0) {

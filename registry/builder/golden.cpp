@@ -69,7 +69,8 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
   for (const auto& r : result_names)
     results.push_back(Halide::Buffer<double>(buffers.at(r)).copy());
   std::vector<Halide::Buffer<>> outs(results.begin(), results.end());
-  std::vector<Halide::Func> funcs = {out};
+  std::vector<Halide::Func> funcs;
+  if (!states.empty()) funcs.push_back(out);
   funcs.insert(funcs.end(), def.results.begin(), def.results.end());
   Halide::Pipeline(funcs).realize(Halide::Realization(outs),
                                   Halide::get_jit_target_from_environment());

@@ -110,6 +110,9 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   // master-weights mode is not), each reduction read once more, every output written.
   int read_bytes = 0, written_bytes = 0;
   r.shape.elementwise = !d.sparse();
+  // A results-only op (global_norm) has no elementwise pass: its reduction reads are all.
+  bool pass = false;
+  for (const auto& in : r.inputs) pass = pass || in.role == registry::Input::Role::state;
   for (const auto& in : r.inputs) {
     // Results (one element per call) move no bytes per element.
     if (in.role == registry::Input::Role::scalar || in.role == registry::Input::Role::result)
@@ -119,7 +122,7 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       continue;
     }
     const bool write_only = d.storage().model && in.name == dsl::kModelArg;
-    if (!write_only && !(d.sparse() && in.name == "indices")) {
+    if (pass && !write_only && !(d.sparse() && in.name == "indices")) {
       read_bytes += registry::dtype_bytes(in.dtype);
     }
     if (!d.sparse() || in.role == registry::Input::Role::state) {

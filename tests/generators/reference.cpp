@@ -149,6 +149,20 @@ const Reference* find_reference(const std::string& op) {
     for (int k = 0; k < s; ++k) t["s" + std::to_string(k)] = uniform(rng, n, -1, 1);
     for (int k = 0; k < g; ++k) t["g" + std::to_string(k)] = uniform(rng, n, -1, 1);
   };
+  if (s == 0) {  // a read pass alone: its sum in the result `total`
+    r.inputs = [g](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars&) {
+      for (int k = 0; k < g; ++k) t["g" + std::to_string(k)] = uniform(rng, n, -1, 1);
+      t["total"] = {0.0};
+    };
+    r.update = [reads](const Attrs&, const Scalars&, Tensors& t) {
+      double total = 0;
+      for (int k = 0; k < reads; ++k) {
+        for (double x : t["g" + std::to_string(k)]) total += x;
+      }
+      t["total"] = {total};
+    };
+    return &r;
+  }
   r.update = [s, g, reads](const Attrs&, const Scalars&, Tensors& t) {
     const size_t n = t["s0"].size();
     auto arg = [&](int k) -> std::vector<double>& {

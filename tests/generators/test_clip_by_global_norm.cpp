@@ -92,3 +92,53 @@ TEST_CASE("clip_by_global_norm: zero, infinite and NaN norms per convention, eve
 
 }  // namespace
 }  // namespace opforge::testing
+
+// Reference: tf.linalg.global_norm / torch.nn.utils.get_total_norm, accumulated from the old
+// value: global_norm = sqrt(global_norm^2 + sum(grad^2)).
+namespace opforge::testing {
+namespace {
+
+const RegisterReference global_norm_reference(
+    "global_norm", {[](std::mt19937& rng, size_t n, const Attrs&, Tensors& t, Scalars&) {
+                      t["grad"] = uniform(rng, n, -1, 1);
+                      t["global_norm"] = {uniform(rng, 1, 0, 3)[0]};  // a norm so far
+                    },
+                    [](const Attrs&, const Scalars&, Tensors& t) {
+                      double sq = 0;
+                      for (double x : t.at("grad")) sq += x * x;
+                      const double old = t.at("global_norm")[0];
+                      t.at("global_norm") = {std::sqrt(old * old + sq)};
+                    }});
+
+// Calls one per tensor, accumulating from 0, give the norm of one call over their flat buffer;
+// the gradients are only read.
+TEST_CASE("global_norm: per-tensor calls accumulate to the flat call's norm, grads untouched") {
+  auto reg = Registry::open(test_registry_dir());
+  Kernel& k = reg->select("global_norm", {}, "avx2");
+  std::mt19937 rng(9);
+  const std::vector<size_t> sizes = {1, 5, 17, 1000, 65543};
+  std::vector<float> flat;
+  for (size_t n : sizes) {
+    for (double x : uniform(rng, n, -1, 1)) flat.push_back(static_cast<float>(x));
+  }
+  const std::vector<float> before = flat;
+  std::vector<float> whole = {0.f}, parts = {0.f};
+  k.call({{"grad", flat.data(), registry::DType::f32, {int64_t(flat.size())}},
+          {"global_norm", whole.data(), registry::DType::f32, {1}}},
+         {});
+  size_t off = 0;
+  for (size_t n : sizes) {
+    k.call({{"grad", flat.data() + off, registry::DType::f32, {int64_t(n)}},
+            {"global_norm", parts.data(), registry::DType::f32, {1}}},
+           {});
+    off += n;
+  }
+  double sq = 0;
+  for (float x : before) sq += double(x) * x;
+  CHECK(std::fabs(whole[0] - std::sqrt(sq)) <= 3e-7 * std::sqrt(sq));
+  CHECK(std::fabs(parts[0] - std::sqrt(sq)) <= 1e-6 * std::sqrt(sq));  // 5 fp32 roundings
+  CHECK(flat == before);
+}
+
+}  // namespace
+}  // namespace opforge::testing

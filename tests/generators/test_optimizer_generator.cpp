@@ -31,6 +31,7 @@ TEST_CASE("opforge_gen emits every op with its arguments in declaration order") 
   for (const auto& row : generators::op_table()) {
     const dsl::OptimizerDecl& d = *row.decl;
     if (!done.insert(d.name()).second) continue;
+    if (d.states(d.resolve_attrs(row.attrs)).empty()) continue;  // results only: no Generator form
     CAPTURE(d.name());
     std::string out;
     const std::string cmd = std::string(OPFORGE_GEN_EXE) + " -g opforge_optimizer -o " +
