@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -237,94 +238,131 @@ Func exact_func(const std::string& name) {
   return Func{Halide::Internal::Function(name)};
 }
 
-Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
-                        Func out, const std::map<std::string, int64_t>& sched) {
-  Var i("i");
-  std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
-  const std::vector<std::string> results = decl.results(attrs);
-  auto is_result = [&](const std::string& n) {
-    return std::find(results.begin(), results.end(), n) != results.end();
-  };
-  std::string first_tensor;  // an elementwise tensor: its extent is the element count
+// Binds every tensor argument's value at `at` into `values` (narrow storage read with an
+// exact cast: arithmetic stays fp32); results are read at their one element, where they are
+// used, and the multi-tensor chunk table is left out. Returns the first elementwise tensor:
+// every one has the same extent (the runtime checks it), its extents give the element count.
+std::string bind_tensors(const OptimizerDecl& decl, const std::vector<std::string>& results,
+                         const Bindings& in, const std::vector<Expr>& at,
+                         std::map<std::string, Expr>& values) {
+  std::string first;
   for (const auto& [name, f] : in.tensors) {
-    if (is_result(name)) {  // one element, read where it is used
+    if (name == kSegmentsArg && decl.is_multi_tensor()) continue;
+    if (std::find(results.begin(), results.end(), name) != results.end()) {
       values[name] = f(0);
       continue;
     }
-    if (first_tensor.empty()) first_tensor = name;
-    // Narrow storage (f16/bf16) is read with an exact cast: arithmetic stays fp32.
-    Expr v = f(i);
+    if (first.empty()) first = name;
+    Expr v = f(at);
     values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
   }
-  if (first_tensor.empty()) fail(decl.name(), "has no elementwise tensor");
+  if (first.empty()) fail(decl.name(), "has no elementwise tensor");
+  return first;
+}
 
-  // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
-  // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
-  // the update is evaluated again reading that sum. Reductions may not depend on each other.
+// The reduced terms of one evaluation of the update: each reduction's per-element Expr (fp64)
+// and whether it is over the whole call.
+struct Reductions {
   std::vector<Expr> terms;
-  Definition def;
-  Reducer collect = [&](const Expr& e, bool squares, bool whole_call) {
-    Expr d = Halide::cast(Halide::Float(64), e);
-    terms.push_back(squares ? d * d : d);
-    def.per_tensor_reductions = def.per_tensor_reductions || !whole_call;
-    return Halide::cast(Halide::Float(64), 0);
-  };
-  std::vector<Expr> fast_paths;
-  NewValues new_values = state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
-  Func total = exact_func("reduce");
-  Halide::RDom r;
-  if (!terms.empty()) {
-    // Every tensor has the same extent (the runtime checks it); the first one's is the count.
-    r = Halide::RDom(0, in.extents.at(first_tensor)[0], "reduce_r");
-    Func term = exact_func("reduce_terms");
-    std::vector<Expr> zero(terms.size(), Halide::cast(Halide::Float(64), 0)), sum;
-    define_values(term, {i}, terms);
-    define_values(total, {}, zero);
-    for (size_t k = 0; k < terms.size(); ++k) {
-      sum.push_back(terms.size() == 1 ? Expr(total() + term(r))
-                                      : Expr(total()[int(k)] + term(r)[int(k)]));
-    }
-    define_values(total, {}, sum);
-    size_t next = 0;
-    Reducer read = [&](const Expr&, bool, bool) {
-      const int k = static_cast<int>(next++);
-      return terms.size() == 1 ? Expr(total()) : Expr(total()[k]);
+  std::vector<bool> whole_call;
+  Reducer collector() {
+    return [this](const Expr& e, bool squares, bool whole) {
+      Expr d = Halide::cast(Halide::Float(64), e);
+      terms.push_back(squares ? d * d : d);
+      whole_call.push_back(whole);
+      return Halide::cast(Halide::Float(64), 0);
     };
-    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
+  }
+  bool per_tensor() const {
+    return std::find(whole_call.begin(), whole_call.end(), false) != whole_call.end();
+  }
+  // Element j of `f` (a Tuple when there are several terms) at `args`.
+  Expr element(const Func& f, size_t j, const std::vector<Expr>& args) const {
+    return terms.size() == 1 ? Expr(f(args)) : Expr(f(args)[static_cast<int>(j)]);
+  }
+  // f(lhs) = zeros, then f(lhs_update) += rhs(j) for every term: one Tuple-valued sum.
+  void define_sum(Func f, const std::vector<Expr>& lhs, const std::vector<Expr>& lhs_update,
+                  const std::function<Expr(size_t)>& rhs) const {
+    define_values(f, lhs, std::vector<Expr>(terms.size(), Halide::cast(Halide::Float(64), 0)));
+    std::vector<Expr> acc;
+    for (size_t j = 0; j < terms.size(); ++j) acc.push_back(element(f, j, lhs_update) + rhs(j));
+    define_values(f, lhs_update, acc);
+  }
+  // The tensors the terms read: the reduction pass's extra traffic.
+  std::vector<std::string> reads(const Bindings& in) const {
     CallNames calls;
     for (const auto& t : terms) t.accept(&calls);
+    std::vector<std::string> out;
     for (const auto& [name, f] : in.tensors) {
-      if (calls.names.count(f.name())) def.reduction_reads.push_back(name);
+      if (name != kSegmentsArg && calls.names.count(f.name())) out.push_back(name);
     }
+    return out;
   }
-  // An op without states (global_norm) only reduces: `out` stays undefined.
-  if (!new_values.states.empty()) {
-    define_values(out, {i}, new_values.states);
-    def.algorithm = algorithm_text(out);
-  }
-  // Results: one element each, from scalars, reductions and their own old value only.
+};
+
+// The results' output Funcs, "result_<name>"(i), one element each: from scalars, reductions and
+// their own old value only (a per-element value is refused, naming it).
+void define_results(const OptimizerDecl& decl, const std::vector<std::string>& results,
+                    const std::vector<Expr>& values, const Bindings& in, Definition& def) {
   std::set<std::string> per_element;
   for (const auto& [name, f] : in.tensors) {
-    if (!is_result(name)) per_element.insert(f.name());
+    const bool result = std::find(results.begin(), results.end(), name) != results.end();
+    if (!result && name != kSegmentsArg) per_element.insert(f.name());
   }
   for (size_t k = 0; k < results.size(); ++k) {
     CallNames calls;
-    new_values.results[k].accept(&calls);
+    values[k].accept(&calls);
     for (const auto& n : calls.names) {
       if (per_element.count(n))
         fail(decl.name(), "result '" + results[k] + "' depends on the per-element values of '" + n +
                               "': a result may read scalars, reductions and results only");
     }
     Func f = exact_func("result_" + results[k]);
-    f(i) = new_values.results[k];
+    f(Var("i")) = values[k];
     def.results.push_back(f);
     def.algorithm += algorithm_text(f);
   }
+}
+
+Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
+                        Func out, const std::map<std::string, int64_t>& sched) {
+  Var i("i");
+  std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
+  const std::vector<std::string> results = decl.results(attrs);
+  const std::string first_tensor = bind_tensors(decl, results, in, {i}, values);
+
+  // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
+  // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
+  // the update is evaluated again reading that sum. Reductions may not depend on each other.
+  Reductions red;
+  std::vector<Expr> fast_paths;
+  NewValues new_values =
+      state_updates(decl, attrs, values, red.collector(), &fast_paths, in.compute);
+  Definition def;
+  def.per_tensor_reductions = red.per_tensor();
+  Func total = exact_func("reduce");
+  Halide::RDom r;
+  if (!red.terms.empty()) {
+    r = Halide::RDom(0, in.extents.at(first_tensor)[0], "reduce_r");
+    Func term = exact_func("reduce_terms");
+    define_values(term, {i}, red.terms);
+    red.define_sum(total, {}, {}, [&](size_t k) { return red.element(term, k, {r}); });
+    size_t next = 0;
+    Reducer read = [&](const Expr&, bool, bool) { return red.element(total, next++, {}); };
+    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
+    def.reduction_reads = red.reads(in);
+  }
+  // An op without states (global_norm) only reduces: `out` stays undefined.
+  if (!new_values.states.empty()) {
+    define_values(out, {i}, new_values.states);
+    def.algorithm = algorithm_text(out);
+  }
+  define_results(decl, results, new_values.results, in, def);
   if (!in.scheduled) {
-    if (in.root_reductions && !terms.empty()) total.compute_root();
+    if (in.root_reductions && !red.terms.empty()) total.compute_root();
     return def;
   }
-  if (!terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
+  if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
   if (!new_values.states.empty()) ElementwiseSchedule::apply(out, i, sched, fast_paths);
   return def;
 }
@@ -369,104 +407,45 @@ Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attr
   constexpr int kLanes = 16;
   Var c("c"), k("k"), t("t"), lane("lane");
   const std::vector<std::string> results = decl.results(attrs);
-  auto is_result = [&](const std::string& n) {
-    return std::find(results.begin(), results.end(), n) != results.end();
-  };
   const Func& segments = in.tensors.at(kSegmentsArg);
   const Expr K = in.extents.at(kSegmentsArg)[0];
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
-  std::string first_tensor;
-  for (const auto& [name, f] : in.tensors) {
-    if (name == kSegmentsArg) continue;
-    if (is_result(name)) {
-      values[name] = f(0);
-      continue;
-    }
-    if (first_tensor.empty()) first_tensor = name;
-    Expr v = f(c, k);
-    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
-  }
-  if (first_tensor.empty()) fail(decl.name(), "has no elementwise tensor");
-  const Expr C = in.extents.at(first_tensor)[0];
+  const Expr C = in.extents.at(bind_tensors(decl, results, in, {c, k}, values))[0];
 
-  std::vector<Expr> terms;
-  std::vector<bool> whole;
-  Reducer collect = [&](const Expr& e, bool squares, bool whole_call) {
-    Expr d = Halide::cast(Halide::Float(64), e);
-    terms.push_back(squares ? d * d : d);
-    whole.push_back(whole_call);
-    return Halide::cast(Halide::Float(64), 0);
-  };
+  Reductions red;
   std::vector<Expr> fast_paths;
-  NewValues new_values = state_updates(decl, attrs, values, collect, &fast_paths, in.compute);
+  NewValues new_values =
+      state_updates(decl, attrs, values, red.collector(), &fast_paths, in.compute);
   Definition def;
+  def.per_tensor_reductions = red.per_tensor();
   Func lanes = exact_func("chunk_lanes"), chunk = exact_func("chunk_sum"),
        per_tensor = exact_func("tensor_sum"), all = exact_func("reduce");
-  const Expr zero64 = Halide::cast(Halide::Float(64), 0);
-  auto element = [&](const Func& f, size_t j, const std::vector<Expr>& args) {
-    return terms.size() == 1 ? Expr(f(args)) : Expr(f(args)[static_cast<int>(j)]);
-  };
-  if (!terms.empty()) {
-    const size_t n = terms.size();
+  if (!red.terms.empty()) {
     Func term = exact_func("reduce_terms");
-    define_values(term, {c, k}, terms);
-    const std::vector<Expr> zeros(n, zero64);
+    define_values(term, {c, k}, red.terms);
     Halide::RDom ro(0, C / kLanes, "chunk_r"), rl(0, kLanes, "lane_r"), rk(0, K, "segment_r");
-    std::vector<Expr> acc;
-    define_values(lanes, {lane, k}, zeros);
-    for (size_t j = 0; j < n; ++j)
-      acc.push_back(element(lanes, j, {lane, k}) + element(term, j, {ro * kLanes + lane, k}));
-    define_values(lanes, {lane, k}, acc);
-    acc.clear();
-    define_values(chunk, {k}, zeros);
-    for (size_t j = 0; j < n; ++j)
-      acc.push_back(element(chunk, j, {k}) + element(lanes, j, {rl, k}));
-    define_values(chunk, {k}, acc);
+    red.define_sum(lanes, {lane, k}, {lane, k}, [&](size_t j) {
+      return red.element(term, j, {ro * kLanes + lane, k});
+    });
+    red.define_sum(chunk, {k}, {k}, [&](size_t j) { return red.element(lanes, j, {rl, k}); });
     // The runtime checks 0 <= segments(k) < K; the clamp bounds what bounds inference sees.
     const Expr seg_r = Halide::clamp(segments(rk), 0, K - 1);
-    acc.clear();
-    define_values(per_tensor, {t}, zeros);
-    for (size_t j = 0; j < n; ++j)
-      acc.push_back(element(per_tensor, j, {seg_r}) + element(chunk, j, {rk}));
-    define_values(per_tensor, {seg_r}, acc);
-    acc.clear();
-    define_values(all, {}, zeros);
-    for (size_t j = 0; j < n; ++j) acc.push_back(element(all, j, {}) + element(chunk, j, {rk}));
-    define_values(all, {}, acc);
+    red.define_sum(per_tensor, {t}, {seg_r}, [&](size_t j) { return red.element(chunk, j, {rk}); });
+    red.define_sum(all, {}, {}, [&](size_t j) { return red.element(chunk, j, {rk}); });
     const Expr seg_k = Halide::clamp(segments(k), 0, K - 1);
     size_t next = 0;
     Reducer read = [&](const Expr&, bool, bool) {
       const size_t j = next++;
-      return whole[j] ? element(all, j, {}) : element(per_tensor, j, {seg_k});
+      return red.whole_call[j] ? red.element(all, j, {}) : red.element(per_tensor, j, {seg_k});
     };
     new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
-    CallNames calls;
-    for (const auto& e : terms) e.accept(&calls);
-    for (const auto& [name, f] : in.tensors) {
-      if (name != kSegmentsArg && calls.names.count(f.name())) def.reduction_reads.push_back(name);
-    }
+    def.reduction_reads = red.reads(in);
   }
   define_values(out, {c, k}, new_values.states);
   def.algorithm = algorithm_text(out);
-  std::set<std::string> per_element;
-  for (const auto& [name, f] : in.tensors) {
-    if (!is_result(name) && name != kSegmentsArg) per_element.insert(f.name());
-  }
-  for (size_t j = 0; j < results.size(); ++j) {
-    CallNames calls;
-    new_values.results[j].accept(&calls);
-    for (const auto& nm : calls.names) {
-      if (per_element.count(nm))
-        fail(decl.name(),
-             "result '" + results[j] + "' depends on the per-element values of '" + nm + "'");
-    }
-    Func f = exact_func("result_" + results[j]);
-    f(Var("i")) = new_values.results[j];
-    def.results.push_back(f);
-    def.algorithm += algorithm_text(f);
-  }
+  define_results(decl, results, new_values.results, in, def);
   if (!in.scheduled) {
-    if (in.root_reductions && !terms.empty()) {
+    if (in.root_reductions && !red.terms.empty()) {
       chunk.compute_root();
       per_tensor.compute_root();
       all.compute_root();
@@ -474,7 +453,7 @@ Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attr
     return def;
   }
   ElementwiseSchedule::apply_multi_tensor(out, c, k, K, sched, fast_paths);
-  if (!terms.empty()) {
+  if (!red.terms.empty()) {
     ElementwiseSchedule::apply_multi_tensor_sums(chunk, lanes, lane, k, K, sched);
     per_tensor.compute_root();
     all.compute_root();

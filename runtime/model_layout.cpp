@@ -4,6 +4,7 @@
 #include <set>
 
 #include "runtime/suggest.h"
+#include "runtime/views.h"
 
 namespace opforge {
 
@@ -225,14 +226,8 @@ void call_model(Kernel& k, const ModelLayout& layout, const TensorView* flat, si
 
 void call_model(Kernel& k, const ModelLayout& layout, const std::vector<Tensor>& flat,
                 const std::map<std::string, double>& scalars) {
-  std::vector<TensorView> views;
-  for (const Tensor& t : flat) {
-    views.push_back(
-        {t.name.c_str(), t.data, t.dtype, t.shape.data(), static_cast<int>(t.shape.size())});
-  }
-  std::vector<ScalarView> s;
-  for (const auto& [name, v] : scalars) s.push_back({name.c_str(), v});
-  call_model(k, layout, views.data(), views.size(), s.data(), s.size());
+  const Views v(flat, scalars);
+  call_model(k, layout, v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size());
 }
 
 }  // namespace opforge

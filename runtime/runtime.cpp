@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "runtime/suggest.h"
+#include "runtime/views.h"
 
 #ifndef OPFORGE_DEFAULT_REGISTRY
 #define OPFORGE_DEFAULT_REGISTRY ""
@@ -408,25 +409,6 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
     throw Error(desc_.variant + ": more than " + std::to_string(kMaxArgs) + " arguments");
   }
 }
-
-namespace {
-
-// Views of owning tensors and scalars (valid while those live).
-struct Views {
-  std::vector<TensorView> tensors;
-  std::vector<ScalarView> scalars;
-  Views(const std::vector<Tensor>& t, const std::map<std::string, double>& s) {
-    tensors.reserve(t.size());
-    for (const auto& x : t) {
-      tensors.push_back(
-          {x.name.c_str(), x.data, x.dtype, x.shape.data(), static_cast<int>(x.shape.size())});
-    }
-    scalars.reserve(s.size());
-    for (const auto& [name, v] : s) scalars.push_back({name.c_str(), v});
-  }
-};
-
-}  // namespace
 
 void Kernel::call(const std::vector<Tensor>& tensors,
                   const std::map<std::string, double>& scalars) {
