@@ -1,0 +1,174 @@
+// An NN op (layer_norm, softmax, matmul, conv2d, ...), declared once: tensors with named
+// dimensions, run-time scalars, compile-time attrs, the shape rule of its outputs, and one or
+// more algorithms, each with the shape condition under which it applies and a function that
+// defines and schedules its Halide pipeline. The registry descriptor (kind "nn"), the runtime's
+// shape checks and algorithm choice, and the CLI help all come from this one declaration.
+//
+//   NnOpDecl("rms_norm")
+//       .input("x", {"R", "C"}, "Rows to normalize")
+//       .input("gamma", {"C"}, "Scale")
+//       .scalar("eps", "Added to the mean square")
+//       .output("y", {"R", "C"}, "Normalized rows")
+//       .algorithm("", "", 0, "", [](const NnArgs& a) { ... return NnKernel{{y}, "..."}; });
+//
+// Shapes: dims are listed outermost first (numpy order). A dim name used by several tensors
+// must have one extent. A leading dim spelled "B?" may be absent from a tensor (then it counts
+// as 1); an output whose first dim is "B?" has it only when some input had it. Output dims and
+// conditions are shape expressions (registry/format/shape_expr.h): integers, dim names, int
+// and bool scalars and attrs, + - * / % (Halide's: division rounds down), min(a, b),
+// max(a, b), comparisons, && || !, parentheses.
+//
+// Halide side: every tensor is an ImageParam indexed innermost first (x[N, C, H, W] is
+// x(w, h, c, n)), dense row-major (dim 0 stride 1). An algorithm's output Funcs must be named
+// like the declared outputs and take their dims innermost first.
+#pragma once
+
+#include <Halide.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/op_decl.h"
+#include "registry/format/descriptor.h"
+
+namespace opforge::dsl {
+
+struct NnTensorDecl {
+  std::string name;
+  std::vector<std::string> dims;  // outermost first; a leading "B?" is optional
+  std::string description;
+  registry::DType dtype = registry::DType::f32;
+};
+
+struct NnScalarDecl {
+  std::string name;
+  registry::DType dtype = registry::DType::f32;  // f32 or i32
+  std::string description;
+};
+
+struct NnOutputDecl {
+  std::string name;
+  std::vector<std::string> dims;  // shape expressions, outermost first
+  std::string description;
+  registry::DType dtype = registry::DType::f32;
+};
+
+// A condition every call must meet (checked in declaration order, before any output dim is
+// evaluated); the message says what is wrong in the user's terms.
+struct NnShapeCheck {
+  std::string condition;
+  std::string message;
+};
+
+// What an algorithm's build function gets.
+struct NnArgs {
+  std::map<std::string, Halide::ImageParam> tensors;  // by input name, innermost dim first
+  std::map<std::string, Halide::Expr> scalars;        // by scalar name (Param Exprs)
+  AttrValues attrs;                                   // resolved (every declared attr)
+  Halide::Target target;
+  bool attr_bool(const std::string& name) const;
+  int64_t attr_int(const std::string& name) const;
+  const std::string& attr_string(const std::string& name) const;
+};
+
+// What it returns: the outputs in declaration order (scheduled), and a one-line summary of the
+// schedule plus its tunables (both in the descriptor; the tunables are in the cache key).
+struct NnKernel {
+  std::vector<Halide::Func> outputs;
+  std::string schedule_summary;
+  std::map<std::string, int64_t> schedule_params;
+};
+
+using NnBuildFn = std::function<NnKernel(const NnArgs&)>;
+
+struct NnAlgorithm {
+  std::string name;          // "" when the op has one algorithm; else e.g. "direct", "winograd"
+  std::string applies_when;  // shape expression; "" = always
+  int priority = 0;          // among the algorithms that apply, the highest wins
+  std::string description;
+  NnBuildFn build;
+};
+
+// Work per call, as shape expressions (for `opforge bench`: GFLOP/s and GB/s by shape).
+struct NnCost {
+  std::string flops;  // floating-point operations ("" for memory-bound ops)
+  std::string bytes;  // bytes an ideal kernel moves: every input read once, outputs written
+};
+
+class NnOpDecl {
+ public:
+  explicit NnOpDecl(std::string name);
+
+  // Arguments in the op's order: tensors and scalars interleave as declared.
+  NnOpDecl& input(const std::string& name, std::vector<std::string> dims,
+                  const std::string& description, registry::DType dtype = registry::DType::f32);
+  NnOpDecl& scalar(const std::string& name, const std::string& description,
+                   registry::DType dtype = registry::DType::f32);
+  NnOpDecl& output(const std::string& name, std::vector<std::string> dims,
+                   const std::string& description, registry::DType dtype = registry::DType::f32);
+  NnOpDecl& check(const std::string& condition, const std::string& message);
+  NnOpDecl& algorithm(const std::string& name, const std::string& applies_when, int priority,
+                      const std::string& description, NnBuildFn build);
+
+  NnOpDecl& attr_bool(const std::string& name, bool def, const std::string& description);
+  NnOpDecl& attr_int(const std::string& name, int64_t def, const std::string& description);
+  NnOpDecl& attr_string(const std::string& name, const std::string& def,
+                        std::vector<std::string> choices, const std::string& description);
+
+  // Typical extent of a dim: the estimate set on every buffer dim of that name.
+  NnOpDecl& estimate(const std::string& dim, int64_t extent);
+  NnOpDecl& cost(std::string flops, std::string bytes);
+  NnOpDecl& summary(std::string s);
+  NnOpDecl& formula(std::string s);
+  NnOpDecl& reference(std::string s);
+  NnOpDecl& version(int v);
+  // Accepted error against the fp64 reference: |k - ref| <= atol + rtol * |ref|.
+  NnOpDecl& tolerance(double rtol, double atol);
+
+  const std::string& name() const { return name_; }
+  // Arguments in order: each is a tensor (dims set, possibly empty for rank 0) or a scalar.
+  struct Arg {
+    bool is_scalar = false;
+    NnTensorDecl tensor;  // when !is_scalar
+    NnScalarDecl scalar;  // when is_scalar
+    const std::string& name() const { return is_scalar ? scalar.name : tensor.name; }
+  };
+  const std::vector<Arg>& args() const { return args_; }
+  const std::vector<NnOutputDecl>& outputs() const { return outputs_; }
+  const std::vector<NnShapeCheck>& checks() const { return checks_; }
+  const std::vector<NnAlgorithm>& algorithms() const { return algorithms_; }
+  const NnAlgorithm& find_algorithm(const std::string& name) const;  // throws invalid_argument
+  const std::vector<AttrDecl>& attrs() const { return attrs_; }
+  const std::map<std::string, int64_t>& estimates() const { return estimates_; }
+  const NnCost& cost() const { return cost_; }
+  const std::string& summary() const { return summary_; }
+  const std::string& formula() const { return formula_; }
+  const std::string& reference() const { return reference_; }
+  int version() const { return version_; }
+  registry::Tolerance tolerance() const { return tolerance_; }
+
+  // Defaults filled in, values checked (type, choices), unknown names rejected; throws
+  // std::invalid_argument naming the op and the attr.
+  AttrValues resolve_attrs(const AttrValues& given) const;
+  // Checks the declaration: names, duplicates, every expression parses and names only dims,
+  // int/bool scalars and attrs, at least one output and one algorithm.
+  void validate() const;
+
+ private:
+  NnOpDecl& add_attr(AttrDecl a);
+  std::string name_;
+  std::vector<Arg> args_;
+  std::vector<NnOutputDecl> outputs_;
+  std::vector<NnShapeCheck> checks_;
+  std::vector<NnAlgorithm> algorithms_;
+  std::vector<AttrDecl> attrs_;
+  std::map<std::string, int64_t> estimates_;
+  NnCost cost_;
+  std::string summary_, formula_, reference_;
+  int version_ = 1;
+  registry::Tolerance tolerance_{1e-5, 1e-6};
+};
+
+}  // namespace opforge::dsl
