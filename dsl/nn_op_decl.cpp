@@ -100,7 +100,12 @@ NnOpDecl& NnOpDecl::estimate(const std::string& dim, int64_t extent) {
   return *this;
 }
 NnOpDecl& NnOpDecl::cost(std::string flops, std::string bytes) {
-  cost_ = {std::move(flops), std::move(bytes)};
+  cost_.flops = std::move(flops);
+  cost_.bytes = std::move(bytes);
+  return *this;
+}
+NnOpDecl& NnOpDecl::example(std::string call) {
+  cost_.example = std::move(call);
   return *this;
 }
 NnOpDecl& NnOpDecl::summary(std::string s) {

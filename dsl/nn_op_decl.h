@@ -99,6 +99,9 @@ struct NnAlgorithm {
 struct NnCost {
   std::string flops;  // floating-point operations ("" for memory-bound ops)
   std::string bytes;  // bytes an ideal kernel moves: every input read once, outputs written
+  // A typical call, `opforge bench`'s default problem: tensor shapes (outermost first) and
+  // scalar values, e.g. "x=4096,1024 gamma=1024 beta=1024 eps=1e-05".
+  std::string example;
 };
 
 class NnOpDecl {
@@ -124,6 +127,7 @@ class NnOpDecl {
   // Typical extent of a dim: the estimate set on every buffer dim of that name.
   NnOpDecl& estimate(const std::string& dim, int64_t extent);
   NnOpDecl& cost(std::string flops, std::string bytes);
+  NnOpDecl& example(std::string call);
   NnOpDecl& summary(std::string s);
   NnOpDecl& formula(std::string s);
   NnOpDecl& reference(std::string s);

@@ -35,6 +35,7 @@ const dsl::NnOpDecl& bandwidth_copy() {
         .output("y", {"N"}, "Copy")
         .estimate("N", 1 << 22)
         .cost("", "8 * N")
+        .example("x=4194304")
         .tolerance(0, 0)
         .algorithm("", "", 0, "copy", build_copy);
     return o;

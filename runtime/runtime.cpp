@@ -310,8 +310,8 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       throw Error("op '" + op + "' has no algorithm '" + *algorithm + "'" +
-                  did_you_mean(*algorithm, {names.begin(), names.end()}) + " (it has " + list +
-                  ")");
+                  did_you_mean(*algorithm, {names.begin(), names.end()}) +
+                  (list.empty() ? " (it has one, unnamed)" : " (it has " + list + ")"));
     }
   }
   if (storage.empty()) {
@@ -551,6 +551,14 @@ std::vector<std::vector<int64_t>> Kernel::output_shapes(const TensorView* tensor
   return bind_shapes(desc_, views_by_name(tensors, n_tensors),
                      scalars_by_name(scalars, n_scalars))
       .output_shapes;
+}
+
+std::map<std::string, int64_t> Kernel::shape_values(const TensorView* tensors, size_t n_tensors,
+                                                    const ScalarView* scalars,
+                                                    size_t n_scalars) const {
+  if (!desc_.shape.named_dims) throw Error("op '" + desc_.op + "' has no named dims");
+  return bind_shapes(desc_, views_by_name(tensors, n_tensors), scalars_by_name(scalars, n_scalars))
+      .env;
 }
 
 // NN ops: named dims bound across the inputs, checks, output shapes, the algorithm's

@@ -137,7 +137,7 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
   r.halide_version = halide_version;
   r.bandwidth_op = d.bandwidth_op();
   r.algorithm = {algo.name, algo.applies_when, algo.priority, algo.description};
-  r.cost = {d.cost().flops, d.cost().bytes};
+  r.cost = {d.cost().flops, d.cost().bytes, d.cost().example};
   return r;
 }
 

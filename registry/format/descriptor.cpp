@@ -1044,7 +1044,7 @@ Algorithm parse_algorithm(const std::string& origin, const json& j, const std::s
 
 Cost parse_cost(const std::string& origin, const json& j, const std::string& ptr) {
   Obj o(origin, j, ptr);
-  Cost c{o.str("flops"), o.str("bytes")};
+  Cost c{o.str("flops"), o.str("bytes"), o.opt_str("example")};
   o.finish();
   return c;
 }
@@ -1285,7 +1285,7 @@ std::string to_json(const Descriptor& d) {
                       {"applies_when", d.algorithm.applies_when},
                       {"priority", d.algorithm.priority},
                       {"description", d.algorithm.description}};
-    j["cost"] = {{"flops", d.cost.flops}, {"bytes", d.cost.bytes}};
+    j["cost"] = {{"flops", d.cost.flops}, {"bytes", d.cost.bytes}, {"example", d.cost.example}};
   }
   return dump(j, origin);
 }

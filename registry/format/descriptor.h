@@ -78,6 +78,9 @@ struct Algorithm {
 struct Cost {
   std::string flops;
   std::string bytes;
+  // A typical call, for `opforge bench`: "x=4096,1024 gamma=1024 eps=1e-05" (tensor shapes,
+  // outermost first, and scalar values).
+  std::string example;
 };
 
 // A compile-time attribute: declared once (type, default, description); `value` is the one

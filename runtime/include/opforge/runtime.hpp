@@ -72,6 +72,11 @@ class Kernel {
                                                   const ScalarView* scalars,
                                                   size_t n_scalars) const;
 
+  // NN ops: what shape expressions read for this call: every dim name's extent, int scalars,
+  // int/bool attrs (e.g. to evaluate descriptor().cost). Throws Error like output_shapes().
+  std::map<std::string, int64_t> shape_values(const TensorView* tensors, size_t n_tensors,
+                                              const ScalarView* scalars, size_t n_scalars) const;
+
   // Whether the op may run on slices: every output element depends only on the same element
   // of its inputs (dense, no whole-tensor reduction). False for LAMB and LARS (their norms
   // span the whole tensor), for sparse ops and for descriptors that predate the field.
