@@ -18,7 +18,8 @@ NnKernel build_depthwise(const ConvInputs& in) {
   Func xp("dw_xp");
   xp(w, h, c, n) = xz(w, h, c, n);
   RDom r(0, in.KW(), 0, in.KH(), "r");
-  Func acc("dw_acc"), y("y");
+  Func acc("dw_acc");
+  Func y = dsl::output_func("y");
   acc(ow, oh, c, n) = 0.0f;
   acc(ow, oh, c, n) += xp(ow * in.stride_w + r.x * in.dilation_w - in.pad_w,
                           oh * in.stride_h + r.y * in.dilation_h - in.pad_h, c, n) *

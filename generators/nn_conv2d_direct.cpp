@@ -29,7 +29,8 @@ NnKernel build_direct(const ConvInputs& in) {
   Func wt("direct_wt");
   Var oi("oi"), oo("oo"), kw("kw"), kh("kh");
   wt(oi, kw, kh, c, oo) = in.weight(kw, kh, c, min(oo * OB + oi, in.O() - 1));
-  Func acc("direct_acc"), y("y");
+  Func acc("direct_acc");
+  Func y = dsl::output_func("y");
   acc(ow, oh, o, n) = 0.0f;
   acc(ow, oh, o, n) += xp(ow * in.stride_w + r.x * in.dilation_w - in.pad_w,
                           oh * in.stride_h + r.y * in.dilation_h - in.pad_h, g * CG + r.z, n) *

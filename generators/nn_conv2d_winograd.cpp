@@ -94,7 +94,8 @@ NnKernel build_winograd(const ConvInputs& in) {
   m(tx, tyn, o, e) = mf(tx, tyn, o, e);
 
   // Output transform: columns (along h) then rows (along w).
-  Func am("wino_am"), y("y");
+  Func am("wino_am");
+  Func y = dsl::output_func("y");
   std::vector<Expr> cols;
   for (int k = 0; k < 4; k++)
     cols.push_back(combine(kAT[k], 6, [&](int k2) { return m(tx, tyn, o, e1 + 6 * k2); }));
