@@ -27,6 +27,9 @@ NnKernel build_depthwise(const ConvInputs& in) {
   y(ow, oh, c, n) = output_stage(in, acc(ow, oh, c, n), c);
 
   // ---- schedule ----
+  // Measured 1x256x56x56 3x3 (2 threads, same run): 1.05 ms vs oneDNN brdgmm_dw 0.77 ms in its
+  // blocked layout (0.74x) and 2.06 ms with NCHW reorders (ours 2.0x faster); 1.66 ms before
+  // the 3x3 unrolled specialization and fixed-size accumulator block.
   const int VW = 16;
   Var owo("owo"), owi("owi"), p("p");
   y.split(ow, owo, owi, 2 * VW, TailStrategy::GuardWithIf)

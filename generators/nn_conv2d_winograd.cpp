@@ -107,52 +107,79 @@ NnKernel build_winograd(const ConvInputs& in) {
   y(ow, oh, o, n) = output_stage(in, mux(ow % 4, outs), o);
 
   // ---- schedule ----
-  const int VW = 16, TB = 2, OB = 10, OBO = 20;
+  // Measured (2 threads, shared 2-vCPU Zen 4 host, load 5-10, interleaved medians, ratio to
+  // oneDNN 2.6 brgconv with its own blocked layout and no reorders, same run):
+  //   1x320x64x64 -> 320: 69-81 ms, 1.9-2.0x oneDNN. 1x640x32x32 -> 640: 96-105 ms,
+  //   1.3-1.5x (0.87x before the 8-lane narrow version).
+  // Tried: U, V and M all at root (36 GEMMs parallel over points): 101 ms (1.36x): 38 MB of
+  // fresh intermediates per call, a third of the time in page faults and free. Now only V is
+  // at root; U is per block of OBO output channels and M per TB tile rows (L2-sized).
+  // Micro-kernel: 16 tiles x TB=2 tile rows x OB=10 channels = 20 zmm accumulators; per input
+  // channel 2 vector loads, 10 broadcasts, 20 FMAs.
+  // Double buffering: async() on the staged padded input plane (xp) and on the per-block
+  // filter transform (u): 1.91x / 1.78x vs sync 1.93x / 1.29x (and 1.99x / 1.51x in another
+  // sync run) at load ~10: within noise on 320x64x64, unclear on 640x32x32; kept sync.
+  // Two versions, chosen at run time: rows of more than 8 tiles (W > 32) take 16-lane
+  // vectors of tiles; narrower images 8-lane ones (a 16-lane vector would be half padding).
+  const int TB = 2, OB = 10, OBO = 20;
   Var txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi"), oo("oo"), oi("oi"), p("p");
   Var i("i"), owo("owo"), owr("owr"), oho("oho"), ohj("ohj"), ohb("ohb"), ob("ob");
-  // y: per block of OBO output channels (parallel): its filter transform; per 4*TB output
-  // rows: the GEMMs of those tile rows (all 36 points); per 16 tiles: the output transform.
-  y.split(o, ob, o, OBO, TailStrategy::GuardWithIf)
-      .split(oh, ohb, oh, 4 * TB, TailStrategy::GuardWithIf)
-      .split(ow, owo, owr, 4 * VW, TailStrategy::GuardWithIf)
-      .split(owr, txi, i, 4)
-      .split(oh, oho, ohj, 4)
-      .reorder(txi, i, ohj, owo, oho, o, ohb, ob, n)
-      .vectorize(txi)
-      .unroll(i)
-      .unroll(ohj)
-      .fuse(ob, n, p)
-      .parallel(p);
-  am.compute_at(y, owo).vectorize(tx, VW, TailStrategy::RoundUp).unroll(e1).unroll(j);
-
+  Expr narrow = TW <= 8;
   // Exactly TB tile rows per block (bounds inference alone over-estimates the rounded split).
-  m.compute_at(y, ohb)
-      .bound_extent(tyn, TB)
-      .split(tx, txo, txi, VW, TailStrategy::RoundUp)
-      .split(tyn, tyo, tyi, TB)
-      .split(o, oo, oi, OB, TailStrategy::RoundUp)
-      .reorder(txi, tyi, oi, txo, tyo, oo, e)
-      .vectorize(txi)
-      .unroll(tyi)
-      .unroll(oi);
-  mf.compute_at(m, txo).vectorize(tx).unroll(tyn).unroll(o);
-  mf.update().reorder(tx, tyn, o, r).vectorize(tx).unroll(tyn).unroll(o);
-
-  u.compute_at(y, p).vectorize(c, VW, TailStrategy::GuardWithIf).unroll(e).reorder(c, e, o);
-  gw.compute_at(u, o).vectorize(c, VW, TailStrategy::GuardWithIf).unroll(e1).unroll(k);
-
-  v.compute_root()
-      .split(tx, txo, txi, VW, TailStrategy::RoundUp)
-      .reorder(txi, e, txo, tyn, c)
-      .vectorize(txi)
-      .unroll(e)
-      .parallel(c);
-  bx.compute_at(v, txo).vectorize(tx).unroll(e1).unroll(b);
-  xp.compute_at(v, c).vectorize(xp.args()[0], VW);
+  am.compute_at(y, owo);
+  m.compute_at(y, ohb).bound_extent(tyn, TB);
+  mf.compute_at(m, txo);
+  u.compute_at(y, p);
+  gw.compute_at(u, o);
+  v.compute_root();
+  bx.compute_at(v, txo);
+  xp.compute_at(v, c);
+  auto schedule = [&](bool narrow_branch) {
+    const int VW = narrow_branch ? 8 : 16;
+    auto sp = [&](Func f) { return narrow_branch ? f.specialize(narrow) : Stage(f); };
+    auto spu = [&](Func f) { return narrow_branch ? f.update().specialize(narrow) : f.update(); };
+    // y: per block of OBO output channels (parallel): its filter transform; per 4*TB output
+    // rows: the GEMMs of those tile rows (all 36 points); per VW tiles: the output transform.
+    sp(y)
+        .split(o, ob, o, OBO, TailStrategy::GuardWithIf)
+        .split(oh, ohb, oh, 4 * TB, TailStrategy::GuardWithIf)
+        .split(ow, owo, owr, 4 * VW, TailStrategy::GuardWithIf)
+        .split(owr, txi, i, 4)
+        .split(oh, oho, ohj, 4)
+        .reorder(txi, i, ohj, owo, oho, o, ohb, ob, n)
+        .vectorize(txi)
+        .unroll(i)
+        .unroll(ohj)
+        .fuse(ob, n, p)
+        .parallel(p);
+    sp(am).vectorize(tx, VW, TailStrategy::RoundUp).unroll(e1).unroll(j);
+    sp(m)
+        .split(tx, txo, txi, VW, TailStrategy::RoundUp)
+        .split(tyn, tyo, tyi, TB)
+        .split(o, oo, oi, OB, TailStrategy::RoundUp)
+        .reorder(txi, tyi, oi, txo, tyo, oo, e)
+        .vectorize(txi)
+        .unroll(tyi)
+        .unroll(oi);
+    sp(mf).vectorize(tx).unroll(tyn).unroll(o);
+    spu(mf).reorder(tx, tyn, o, r).vectorize(tx).unroll(tyn).unroll(o);
+    sp(v)
+        .split(tx, txo, txi, VW, TailStrategy::RoundUp)
+        .reorder(txi, e, txo, tyn, c)
+        .vectorize(txi)
+        .unroll(e)
+        .parallel(c);
+    sp(bx).vectorize(tx).unroll(e1).unroll(b);
+  };
+  schedule(true);
+  schedule(false);
+  u.vectorize(c, 16, TailStrategy::GuardWithIf).unroll(e).reorder(c, e, o);
+  gw.vectorize(c, 16, TailStrategy::GuardWithIf).unroll(e1).unroll(k);
+  xp.vectorize(xp.args()[0], 16);
 
   return NnKernel{{y},
                   "winograd F(4x4,3x3): 36 GEMMs (16 tiles x 2 tile rows x 10 channels)",
-                  {{"vector", VW}, {"tile_rows", TB}, {"o_block", OB}}};
+                  {{"tile_rows", TB}, {"o_block", OB}, {"o_outer_block", OBO}}};
 }
 
 }  // namespace opforge::generators::conv
