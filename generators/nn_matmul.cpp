@@ -39,10 +39,9 @@ MatmulTiles tiles_for(const Target& target) {
 }
 
 // The element (col, row) of a row-major [B?, rows, cols] tensor, Halide order (col, row,
-// batch). A tensor without the batch dim, or with batch 1, is broadcast over the batch.
+// batch). The runtime passes a tensor without the batch dim with batch stride 0.
 Expr at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch) {
-  if (p.dimensions() == 2) return p(col, row);
-  return p(col, row, min(batch, p.dim(2).extent() - 1));
+  return p(col, row, batch);
 }
 
 dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
@@ -85,14 +84,9 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   prod(n, m, bt) = 0.0f;
   prod(n, m, bt) += acc(n, m, rko, bt);
 
-  // The output has the batch dim when either operand has it.
-  const bool batched = std::max(a.dimensions(), b.dimensions()) == 3;
-  Func c("c");
-  if (batched) {
-    c(n, m, bt) = prod(n, m, bt);
-  } else {
-    c(n, m) = prod(n, m, 0);
-  }
+  // Without a batch dim anywhere, the runtime calls with batch 1.
+  Func c = dsl::output_func("c");
+  c(n, m, bt) = prod(n, m, bt);
 
   // ---- Schedule ----
   // GotoBLAS-style: per mt x nt tile of c (one parallel task), per K chunk, pack an mt x kc
@@ -123,9 +117,10 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   c.split(m, mo, mi, t.mt, TailStrategy::GuardWithIf)
       .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
       .reorder(ni, mi, no, mo)
-      .fuse(no, mo, tile);
-  if (batched) c.fuse(tile, bt, tile);
-  c.parallel(tile).vectorize(ni, vec, TailStrategy::GuardWithIf);
+      .fuse(no, mo, tile)
+      .fuse(tile, bt, tile)
+      .parallel(tile)
+      .vectorize(ni, vec, TailStrategy::GuardWithIf);
   // Tiles then start at multiples of nt and mt, so m % rm and n % rn above are the register
   // block's own indices (no division left in the inner loop).
   c.output_buffer().dim(0).set_min(0);
