@@ -2,6 +2,7 @@
 // NN sources fingerprint covers the ops' schedules, not this list.
 #include <cctype>
 
+#include "generators/nn_ops.h"
 #include "generators/op_table.h"
 
 namespace opforge::generators {
@@ -23,6 +24,12 @@ const std::vector<NnVariantSpec>& nn_op_table() {
   static const std::vector<NnVariantSpec> table = [] {
     std::vector<NnVariantSpec> rows;
     add_all_algorithms(rows, bandwidth_copy());
+    // matmul: the transposes are compile-time (they pick the packing loads): one row each.
+    for (const char* ta : {"false", "true"}) {
+      for (const char* tb : {"false", "true"}) {
+        add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
+      }
+    }
     return rows;
   }();
   return table;
