@@ -26,6 +26,12 @@ const std::vector<NnVariantSpec>& nn_op_table() {
     add_all_algorithms(rows, bandwidth_copy());
     add_all_algorithms(rows, conv2d());
     add_all_algorithms(rows, conv2d_bias_relu());
+    // matmul: the transposes are compile-time (they pick the packing loads): one row each.
+    for (const char* ta : {"false", "true"}) {
+      for (const char* tb : {"false", "true"}) {
+        add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
+      }
+    }
     return rows;
   }();
   return table;
