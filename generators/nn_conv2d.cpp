@@ -69,6 +69,9 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   std::string out_elems = "N * O * (" + std::string(kOH) + ") * (" + kOW + ")";
   d.cost("2 * " + out_elems + " * CG * KH * KW",
          "4 * (N*C*H*W + O*CG*KH*KW + " + out_elems + (bias_relu ? " + O)" : ")"));
+  // The Stable-Diffusion-UNet-like call of the goal (Winograd's shape).
+  d.example(std::string("x=1,320,64,64 weight=320,320,3,3 ") + (bias_relu ? "bias=320 " : "") +
+            "stride_h=1 stride_w=1 pad_h=1 pad_w=1 dilation_h=1 dilation_w=1 groups=1");
   d.summary(bias_relu ? "2-D convolution (NCHW) + bias + ReLU, fused"
                       : "2-D convolution (NCHW): stride, padding, dilation, groups");
   d.formula(bias_relu ? "y[n,o,i,j] = max(bias[o] + sum_{c<CG,kh,kw} x[n, g*CG + c, i*stride_h + "

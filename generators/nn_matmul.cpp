@@ -197,6 +197,7 @@ const dsl::NnOpDecl& matmul() {
         // against fp64 with inputs in [-1, 1]: 2.8e-5 at K = 4096 (|c| up to ~100), 6e-5 at
         // K = 16384. atol 5e-4 leaves room for other ISAs' summation orders and K = 4096; a
         // dropped or misplaced term (|a_ik b_kj| ~ 0.25 on average) is far outside it.
+        .example("a=1024,1024 b=1024,1024")
         .tolerance(1e-4, 5e-4)
         .algorithm("", "", 0,
                    "packed A/B panels per K chunk of 256, register-blocked inner product, "

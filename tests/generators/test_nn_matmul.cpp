@@ -1,119 +1,81 @@
-// matmul: the kernel (its build function called as the NN pipeline builder calls it, JIT-compiled
-// for the host's avx512 or avx2 target) against an fp64 loop written from the formula, for every
-// transpose combination, odd sizes (1, not a multiple of the 16-wide vectors or the 8 x 32 register
-// block, K past one 256-chunk), batch 1 and > 1; and the declaration's shape rules.
+// matmul: an fp64 loop written from C = op(A) . op(B) (torch.matmul on 2-D / 3-D operands),
+// registered for test_nn_kernels.cpp, which runs every registered matmul variant (each
+// transpose combination, each ISA) through the runtime on these problems: odd sizes (1, not a
+// multiple of the 16-wide vectors or the 8 x 32 register block, K past one 256-chunk), batch
+// 1 and > 1, the batch dim omitted on one or both operands (broadcast); and the declaration's
+// shape rules.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <random>
-
 #include "generators/nn_ops.h"
+#include "generators/nn_reference.h"
 #include "registry/format/shape_expr.h"
 
+namespace opforge::testing {
 namespace {
 
-using namespace opforge;
-
-struct Case {
-  int batch, M, N, K;
-};
-
-Halide::Target jit_target(bool avx2) {
-  Halide::Target host = Halide::get_host_target();
-  if (!avx2 && host.has_feature(Halide::Target::AVX512_Skylake)) {
-    return Halide::Target("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
-  }
-  return Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41");
+// Stored shapes of a and b for op(a) M x K, op(b) K x N; batch 0: no batch dim.
+NnShapes operands(bool ta, bool tb, int64_t batch_a, int64_t batch_b, int64_t M, int64_t N,
+                  int64_t K) {
+  std::vector<int64_t> a = ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K};
+  std::vector<int64_t> b = tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+  if (batch_a) a.insert(a.begin(), batch_a);
+  if (batch_b) b.insert(b.begin(), batch_b);
+  return {{"a", a}, {"b", b}};
 }
 
-// One compiled kernel (any shape), as the NN pipeline builder makes it.
-struct Compiled {
-  Halide::ImageParam a{Halide::Float(32), 3, "a"}, b{Halide::Float(32), 3, "b"};
-  Halide::Func c;
-  Halide::Target target;
-  bool ta, tb;
-};
-
-Compiled compile(bool ta, bool tb, bool avx2) {
-  const auto& decl = generators::matmul();
-  dsl::AttrValues attrs = {{"transpose_a", ta ? "true" : "false"},
-                           {"transpose_b", tb ? "true" : "false"}};
-  Compiled k;
-  k.target = jit_target(avx2);
-  k.ta = ta;
-  k.tb = tb;
-  // One 3-D ImageParam per operand, named like it.
-  dsl::NnArgs args;
-  args.tensors = {{"a", k.a}, {"b", k.b}};
-  args.attrs = decl.resolve_attrs(attrs);
-  args.target = k.target;
-  k.c = decl.find_algorithm("").build(args).outputs.at(0);
-  REQUIRE(k.c.name() == "c");
-  k.c.compile_jit(k.target);
-  return k;
-}
-
-// Max over c of |c - ref| / (atol + rtol*|ref|): <= 1 passes the declared tolerance.
-double run_case(Compiled& k, const Case& s) {
-  const bool ta = k.ta, tb = k.tb;
-  // Stored shapes (Halide order: cols, rows, batch).
-  const int ar = ta ? s.K : s.M, ac = ta ? s.M : s.K, br = tb ? s.N : s.K, bc = tb ? s.K : s.N;
-  Halide::Buffer<float> A(ac, ar, s.batch), B(bc, br, s.batch), C(s.N, s.M, s.batch);
-  std::mt19937 rng(1234 + s.M * 7 + s.N * 13 + s.K);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  A.for_each_value([&](float& v) { v = u(rng); });
-  B.for_each_value([&](float& v) { v = u(rng); });
-  k.a.set(A);
-  k.b.set(B);
-  k.c.realize(Halide::Realization(C), k.target);
-  const auto tol = generators::matmul().tolerance();
-  double worst = 0;
-  for (int bt = 0; bt < s.batch; ++bt) {
-    for (int i = 0; i < s.M; ++i) {
-      for (int j = 0; j < s.N; ++j) {
-        double ref = 0;
-        for (int kk = 0; kk < s.K; ++kk) {
-          const double x = ta ? A(i, kk, bt) : A(kk, i, bt);
-          const double y = tb ? B(kk, j, bt) : B(j, kk, bt);
-          ref += x * y;
-        }
-        const double err = std::fabs(C(j, i, bt) - ref) / (tol.atol + tol.rtol * std::fabs(ref));
-        worst = std::max(worst, err);
-      }
-    }
-  }
-  return worst;
-}
-
-}  // namespace
-
-TEST_CASE("matmul matches the fp64 reference for every transpose, odd sizes and batches") {
-  const std::vector<Case> cases = {{1, 1, 1, 1},    {1, 1, 17, 5},    {3, 17, 1, 33},
-                                   {2, 33, 65, 17}, {1, 9, 31, 300},  {2, 70, 47, 513},
-                                   {1, 260, 40, 7}, {1, 5, 290, 1000}};
+std::vector<NnProblem> problems() {
+  struct Case {
+    int64_t ba, bb, M, N, K;
+  };
+  const std::vector<Case> cases = {{0, 0, 1, 1, 1},    {0, 0, 1, 17, 5},  {3, 3, 17, 1, 33},
+                                   {2, 2, 33, 65, 17}, {0, 0, 9, 31, 300}, {2, 0, 70, 47, 513},
+                                   {0, 3, 5, 9, 7},    {1, 1, 260, 40, 7}, {0, 0, 5, 290, 1000}};
+  std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      Compiled k = compile(ta, tb, false);
-      for (const Case& s : cases) {
-        CAPTURE(ta);
-        CAPTURE(tb);
-        CAPTURE(s.batch);
-        CAPTURE(s.M);
-        CAPTURE(s.N);
-        CAPTURE(s.K);
-        CHECK(run_case(k, s) <= 1.0);
+      for (const Case& c : cases) {
+        NnProblem p;
+        p.shapes = operands(ta, tb, c.ba, c.bb, c.M, c.N, c.K);
+        p.attrs = {{"transpose_a", ta ? "true" : "false"}, {"transpose_b", tb ? "true" : "false"}};
+        out.push_back(p);
       }
     }
   }
+  return out;
 }
 
-TEST_CASE("matmul avx2 build (6 x 16 register block) matches the reference") {
-  for (bool tb : {false, true}) {
-    Compiled k = compile(!tb, tb, true);
-    CHECK(run_case(k, {2, 31, 47, 300}) <= 1.0);
-    CHECK(run_case(k, {1, 7, 9, 3}) <= 1.0);
+NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars&, const NnAttrs& at) {
+  const bool ta = at.at("transpose_a") == "true", tb = at.at("transpose_b") == "true";
+  const auto& sa = s.at("a");
+  const auto& sb = s.at("b");
+  const bool has_ba = sa.size() == 3, has_bb = sb.size() == 3;
+  const int64_t ar = sa[sa.size() - 2], ac = sa.back(), br = sb[sb.size() - 2], bc = sb.back();
+  const int64_t M = ta ? ac : ar, K = ta ? ar : ac, N = tb ? br : bc;
+  const int64_t batch = has_ba ? sa[0] : has_bb ? sb[0] : 1;
+  const auto& A = in.at("a");
+  const auto& B = in.at("b");
+  std::vector<double> C(batch * M * N);
+  for (int64_t t = 0; t < batch; ++t) {
+    const double* a = A.data() + (has_ba ? t * ar * ac : 0);  // no batch dim: broadcast
+    const double* b = B.data() + (has_bb ? t * br * bc : 0);
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += (ta ? a[k * ac + i] : a[i * ac + k]) * (tb ? b[j * bc + k] : b[k * bc + j]);
+        C[(t * M + i) * N + j] = acc;
+      }
+    }
   }
+  return {{"c", C}};
 }
+
+const RegisterNnReference reg("matmul", {problems(), reference});
+
+}  // namespace
+}  // namespace opforge::testing
+
+using namespace opforge;
 
 TEST_CASE("matmul declaration: output dims, inner-dim checks and cost follow the transposes") {
   const auto& decl = generators::matmul();
