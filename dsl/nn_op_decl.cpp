@@ -75,6 +75,16 @@ NnOpDecl& NnOpDecl::algorithm(const std::string& name, const std::string& applie
   return *this;
 }
 
+NnOpDecl& NnOpDecl::algorithm_tolerance(const std::string& name, double rtol, double atol) {
+  for (auto& a : algorithms_) {
+    if (a.name == name) {
+      a.tolerance = registry::Tolerance{rtol, atol};
+      return *this;
+    }
+  }
+  fail(name_, "no algorithm '" + name + "' to set a tolerance for");
+}
+
 NnOpDecl& NnOpDecl::add_attr(AttrDecl a) {
   if (!registry::is_valid_identifier(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
   for (const auto& x : attrs_) {

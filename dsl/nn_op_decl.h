@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,9 @@ struct NnAlgorithm {
   int priority = 0;          // among the algorithms that apply, the highest wins
   std::string description;
   NnBuildFn build;
+  // Its own accepted error against the fp64 reference, when it differs from the op's (Winograd
+  // rounds more than direct): each variant's descriptor carries its algorithm's.
+  std::optional<registry::Tolerance> tolerance = {};
 };
 
 // Work per call, as shape expressions (for `opforge bench`: GFLOP/s and GB/s by shape).
@@ -116,6 +120,8 @@ class NnOpDecl {
   NnOpDecl& output(const std::string& name, std::vector<std::string> dims,
                    const std::string& description, registry::DType dtype = registry::DType::f32);
   NnOpDecl& check(const std::string& condition, const std::string& message);
+  // Sets the tolerance of one declared algorithm (NnAlgorithm::tolerance).
+  NnOpDecl& algorithm_tolerance(const std::string& name, double rtol, double atol);
   NnOpDecl& algorithm(const std::string& name, const std::string& applies_when, int priority,
                       const std::string& description, NnBuildFn build);
 

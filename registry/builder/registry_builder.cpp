@@ -127,7 +127,7 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
   for (const auto& [k, val] : v.pipeline.schedule_params)
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
-  r.tolerance = d.tolerance();
+  r.tolerance = algo.tolerance ? *algo.tolerance : d.tolerance();
   r.traffic = {0, 0};
   if (!r.inputs.empty() && !r.outputs.empty()) {
     r.traffic = {registry::dtype_bytes(r.inputs.front().dtype),

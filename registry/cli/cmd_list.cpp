@@ -138,13 +138,12 @@ void describe_nn(const std::vector<registry::Descriptor>& vs) {
       "--attr algorithm=NAME forces one):\n");
   for (const auto* v : algos) {
     const auto& al = v->algorithm;
-    std::printf("  %-10s priority %-3d when %s\n      %s\n",
+    std::printf("  %-10s priority %-3d when %s\n      %s\n      tolerance vs fp64 reference: "
+                "|err| <= %g + %g*|ref|\n",
                 al.name.empty() ? "(default)" : al.name.c_str(), al.priority,
                 al.applies_when.empty() ? "always" : al.applies_when.c_str(),
-                al.description.c_str());
+                al.description.c_str(), v->tolerance.atol, v->tolerance.rtol);
   }
-  std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
-              d.tolerance.rtol);
   if (!d.cost.flops.empty() || !d.cost.bytes.empty())
     std::printf("cost per call: flops %s; bytes %s\n",
                 d.cost.flops.empty() ? "-" : d.cost.flops.c_str(),
