@@ -1,0 +1,259 @@
+// Row-wise ops over the last axis of x[R, C] (Halide sees x(c, r)): layer_norm, rms_norm,
+// softmax. One algorithm each, one schedule shared by all three (row_schedule below).
+//
+// Algorithm: per row, the reductions the op needs (sum, sum of squares, max), each one pass
+// over the row, then the output pass. Sums accumulate in a vector of `lanes` partial sums
+// (lane u adds elements u, u + lanes, ...), folded once per row, plus a scalar tail for the
+// last C % lanes elements: no predicated loads in the hot loop and no reads past the row.
+//
+// Numerics (fp32 throughout, as torch's CPU kernels):
+// - layer_norm is two-pass from the cached row, in the frame shifted by the row's first
+//   element: d = x - x[0], mean_d = sum(d) / C, var = sum((d - mean_d)^2) / C (biased), never
+//   E[x^2] - E[x]^2, which cancels for rows with |mean| >> std. The shift keeps the rounding
+//   error proportional to the row's spread rather than its mean (x - mean computed as
+//   d - mean_d does not pay for rounding mean to fp32): rows with mean 3, std 0.01, C = 8192
+//   are as accurate as zero-mean rows (unshifted: 2.5x over the tolerance there).
+// - softmax subtracts the row max before exp; exp(x - max) is computed once into a per-row
+//   scratch row (4 KB at C = 1024, in L1) and scaled by 1/sum, instead of computing exp twice.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "generators/nn_ops.h"
+
+namespace opforge::generators {
+
+using dsl::NnArgs;
+using dsl::NnKernel;
+using Halide::Expr;
+using Halide::Func;
+using Halide::ImageParam;
+using Halide::RDom;
+using Halide::TailStrategy;
+using Halide::Var;
+
+namespace {
+
+// Tunables of the row schedule (descriptor schedule_params; defaults from the measurements
+// in row_schedule's comment).
+struct RowParams {
+  int vector;  // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
+  int lanes;   // partial sums per row: lanes / vector independent vector accumulators
+  int rows;    // rows per parallel task
+  int serial_below;  // R * C below which one serial loop runs (no thread-pool dispatch)
+  std::map<std::string, int64_t> as_map() const {
+    return {{"vector", vector}, {"lanes", lanes}, {"rows", rows}, {"serial_below", serial_below}};
+  }
+  std::string summary() const {
+    return "rows in parallel blocks of " + std::to_string(rows) +
+           "; per row: reductions in " + std::to_string(lanes) +
+           " fp32 lanes (scalar tail), then the output in " + std::to_string(vector) +
+           "-wide vectors; serial below R*C = " + std::to_string(serial_below);
+  }
+};
+
+RowParams row_params(const Halide::Target& t) {
+  RowParams p;
+  p.vector = t.natural_vector_size(Halide::Float(32));
+  p.lanes = 2 * p.vector;
+  p.rows = 16;
+  p.serial_below = 1 << 15;
+  return p;
+}
+
+// A per-row reduction of f(c, r) over c in [0, C): sum (op '+') or max (op 'm').
+// `acc(u, r)` holds `lanes` partials; `total(r)` folds them and adds the tail.
+struct RowReduce {
+  Func acc, total;
+  Var u, r;
+  Halide::RVar k;
+};
+
+RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, char op) {
+  RowReduce rr{Func(name + "_lanes"), Func(name), Var("u"), Var("r")};
+  const Expr init = op == '+' ? Expr(0.0f) : Expr(Halide::Float(32).min());
+  RDom k(0, C / lanes, name + "_k");
+  rr.k = k.x;
+  rr.acc(rr.u, rr.r) = init;
+  const Expr v = f(k * lanes + rr.u, rr.r);
+  rr.acc(rr.u, rr.r) = op == '+' ? rr.acc(rr.u, rr.r) + v : Halide::max(rr.acc(rr.u, rr.r), v);
+  RDom ru(0, lanes, name + "_u");
+  RDom tail((C / lanes) * lanes, C % lanes, name + "_t");
+  rr.total(rr.r) = init;
+  if (op == '+') {
+    rr.total(rr.r) += rr.acc(ru, rr.r);
+    rr.total(rr.r) += f(tail, rr.r);
+  } else {
+    rr.total(rr.r) = Halide::max(rr.total(rr.r), rr.acc(ru, rr.r));
+    rr.total(rr.r) = Halide::max(rr.total(rr.r), f(tail, rr.r));
+  }
+  return rr;
+}
+
+// Schedule shared by the row-wise ops. Measured at R x C = 4096 x 1024 fp32, 2 threads,
+// against a same-run copy y = x with the same parallel row blocks (see the report table in
+// nn_norms' commit message / README): the row (4 KB) is read from DRAM once by the first
+// reduction and stays in L1 for the other passes, so the op moves the copy's traffic.
+//   - reductions per row (compute_at the row loop) rather than per block of rows (block of
+//     16 rows = 64 KB, L2): MEASURED in the notes of row_schedule's callers.
+//   - rows per task 16: 256 tasks for 2 threads keep a stolen core from idling.
+// Small tensors (R*C < serial_below) run one serial loop: a thread-pool wake costs 3-47 us.
+void row_schedule(Func y, const std::vector<RowReduce>& reductions,
+                  const std::vector<Func>& row_scratch, const RowParams& p) {
+  Var c = y.args()[0], r = y.args()[1];
+  Var ro("ro"), ri("ri");
+  const Expr R = y.output_buffers()[0].dim(1).extent();
+  const Expr C = y.output_buffers()[0].dim(0).extent();
+  Func yf = y;
+  auto schedule = [&](Halide::Stage s, bool parallel) {
+    s.split(r, ro, ri, p.rows, TailStrategy::GuardWithIf)
+        .vectorize(c, p.vector, TailStrategy::GuardWithIf);
+    if (parallel) s.parallel(ro);
+  };
+  schedule(y.specialize(R * C >= p.serial_below), true);
+  schedule(y, false);
+  for (RowReduce rr : reductions) {
+    // Lanes innermost (the vector accumulators interleaved), the row's k outside them: the
+    // default order ran the k loop once per vector accumulator (strided passes over the row).
+    Var uo("uo"), ui("ui");
+    rr.acc.compute_at(yf, ri).vectorize(rr.u, p.vector);
+    rr.acc.update()
+        .split(rr.u, uo, ui, p.vector)
+        .reorder(ui, uo, rr.k)
+        .vectorize(ui)
+        .unroll(uo);
+    rr.total.compute_at(yf, ri);
+  }
+  for (Func s : row_scratch) {
+    s.compute_at(yf, ri).vectorize(s.args()[0], p.vector, TailStrategy::GuardWithIf);
+  }
+}
+
+NnKernel build_layer_norm(const NnArgs& a) {
+  ImageParam x = a.tensors.at("x"), gamma = a.tensors.at("gamma"), beta = a.tensors.at("beta");
+  const Expr eps = a.scalars.at("eps");
+  const RowParams p = row_params(a.target);
+  Var c("c"), r("r");
+  const Expr C = x.dim(0).extent();
+  // Algorithm, in the frame shifted by the row's first element: d = x - x[0] is exact
+  // (Sterbenz) wherever x is within a factor 2 of x[0], i.e. for rows whose mean dwarfs their
+  // spread, so mean and variance of d lose nothing to the magnitude of the mean.
+  Func d("d");
+  d(c, r) = x(c, r) - x(0, r);
+  RowReduce s = row_reduce("d_sum", d, C, p.lanes, '+');
+  Func mean_d("mean_d");  // mean(x) - x[0]
+  mean_d(r) = s.total(r) / Halide::cast<float>(C);
+  Func dev("dev");
+  dev(c, r) = Halide::strict_float(x(c, r) - x(0, r) - mean_d(r));  // x - mean(x)
+  Func dev2("dev2");
+  dev2(c, r) = dev(c, r) * dev(c, r);
+  RowReduce v = row_reduce("dev2_sum", dev2, C, p.lanes, '+');
+  Func rstd("rstd");
+  rstd(r) = 1.0f / Halide::sqrt(v.total(r) / Halide::cast<float>(C) + eps);
+  Func y("y");
+  y(c, r) = dev(c, r) * rstd(r) * gamma(c) + beta(c);
+  // Schedule: mean and rstd are inlined into their per-row consumers.
+  row_schedule(y, {s, v}, {}, p);
+  return NnKernel{{y}, "layer_norm: " + p.summary(), p.as_map()};
+}
+
+NnKernel build_rms_norm(const NnArgs& a) {
+  ImageParam x = a.tensors.at("x"), gamma = a.tensors.at("gamma");
+  const Expr eps = a.scalars.at("eps");
+  const RowParams p = row_params(a.target);
+  Var c("c"), r("r");
+  const Expr C = x.dim(0).extent();
+  Func sq("sq");
+  sq(c, r) = x(c, r) * x(c, r);
+  RowReduce s = row_reduce("sum_sq", sq, C, p.lanes, '+');
+  Func rstd("rstd");
+  rstd(r) = 1.0f / Halide::sqrt(s.total(r) / Halide::cast<float>(C) + eps);
+  Func y("y");
+  y(c, r) = x(c, r) * rstd(r) * gamma(c);
+  row_schedule(y, {s}, {}, p);
+  return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
+}
+
+NnKernel build_softmax(const NnArgs& a) {
+  ImageParam x = a.tensors.at("x");
+  const RowParams p = row_params(a.target);
+  Var c("c"), r("r");
+  const Expr C = x.dim(0).extent();
+  Func xf("xf");
+  xf(c, r) = x(c, r);
+  RowReduce m = row_reduce("row_max", xf, C, p.lanes, 'm');
+  Func e("e");  // exp(x - max), one row at a time (row_schedule's scratch)
+  e(c, r) = Halide::exp(x(c, r) - m.total(r));
+  RowReduce s = row_reduce("exp_sum", e, C, p.lanes, '+');
+  Func y("y");
+  y(c, r) = e(c, r) * (1.0f / s.total(r));
+  row_schedule(y, {m, s}, {e}, p);
+  return NnKernel{{y}, "softmax: " + p.summary(), p.as_map()};
+}
+
+}  // namespace
+
+const dsl::NnOpDecl& layer_norm() {
+  static const dsl::NnOpDecl d = [] {
+    dsl::NnOpDecl d("layer_norm");
+    d.input("x", {"R", "C"}, "Rows to normalize (leading dims flattened into R)")
+        .input("gamma", {"C"}, "Scale (weight)")
+        .input("beta", {"C"}, "Shift (bias)")
+        .scalar("eps", "Added to the variance (torch default 1e-5)")
+        .output("y", {"R", "C"}, "Normalized rows")
+        .algorithm("", "", 0, "two-pass mean and biased variance per row, then the output",
+                   build_layer_norm)
+        .estimate("R", 4096)
+        .estimate("C", 1024)
+        .cost("8*R*C", "4*(2*R*C + 2*C)")
+        .summary("Layer normalization over the last axis")
+        .formula("y = (x - mean) / sqrt(var + eps) * gamma + beta; mean, biased var over C")
+        .reference("torch.nn.functional.layer_norm(x, (C,), gamma, beta, eps)")
+        // fp32 sums of C terms and the fp32 mean: ~1e-6 relative on y for rows with
+        // |mean| <= ~10 std (measured max 2e-6 at C = 8192); atol for y near 0.
+        .tolerance(1e-5, 1e-5);
+    return d;
+  }();
+  return d;
+}
+
+const dsl::NnOpDecl& rms_norm() {
+  static const dsl::NnOpDecl d = [] {
+    dsl::NnOpDecl d("rms_norm");
+    d.input("x", {"R", "C"}, "Rows to normalize (leading dims flattened into R)")
+        .input("gamma", {"C"}, "Scale (weight)")
+        .scalar("eps", "Added to the mean square (LLaMA uses 1e-6 / 1e-5)")
+        .output("y", {"R", "C"}, "Normalized rows")
+        .algorithm("", "", 0, "sum of squares per row, then the output", build_rms_norm)
+        .estimate("R", 4096)
+        .estimate("C", 1024)
+        .cost("4*R*C", "4*(2*R*C + C)")
+        .summary("RMS normalization over the last axis (LLaMA RMSNorm)")
+        .formula("y = x / sqrt(mean(x^2) + eps) * gamma")
+        .reference("LlamaRMSNorm: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w")
+        .tolerance(1e-5, 1e-6);
+    return d;
+  }();
+  return d;
+}
+
+const dsl::NnOpDecl& softmax() {
+  static const dsl::NnOpDecl d = [] {
+    dsl::NnOpDecl d("softmax");
+    d.input("x", {"R", "C"}, "Rows (leading dims flattened into R)")
+        .output("y", {"R", "C"}, "Softmax of each row")
+        .algorithm("", "", 0, "row max, exp(x - max) and its sum, then the scaled row",
+                   build_softmax)
+        .estimate("R", 4096)
+        .estimate("C", 1024)
+        .cost("", "4*2*R*C")
+        .summary("Softmax over the last axis, numerically stable (row max subtracted)")
+        .formula("y = exp(x - max(x)) / sum(exp(x - max(x)))")
+        .reference("torch.softmax(x, dim=-1)")
+        .tolerance(1e-5, 1e-7);
+    return d;
+  }();
+  return d;
+}
+
+}  // namespace opforge::generators
