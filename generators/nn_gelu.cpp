@@ -42,8 +42,10 @@ NnKernel build_gelu(const NnArgs& a) {
   // elements, GuardWithIf tails), 16-wide on AVX-512.
   const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
   dsl::ElementwiseSchedule::apply(y, i, p);
-  return NnKernel{{y}, std::string("gelu (") + (tanh_form ? "tanh" : "erf") +
-                           "): " + dsl::ElementwiseSchedule::summary(p), p};
+  return NnKernel{{y},
+                  std::string("gelu (") + (tanh_form ? "tanh" : "erf") +
+                      "): " + dsl::ElementwiseSchedule::summary(p),
+                  p};
 }
 
 }  // namespace
@@ -59,8 +61,9 @@ const dsl::NnOpDecl& gelu() {
         .estimate("N", 4096 * 1024)
         .cost("", "4*2*N")
         .summary("Gaussian error linear unit, elementwise")
-        .formula("none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + "
-                 "0.044715 x^3)))")
+        .formula(
+            "none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + "
+            "0.044715 x^3)))")
         .reference("torch.nn.functional.gelu(x, approximate=...)")
         // erf within a few ulp and exp within ~1 ulp: relative error ~1e-6 away from 0;
         // where 1 + erf cancels (x < -3) the absolute error stays below ~1e-7.

@@ -37,17 +37,17 @@ namespace {
 // Tunables of the row schedule (descriptor schedule_params; defaults from the measurements
 // in row_schedule's comment).
 struct RowParams {
-  int vector;  // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
-  int lanes;   // partial sums per row: lanes / vector independent vector accumulators
-  int rows;    // rows per parallel task
+  int vector;        // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
+  int lanes;         // partial sums per row: lanes / vector independent vector accumulators
+  int rows;          // rows per parallel task
   int serial_below;  // R * C below which one serial loop runs (no thread-pool dispatch)
   std::map<std::string, int64_t> as_map() const {
     return {{"vector", vector}, {"lanes", lanes}, {"rows", rows}, {"serial_below", serial_below}};
   }
   std::string summary() const {
-    return "rows in parallel blocks of " + std::to_string(rows) +
-           "; per row: reductions in " + std::to_string(lanes) +
-           " fp32 lanes (scalar tail), then the output in " + std::to_string(vector) +
+    return "rows in parallel blocks of " + std::to_string(rows) + "; per row: reductions in " +
+           std::to_string(lanes) + " fp32 lanes (scalar tail), then the output in " +
+           std::to_string(vector) +
            "-wide vectors; serial below R*C = " + std::to_string(serial_below);
   }
 };
@@ -90,13 +90,47 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
   return rr;
 }
 
-// Schedule shared by the row-wise ops. Measured at R x C = 4096 x 1024 fp32, 2 threads,
-// against a same-run copy y = x with the same parallel row blocks (see the report table in
-// nn_norms' commit message / README): the row (4 KB) is read from DRAM once by the first
-// reduction and stays in L1 for the other passes, so the op moves the copy's traffic.
-//   - reductions per row (compute_at the row loop) rather than per block of rows (block of
-//     16 rows = 64 KB, L2): MEASURED in the notes of row_schedule's callers.
-//   - rows per task 16: 256 tasks for 2 threads keep a stolen core from idling.
+// exp(d) for d <= 0 (softmax's x - max), NaN -> NaN: Cody-Waite reduction d = n ln2 + r,
+// |r| <= ln2/2, and the degree-5 minimax polynomial of Cephes' expf (S. L. Moshier, Cephes
+// Math Library 2.2, expf.c; about 1 ulp), scaled by 2^n on the exponent bits. d < -87
+// gives 0 (exp(-87) = 1.6e-38, at the edge of the normal range; -inf -> 0 as torch).
+// Why not Halide::exp: it handles the whole range (overflow selects) and softmax took
+// 27.0 us with it, 24.3 us with this one, for 64 x 1024 (1 thread, L2-resident; 10.2 us
+// without any exp; Halide::fast_exp 22.6 us but about 5 bits short and undefined below -87).
+Expr exp_nonpositive(const Expr& d) {
+  const Expr n = Halide::round(d * 1.44269504088896341f);
+  // strict: Halide's simplifier would fold the two steps into one product with C1 - C2
+  const Expr r = Halide::strict_float(d - n * 0.693359375f + n * 2.12194440e-4f);
+  Expr p = 1.9875691500e-4f;
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  p = p * (r * r) + r + 1.0f;
+  const Expr scale = Halide::reinterpret<float>((Halide::cast<int32_t>(n) + 127) << 23);
+  return Halide::select(d < -87.0f, 0.0f, p * scale);
+}
+
+// Schedule shared by the row-wise ops: rows in parallel blocks; per row, each reduction
+// (compute_at the row loop) and then the output. The first pass reads the row (4 KB at
+// C = 1024) from DRAM, the other passes find it in L1, so the op moves a copy's traffic
+// (read x, write y). Measured at 4096 x 1024 fp32, 2 threads, medians of 80-100 interleaved
+// runs, as % of a same-run Halide copy y = x (best of 4 copy schedules), on a shared 2-vCPU
+// host under load 4-9 (ratios move +-10% between runs):
+//   - partial sums per row (`lanes`): 16 (one vector accumulator) 85 / 78%, 32 (two) 94 / 88%,
+//     64 (four) 92 / 88% for layer_norm in two runs: two accumulators hide the add latency.
+//   - rows per task: 4: 80 / 78%, 16: 94 / 88%, 64: 92 / 87% (layer_norm).
+//   - prefetching the next row (Func::prefetch at the row loop): layer_norm 51 / 33%,
+//     rms_norm 52 / 43%, softmax 45 / 34%, against 94 / 100, 90 / 89, 48 / 55% without:
+//     Halide 14 emits prefetchnta every 64 elements (256 B, a quarter of the lines). One
+//     line per output vector, one row ahead (NonFaulting): rms_norm within noise, layer_norm
+//     and softmax slower. None kept.
+//   - double buffering the input row (a staging Func, store_at the task, fold_storage(r, 2),
+//     async): 35-38 ms instead of 1.2-7 ms for all three (a semaphore hand-off per 4 KB row);
+//     staged without async: layer_norm 57 / 56% against 80 / 73% unstaged. Not kept.
+// Softmax stays near 50% of the copy: its exp pass (0.16 us of the 0.38 us per row, one
+// thread, L2-resident) runs while no DRAM request is in flight, and one core alone draws only
+// about half the copy's bandwidth, so the compute passes do not overlap the streaming.
 // Small tensors (R*C < serial_below) run one serial loop: a thread-pool wake costs 3-47 us.
 void row_schedule(Func y, const std::vector<RowReduce>& reductions,
                   const std::vector<Func>& row_scratch, const RowParams& p) {
@@ -117,15 +151,17 @@ void row_schedule(Func y, const std::vector<RowReduce>& reductions,
     // default order ran the k loop once per vector accumulator (strided passes over the row).
     Var uo("uo"), ui("ui");
     rr.acc.compute_at(yf, ri).vectorize(rr.u, p.vector);
-    rr.acc.update()
-        .split(rr.u, uo, ui, p.vector)
-        .reorder(ui, uo, rr.k)
-        .vectorize(ui)
-        .unroll(uo);
+    rr.acc.update().split(rr.u, uo, ui, p.vector).reorder(ui, uo, rr.k).vectorize(ui).unroll(uo);
     rr.total.compute_at(yf, ri);
   }
   for (Func s : row_scratch) {
-    s.compute_at(yf, ri).vectorize(s.args()[0], p.vector, TailStrategy::GuardWithIf);
+    // One row of storage per task, reused by every row of it (fold_storage(r, 1)): computed
+    // per row without store_at, the row was a heap allocation per row (softmax 7.4 ms
+    // instead of 2.6 ms; the same staging in a copy kernel: 5.6 ms vs 1.6 ms unstaged).
+    s.store_at(yf, ro)
+        .compute_at(yf, ri)
+        .fold_storage(s.args()[1], 1)
+        .vectorize(s.args()[0], p.vector, TailStrategy::GuardWithIf);
   }
 }
 
@@ -144,6 +180,8 @@ NnKernel build_layer_norm(const NnArgs& a) {
   Func mean_d("mean_d");  // mean(x) - x[0]
   mean_d(r) = s.total(r) / Halide::cast<float>(C);
   Func dev("dev");
+  // strict_float: Halide's simplifier reassociates (x - x0) - mean_d into x - (x0 + mean_d)
+  // and undoes the shift (measured: no speed cost at 4096 x 1024).
   dev(c, r) = Halide::strict_float(x(c, r) - x(0, r) - mean_d(r));  // x - mean(x)
   Func dev2("dev2");
   dev2(c, r) = dev(c, r) * dev(c, r);
@@ -183,7 +221,7 @@ NnKernel build_softmax(const NnArgs& a) {
   xf(c, r) = x(c, r);
   RowReduce m = row_reduce("row_max", xf, C, p.lanes, 'm');
   Func e("e");  // exp(x - max), one row at a time (row_schedule's scratch)
-  e(c, r) = Halide::exp(x(c, r) - m.total(r));
+  e(c, r) = exp_nonpositive(x(c, r) - m.total(r));
   RowReduce s = row_reduce("exp_sum", e, C, p.lanes, '+');
   Func y("y");
   y(c, r) = e(c, r) * (1.0f / s.total(r));
