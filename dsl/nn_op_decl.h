@@ -83,6 +83,10 @@ struct NnKernel {
 
 using NnBuildFn = std::function<NnKernel(const NnArgs&)>;
 
+// The Func of a declared output, named exactly `name`: the output's name is the kernel's
+// argument name, and Func(name) would become "name$1" in the second pipeline of a process.
+Halide::Func output_func(const std::string& name);
+
 struct NnAlgorithm {
   std::string name;          // "" when the op has one algorithm; else e.g. "direct", "winograd"
   std::string applies_when;  // shape expression; "" = always
@@ -95,6 +99,9 @@ struct NnAlgorithm {
 struct NnCost {
   std::string flops;  // floating-point operations ("" for memory-bound ops)
   std::string bytes;  // bytes an ideal kernel moves: every input read once, outputs written
+  // A typical call, `opforge bench`'s default problem: tensor shapes (outermost first) and
+  // scalar values, e.g. "x=4096,1024 gamma=1024 beta=1024 eps=1e-05".
+  std::string example;
 };
 
 class NnOpDecl {
@@ -120,10 +127,14 @@ class NnOpDecl {
   // Typical extent of a dim: the estimate set on every buffer dim of that name.
   NnOpDecl& estimate(const std::string& dim, int64_t extent);
   NnOpDecl& cost(std::string flops, std::string bytes);
+  NnOpDecl& example(std::string call);
   NnOpDecl& summary(std::string s);
   NnOpDecl& formula(std::string s);
   NnOpDecl& reference(std::string s);
   NnOpDecl& version(int v);
+  NnOpDecl& kind(std::string k);  // "nn" (default) or "bandwidth" (a same-traffic yardstick)
+  // The bandwidth kernel (an NN op of kind "bandwidth") `opforge bench` compares this op with.
+  NnOpDecl& bandwidth_op(std::string op);
   // Accepted error against the fp64 reference: |k - ref| <= atol + rtol * |ref|.
   NnOpDecl& tolerance(double rtol, double atol);
 
@@ -147,6 +158,8 @@ class NnOpDecl {
   const std::string& formula() const { return formula_; }
   const std::string& reference() const { return reference_; }
   int version() const { return version_; }
+  const std::string& kind() const { return kind_; }
+  const std::string& bandwidth_op() const { return bandwidth_op_; }
   registry::Tolerance tolerance() const { return tolerance_; }
 
   // Defaults filled in, values checked (type, choices), unknown names rejected; throws
@@ -166,7 +179,7 @@ class NnOpDecl {
   std::vector<AttrDecl> attrs_;
   std::map<std::string, int64_t> estimates_;
   NnCost cost_;
-  std::string summary_, formula_, reference_;
+  std::string summary_, formula_, reference_, kind_ = "nn", bandwidth_op_;
   int version_ = 1;
   registry::Tolerance tolerance_{1e-5, 1e-6};
 };

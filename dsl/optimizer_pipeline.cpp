@@ -80,10 +80,16 @@ std::string without_unique_suffixes(const std::string& s) {
   return out;
 }
 
-// The exact text of every Function the output depends on.
-std::string algorithm_text(const Func& out) {
+}  // namespace
+
+std::string algorithm_text(const std::vector<Func>& outs) {
+  std::map<std::string, Halide::Internal::Function> funcs;
+  for (const Func& out : outs) {
+    for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function()))
+      funcs.emplace(name, f);
+  }
   std::vector<std::string> blocks;
-  for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+  for (const auto& [name, f] : funcs) {
     std::ostringstream s;
     ExactPrinter p(s);
     s << "func " << name << "(";
@@ -119,7 +125,9 @@ std::string algorithm_text(const Func& out) {
   return text;
 }
 
-}  // namespace
+std::string algorithm_text(const Func& out) {
+  return algorithm_text(std::vector<Func>{out});
+}
 
 Halide::Type halide_type(registry::DType t) {
   switch (t) {
@@ -540,7 +548,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
                                                            : KernelArg::Kind::input_buffer,
                              a.dtype, dims});
     r.inputs.push_back(
-        {a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1, a.description});
+        {a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1, a.description, {}});
   }
   for (const auto& a : decl.attrs()) {
     r.attrs.push_back(
@@ -569,7 +577,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     }
     const registry::DType t = dtypes.at(states[k]);
     r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, t, dims});
-    r.outputs.push_back({states[k], ob.name(), states[k], t, -1});
+    r.outputs.push_back({states[k], ob.name(), states[k], t, -1, {}});
   }
   // Results after the states, in declaration order: one element each.
   const std::vector<std::string> results = decl.results(attrs);
@@ -579,7 +587,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     Halide::OutputImageParam ob = def.results[k].output_buffer();
     ob.dim(0).set_estimate(0, 1);
     r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
-    r.outputs.push_back({results[k], ob.name(), results[k], registry::DType::f32, -1});
+    r.outputs.push_back({results[k], ob.name(), results[k], registry::DType::f32, -1, {}});
     outs.push_back(def.results[k]);
   }
   r.pipeline = Halide::Pipeline(outs);

@@ -29,6 +29,11 @@ struct ArgLayout {
 std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved);
 Halide::Type halide_type(registry::DType t);
 
+// The exact text of every Function the outputs depend on (floats as hex, Halide's unique-name
+// suffixes dropped, sorted): the algorithm part of a cache key.
+std::string algorithm_text(const std::vector<Halide::Func>& outs);
+std::string algorithm_text(const Halide::Func& out);
+
 // The states in the order of the output Tuple (updated.0, updated.1, ...): declaration order,
 // except that the write-only model copy of the master-weights storage comes first (it is
 // computed from the old values, so it is stored before they are overwritten in place).

@@ -52,3 +52,30 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
                                         const dsl::AttrValues& resolved_attrs);
 
 }  // namespace opforge::generators
+
+#include "dsl/nn_op_decl.h"
+
+namespace opforge::generators {
+
+// An NN variant: one algorithm of an NN op with these attrs, built for each ISA. Together with
+// op_table() this is the whole list the library ships (the builder plans both).
+struct NnVariantSpec {
+  const dsl::NnOpDecl* decl;
+  dsl::AttrValues attrs;  // unspecified attrs take their defaults
+  std::string algorithm;  // one of decl->algorithms()
+  std::vector<std::string> isas;
+};
+const std::vector<NnVariantSpec>& nn_op_table();
+
+// "<op>[__<attr>_<value>...][__<algorithm>]__f32__<isa>".
+std::string nn_variant_id(const dsl::NnOpDecl& decl, const dsl::AttrValues& resolved_attrs,
+                          const std::string& algorithm, const std::string& isa);
+
+// The declaration of an NN op in the table (its bandwidth kernels included); nullptr if none.
+const dsl::NnOpDecl* find_nn_decl(const std::string& op);
+
+// y = x over N fp32 elements: the same-traffic yardstick (read x once, write y once) of the
+// row-wise and elementwise NN ops.
+const dsl::NnOpDecl& bandwidth_copy();
+
+}  // namespace opforge::generators

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/shape_rules.h"
 #include "runtime/suggest.h"
 #include "runtime/views.h"
 
@@ -45,12 +46,6 @@ std::string read_text(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
-  return t + "]";
 }
 
 bool cpuid_f16c() {
@@ -280,18 +275,24 @@ std::string storage_tag(const Descriptor& d) {
   return registry::storage_tag(grad, model, state);
 }
 
-Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
-                         const std::string& isa_in) {
+std::vector<Descriptor> Registry::candidates(const std::string& op,
+                                             const std::map<std::string, std::string>& attrs,
+                                             const std::string& isa_in, std::string* algorithm) {
   std::vector<Descriptor> all = variants(op);
   // Wanted attrs: the declaration's defaults, overridden by the caller's (canonicalized).
   std::map<std::string, std::string> wanted;
   for (const auto& a : all.front().attrs) wanted[a.name] = a.default_value;
   // "storage" (f32, bf16m, f16m, ...) is not a declared attr: it picks among the variants'
-  // tensor storage (storage_tag). Without it, fp32 storage where the op has it.
+  // tensor storage (storage_tag). Without it, fp32 storage where the op has it. "algorithm"
+  // picks an NN op's algorithm by name.
   std::string storage;
   for (const auto& [name, text] : attrs) {
     if (name == "storage" && !all.front().find_attr(name)) {
       storage = text;
+      continue;
+    }
+    if (name == "algorithm" && !all.front().find_attr(name) && all.front().shape.named_dims) {
+      *algorithm = text;
       continue;
     }
     const registry::Attr* a = all.front().find_attr(name);
@@ -302,6 +303,17 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     }
     wanted[name] = canonical_attr(*a, text, op);
   }
+  if (!algorithm->empty()) {
+    std::set<std::string> names;
+    for (const auto& d : all) names.insert(d.algorithm.name);
+    if (!names.count(*algorithm)) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw Error("op '" + op + "' has no algorithm '" + *algorithm + "'" +
+                  did_you_mean(*algorithm, {names.begin(), names.end()}) +
+                  (list.empty() ? " (it has one, unnamed)" : " (it has " + list + ")"));
+    }
+  }
   if (storage.empty()) {
     for (const auto& d : all) {
       if (storage_tag(d) == "f32") storage = "f32";
@@ -309,19 +321,21 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
   }
   std::vector<Descriptor> matching;
   for (auto& d : all) {
-    if (d.attr_values() == wanted && (storage.empty() || storage_tag(d) == storage))
+    if (d.attr_values() == wanted && (storage.empty() || storage_tag(d) == storage) &&
+        (algorithm->empty() || d.algorithm.name == *algorithm))
       matching.push_back(std::move(d));
   }
   if (matching.empty()) {
     std::string w;
     for (const auto& [k, v] : wanted) w += (w.empty() ? "" : ",") + k + "=" + v;
     if (!storage.empty()) w += (w.empty() ? "" : ",") + std::string("storage=") + storage;
+    if (!algorithm->empty()) w += (w.empty() ? "" : ",") + std::string("algorithm=") + *algorithm;
     throw Error("op '" + op + "' has no registered variant with attrs " + w);
   }
   const char* env = std::getenv("OPFORGE_ISA");
   const std::string isa = !isa_in.empty() ? isa_in : (env && *env ? env : "");
-  const Descriptor* best = nullptr;
-  for (const auto& d : matching) {
+  std::vector<Descriptor> out;
+  for (auto& d : matching) {
     bool ok = true;
     std::string missing;
     for (const auto& f : d.target.cpu_features) {
@@ -331,15 +345,61 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     // the highest priority among them wins, as without a forced ISA.
     if (!isa.empty() && d.target.isa == isa) {
       if (!ok) throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing);
-      if (!best || d.target.priority > best->target.priority) best = &d;
+      out.push_back(std::move(d));
+    } else if (isa.empty() && ok) {
+      out.push_back(std::move(d));
     }
-    if (isa.empty() && ok && (!best || d.target.priority > best->target.priority)) best = &d;
   }
-  if (!best) {
+  if (out.empty()) {
     throw Error("op '" + op + "': no variant " +
                 (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'"));
   }
-  return load_descriptor(*best);
+  // Best first: the algorithm's priority (NN ops), then the ISA's.
+  std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
+    if (a.algorithm.priority != b.algorithm.priority)
+      return a.algorithm.priority > b.algorithm.priority;
+    return a.target.priority > b.target.priority;
+  });
+  return out;
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const std::string& isa) {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+  // Without shapes, an algorithm that applies to every shape.
+  for (const auto& d : c) {
+    if (d.algorithm.applies_when.empty()) return load_descriptor(d);
+  }
+  return load_descriptor(c.front());
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const std::vector<Tensor>& tensors,
+                         const std::map<std::string, double>& scalars, const std::string& isa) {
+  const Views v(tensors, scalars);
+  return select(op, attrs, v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size(),
+                isa);
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                         size_t n_scalars, const std::string& isa) {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+  if (!c.front().shape.named_dims) return load_descriptor(c.front());
+  std::map<std::string, const TensorView*> by_name;
+  for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
+  std::map<std::string, double> scalar_map;
+  for (size_t k = 0; k < n_scalars; ++k) scalar_map[scalars[k].name] = scalars[k].value;
+  const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
+  std::string why;
+  for (const auto& d : c) {
+    const std::string no = why_not_applicable(d, b);
+    if (no.empty()) return load_descriptor(d);
+    if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
+  }
+  throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
 }
 
 Kernel& Registry::load(const std::string& variant) {
@@ -386,6 +446,13 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
   for (const auto& in : desc_.inputs) {
     (in.role == Input::Role::scalar ? scalar_inputs_ : tensor_inputs_).push_back(&in);
   }
+  // NN ops: each output is a tensor argument the caller passes by its name.
+  if (desc_.shape.named_dims) {
+    output_slots_.reserve(desc_.outputs.size());
+    for (const auto& o : desc_.outputs)
+      output_slots_.push_back({o.name, Input::Role::tensor, o.dtype, o.rank, "", o.dims});
+    for (const auto& o : output_slots_) tensor_inputs_.push_back(&o);
+  }
   auto slot_of = [](const std::vector<const Input*>& v, const std::string& name) {
     for (size_t k = 0; k < v.size(); ++k) {
       if (v[k]->name == name) return static_cast<int>(k);
@@ -397,7 +464,7 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
     if (a.kind == KernelArg::Kind::output_buffer) {
       name.clear();
       for (const auto& o : desc_.outputs) {
-        if (o.kernel_arg == a.name) name = o.aliases;
+        if (o.kernel_arg == a.name) name = desc_.shape.named_dims ? o.name : o.aliases;
       }
     }
     const int slot =
@@ -408,6 +475,178 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
   if (tensor_inputs_.size() > kMaxArgs || scalar_inputs_.size() > kMaxArgs) {
     throw Error(desc_.variant + ": more than " + std::to_string(kMaxArgs) + " arguments");
   }
+}
+
+void Kernel::fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values,
+                       const double* s_at) const {
+  for (size_t k = 0; k < arg_sources_.size(); ++k) {
+    const ArgSource& src = arg_sources_[k];
+    if (src.kind != KernelArg::Kind::input_scalar) {
+      argv[k] = &bufs[src.slot];
+      continue;
+    }
+    ScalarValue& v = values[src.slot];
+    const double x = s_at[src.slot];
+    const registry::DType t = scalar_inputs_[src.slot]->dtype;
+    if ((t == registry::DType::i32 || t == registry::DType::i64) &&
+        !(std::trunc(x) == x && std::fabs(x) < 9.007199254740992e15)) {
+      throw Error("op '" + desc_.op + "': scalar '" + scalar_inputs_[src.slot]->name +
+                  "' must be an integer, got " + std::to_string(x));
+    }
+    switch (t) {
+      case registry::DType::f64:
+        v.f64 = x;
+        break;
+      case registry::DType::i32:
+        v.i32 = static_cast<int32_t>(x);
+        break;
+      case registry::DType::i64:
+        v.i64 = static_cast<int64_t>(x);
+        break;
+      default:
+        v.f32 = static_cast<float>(x);
+    }
+    argv[k] = &v;
+  }
+}
+
+void Kernel::invoke(void** argv, const std::string& where) {
+  halide_error.clear();
+  const int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
+  if (rc != 0) {
+    throw Error("op '" + desc_.op + "': kernel " + desc_.variant + " failed with Halide error " +
+                std::to_string(rc) + where + (halide_error.empty() ? "" : ": " + halide_error));
+  }
+}
+
+namespace {
+
+std::map<std::string, const TensorView*> views_by_name(const TensorView* t, size_t n) {
+  std::map<std::string, const TensorView*> out;
+  for (size_t k = 0; k < n; ++k) out[t[k].name] = &t[k];
+  return out;
+}
+
+std::map<std::string, double> scalars_by_name(const ScalarView* s, size_t n) {
+  std::map<std::string, double> out;
+  for (size_t k = 0; k < n; ++k) out[s[k].name] = s[k].value;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> Kernel::output_shapes(
+    const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars) const {
+  const Views v(tensors, scalars);
+  return output_shapes(v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size());
+}
+
+std::vector<std::vector<int64_t>> Kernel::output_shapes(const TensorView* tensors,
+                                                        size_t n_tensors,
+                                                        const ScalarView* scalars,
+                                                        size_t n_scalars) const {
+  if (!desc_.shape.named_dims) {
+    throw Error("op '" + desc_.op + "' updates its states in place: it has no output shapes");
+  }
+  return bind_shapes(desc_, views_by_name(tensors, n_tensors),
+                     scalars_by_name(scalars, n_scalars))
+      .output_shapes;
+}
+
+std::map<std::string, int64_t> Kernel::shape_values(const TensorView* tensors, size_t n_tensors,
+                                                    const ScalarView* scalars,
+                                                    size_t n_scalars) const {
+  if (!desc_.shape.named_dims) throw Error("op '" + desc_.op + "' has no named dims");
+  return bind_shapes(desc_, views_by_name(tensors, n_tensors), scalars_by_name(scalars, n_scalars))
+      .env;
+}
+
+// NN ops: named dims bound across the inputs, checks, output shapes, the algorithm's
+// condition; then each tensor as a dense row-major Halide buffer (innermost dim first), a
+// tensor without its optional leading dim broadcast over it (stride 0).
+void Kernel::call_named(const TensorView* const* t_at, const double* s_at) {
+  const Descriptor& d = desc_;
+  auto fail = [&](const std::string& msg) { return Error("op '" + d.op + "': " + msg); };
+  const size_t n_in = tensor_inputs_.size() - output_slots_.size();
+  std::map<std::string, const TensorView*> inputs;
+  for (size_t k = 0; k < n_in; ++k) inputs[tensor_inputs_[k]->name] = t_at[k];
+  std::map<std::string, double> scalars;
+  for (size_t k = 0; k < scalar_inputs_.size(); ++k) scalars[scalar_inputs_[k]->name] = s_at[k];
+  const BoundShapes b = bind_shapes(d, inputs, scalars);
+  const std::string why = why_not_applicable(d, b);
+  if (!why.empty()) {
+    throw fail("variant " + d.variant + ": " + why +
+               " (Registry::select with the call's tensors picks an algorithm that applies)");
+  }
+  auto shape_of = [](const TensorView& t) {
+    return std::vector<int64_t>(t.shape, t.shape + t.rank);
+  };
+  bool empty = false;
+  for (size_t j = 0; j < output_slots_.size(); ++j) {
+    const TensorView& t = *t_at[n_in + j];
+    const std::vector<int64_t>& want = b.output_shapes[j];
+    if (shape_of(t) != want) {
+      std::string dims;
+      for (const auto& e : output_slots_[j].dims) dims += (dims.empty() ? "" : ", ") + e;
+      throw fail("output '" + output_slots_[j].name + "' has shape " + shape_text(shape_of(t)) +
+                 ", expected " + shape_text(want) + " = [" + dims + "]");
+    }
+    for (int64_t e : want) empty = empty || e == 0;
+  }
+  // Outputs are written while inputs are read: no output may overlap another tensor.
+  auto bytes = [&](size_t k) {
+    int64_t n = registry::dtype_bytes(t_at[k]->dtype);
+    for (int r = 0; r < t_at[k]->rank; ++r) n *= t_at[k]->shape[r];
+    return n;
+  };
+  for (size_t a = n_in; a < tensor_inputs_.size(); ++a) {
+    for (size_t o = 0; o < tensor_inputs_.size(); ++o) {
+      if (o == a) continue;
+      const char* pa = static_cast<const char*>(t_at[a]->data);
+      const char* po = static_cast<const char*>(t_at[o]->data);
+      if (bytes(a) && bytes(o) && pa < po + bytes(o) && po < pa + bytes(a)) {
+        throw fail(std::string("output '") + t_at[a]->name + "' overlaps argument '" +
+                   t_at[o]->name + "' in memory");
+      }
+    }
+  }
+  if (empty) return;
+  constexpr int kMaxDims = 8;
+  halide_dimension_t dims[kMaxArgs][kMaxDims];
+  halide_buffer_t bufs[kMaxArgs];
+  for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
+    const Input& in = *tensor_inputs_[k];
+    const TensorView& t = *t_at[k];
+    const int rank = static_cast<int>(in.dims.size());
+    if (rank > kMaxDims) throw fail("argument '" + in.name + "' has more than 8 dims");
+    const bool omitted = t.rank == rank - 1;  // bind_shapes allowed it: optional leading dim
+    int64_t stride = 1;
+    for (int hd = 0; hd < rank; ++hd) {  // Halide dim hd is numpy dim rank - 1 - hd
+      const int nd = rank - 1 - hd;
+      int64_t extent = 0, s = stride;
+      if (omitted && nd == 0) {
+        std::string name = in.dims[0];
+        name.pop_back();
+        extent = b.env.at(name);
+        s = 0;
+      } else {
+        extent = t.shape[nd - (omitted ? 1 : 0)];
+        stride *= extent;
+      }
+      if (extent > std::numeric_limits<int32_t>::max() || s > std::numeric_limits<int32_t>::max())
+        throw fail("argument '" + in.name + "' is too large for a kernel call");
+      dims[k][hd] = {0, static_cast<int32_t>(extent), static_cast<int32_t>(s), 0};
+    }
+    bufs[k] = halide_buffer_t{};
+    bufs[k].host = static_cast<uint8_t*>(t.data);
+    bufs[k].type = halide_type_of(t.dtype);
+    bufs[k].dimensions = rank;
+    bufs[k].dim = dims[k];
+  }
+  ScalarValue values[kMaxArgs];
+  void* argv[3 * kMaxArgs];
+  fill_argv(argv, bufs, values, s_at);
+  invoke(argv, "");
 }
 
 void Kernel::call(const std::vector<Tensor>& tensors,
@@ -513,6 +752,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
                    "' has more elements than fit in 64 bits " + shape_text(shape_of(*t)));
       }
     }
+    if (e > limit && d.shape.named_dims) {
+      throw fail(std::string("argument '") + t->name + "' has " + std::to_string(e) +
+                 " elements, more than a kernel call takes (" + std::to_string(limit) + ")");
+    }
     if (e > limit && !split_ok) {
       throw fail(std::string("argument '") + t->name + "' has " + std::to_string(e) +
                  " elements, more than this kernel's limit of " + std::to_string(limit) +
@@ -520,6 +763,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
     }
     if (e > 0 && !t->data) throw fail(std::string("argument '") + t->name + "' has no data");
     elements[k] = e;
+  }
+  if (d.shape.named_dims) {
+    call_named(t_at, s_at);
+    return;
   }
   auto slot_of = [&](const std::string& name) {
     size_t k = 0;
@@ -657,12 +904,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
 
   // One halide_buffer_t per tensor; an output gets the buffer of the state it overwrites.
   halide_buffer_t bufs[kMaxArgs];
-  union ScalarValue {
-    float f32;
-    double f64;
-    int32_t i32;
-    int64_t i64;
-  } scalar_values[kMaxArgs];
+  ScalarValue scalar_values[kMaxArgs];
   void* argv[3 * kMaxArgs];
   for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
     bufs[k] = halide_buffer_t{};
@@ -671,47 +913,13 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
     bufs[k].dimensions = rank[k];
     bufs[k].dim = dims[k];
   }
-  for (size_t k = 0; k < arg_sources_.size(); ++k) {
-    const ArgSource& src = arg_sources_[k];
-    if (src.kind == KernelArg::Kind::input_scalar) {
-      ScalarValue& v = scalar_values[src.slot];
-      const double x = s_at[src.slot];
-      const registry::DType t = scalar_inputs_[src.slot]->dtype;
-      if ((t == registry::DType::i32 || t == registry::DType::i64) &&
-          !(std::trunc(x) == x && std::fabs(x) < 9.007199254740992e15)) {
-        throw fail("scalar '" + scalar_inputs_[src.slot]->name + "' must be an integer, got " +
-                   std::to_string(x));
-      }
-      switch (t) {
-        case registry::DType::f64:
-          v.f64 = x;
-          break;
-        case registry::DType::i32:
-          v.i32 = static_cast<int32_t>(x);
-          break;
-        case registry::DType::i64:
-          v.i64 = static_cast<int64_t>(x);
-          break;
-        default:
-          v.f32 = static_cast<float>(x);
-      }
-      argv[k] = &v;
-    } else {
-      argv[k] = &bufs[src.slot];
-    }
-  }
+  fill_argv(argv, bufs, scalar_values, s_at);
   // off/len: the slice a chunked call runs (len 0: the whole call); named only on failure.
   auto run = [&](int64_t off, int64_t len, int64_t n) {
-    halide_error.clear();
-    const int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
-    if (rc != 0) {
-      const std::string where =
-          len == 0 ? std::string()
-                   : " on elements [" + std::to_string(off) + ", " + std::to_string(off + len) +
-                         ") of " + std::to_string(n) + " (earlier slices are already updated)";
-      throw fail("kernel " + d.variant + " failed with Halide error " + std::to_string(rc) + where +
-                 (halide_error.empty() ? "" : ": " + halide_error));
-    }
+    invoke(argv, len == 0 ? std::string()
+                          : " on elements [" + std::to_string(off) + ", " +
+                                std::to_string(off + len) + ") of " + std::to_string(n) +
+                                " (earlier slices are already updated)");
   };
   if (!d.shape.elementwise || !d.shape.segments.empty()) {
     run(0, 0, 0);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dsl/fingerprint.h"
+#include "dsl/nn_pipeline.h"
 #include "dsl/rules/rule_decl.h"
 #include "generators/auto_schedules.h"
 #include "registry/builder/halide_identity.h"
@@ -93,7 +94,57 @@ bool has_reduction(const Halide::Pipeline& p) {
 
 }  // namespace
 
+namespace {
+
+// An NN variant's descriptor: named dims, fresh outputs, shape checks, the algorithm and its
+// condition, the cost expressions. Traffic per output element: what a kernel reading every
+// input once and writing every output once moves, for the row-wise and elementwise ops whose
+// inputs besides the first are per-row or smaller (gamma, beta); cost.bytes is exact.
+registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
+                                        const std::string& halide_version) {
+  const dsl::NnOpDecl& d = *v.nn;
+  const dsl::NnAlgorithm& algo = d.find_algorithm(v.algorithm);
+  registry::Descriptor r;
+  r.op = d.name();
+  r.op_version = d.version();
+  r.variant = v.id;
+  r.summary = d.summary();
+  r.formula = d.formula();
+  r.reference = d.reference();
+  r.kind = d.kind();
+  r.inputs = v.pipeline.inputs;
+  r.outputs = v.pipeline.outputs;
+  r.attrs = v.pipeline.attrs;
+  r.shape.elementwise = false;
+  r.shape.named_dims = true;
+  r.shape.max_elements = std::numeric_limits<int32_t>::max();
+  for (const auto& c : d.checks()) r.shape.checks.push_back({c.condition, c.message});
+  r.kernel.file = "kernels/" + v.id + ".so";
+  r.kernel.entry = v.id;
+  r.kernel.args = v.pipeline.kernel_args;
+  r.target = {v.isa.name, v.target.to_string(), v.isa.cpu_features, v.isa.priority};
+  r.schedule.recipe = v.pipeline.schedule_recipe;
+  for (const auto& [k, val] : v.pipeline.schedule_params)
+    r.schedule.params[k] = std::to_string(val);
+  r.schedule.summary = v.pipeline.schedule_summary;
+  r.tolerance = d.tolerance();
+  r.traffic = {0, 0};
+  if (!r.inputs.empty() && !r.outputs.empty()) {
+    r.traffic = {registry::dtype_bytes(r.inputs.front().dtype),
+                 registry::dtype_bytes(r.outputs.front().dtype)};
+  }
+  r.cache_key = v.key.hex_digest();
+  r.halide_version = halide_version;
+  r.bandwidth_op = d.bandwidth_op();
+  r.algorithm = {algo.name, algo.applies_when, algo.priority, algo.description};
+  r.cost = {d.cost().flops, d.cost().bytes, d.cost().example};
+  return r;
+}
+
+}  // namespace
+
 registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
+  if (v.nn) return make_nn_descriptor(v, halide_version);
   const dsl::OptimizerDecl& d = *v.decl;
   registry::Descriptor r;
   r.op = d.name();
@@ -296,13 +347,18 @@ std::vector<generators::VariantSpec> table_with_rules(
 
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
-                                          const HalideIdentity& hid) {
+                                          const HalideIdentity& hid,
+                                          const std::vector<generators::NnVariantSpec>& nn_rows) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
   // A partial build brings the bandwidth kernels its ops are benchmarked against.
   for (const auto& row : rows) {
     if (wanted.count(row.decl->name()) && !row.decl->sparse()) {
       found.insert(generators::bandwidth_for(*row.decl, row.decl->resolve_attrs(row.attrs)).name());
     }
+  }
+  for (const auto& row : nn_rows) {
+    if (wanted.count(row.decl->name()) && !row.decl->bandwidth_op().empty())
+      found.insert(row.decl->bandwidth_op());
   }
   wanted.insert(found.begin(), found.end());
   found.clear();
@@ -318,6 +374,8 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
           Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
       PlannedVariant v{generators::variant_id(*row.decl, attrs, isa.name),
                        row.decl,
+                       nullptr,
+                       "",
                        isa,
                        target,
                        dsl::build_optimizer_pipeline(*row.decl, attrs, row.schedule, target),
@@ -338,6 +396,8 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
           generators::auto_variant_id(generators::variant_id(*row.decl, attrs, isa.name));
       PlannedVariant v{id,
                        row.decl,
+                       nullptr,
+                       "",
                        isa,
                        target,
                        generators::auto_scheduled_pipeline(*row.decl, attrs, target, id),
@@ -345,6 +405,31 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
       if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
       v.key = auto_kernel_key(hid, target, v.id, v.pipeline,
                               generators::find_auto_schedule(id)->source);
+      out.push_back(std::move(v));
+    }
+  }
+  // NN variants: one per (row, ISA); their hand schedules are in generators/nn_*.cpp, so the
+  // key carries those sources' fingerprint too.
+  for (const auto& row : nn_rows) {
+    const std::string& op = row.decl->name();
+    if (!wanted.empty() && !wanted.count(op)) continue;
+    found.insert(op);
+    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
+    for (const auto& isa_name : row.isas) {
+      const generators::Isa& isa = generators::isa(isa_name);
+      Halide::Target target =
+          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      PlannedVariant v{generators::nn_variant_id(*row.decl, attrs, row.algorithm, isa.name),
+                       nullptr,
+                       row.decl,
+                       row.algorithm,
+                       isa,
+                       target,
+                       dsl::build_nn_pipeline(*row.decl, row.algorithm, attrs, target),
+                       {}};
+      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
+      v.key = kernel_key(hid, target, v.id, v.pipeline);
+      v.key.add("nn_sources", generators::nn_sources_fingerprint());
       out.push_back(std::move(v));
     }
   }
@@ -366,7 +451,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   cache::CompileCache cache(report.cache_dir);
   llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(report.cache_dir);
-  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid);
+  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid, generators::nn_op_table());
 
   // The shared runtime first: every kernel links against it.
   const cache::KeyBuilder rt_key = runtime_key(hid);
@@ -397,7 +482,7 @@ BuildReport build_registry(const BuildOptions& opts) {
       PlannedVariant& v = plan[k];
       VariantResult& r = results[k];
       r.variant = v.id;
-      r.op = v.decl->name();
+      r.op = v.op();
       r.isa = v.isa.name;
       r.key = v.key.hex_digest();
       try {
@@ -434,7 +519,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   index.runtime_library = std::string("lib/") + kRuntimeLibrary;
   index.halide_version = hid.version;
   std::set<std::string> rebuilt_ops;
-  for (const auto& v : plan) rebuilt_ops.insert(v.decl->name());
+  for (const auto& v : plan) rebuilt_ops.insert(v.op());
   if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
   // Every descriptor must pass the reader's validation before anything is installed.
   std::vector<registry::Descriptor> descs;
@@ -452,7 +537,7 @@ BuildReport build_registry(const BuildOptions& opts) {
     install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
     const std::string desc_file = "ops/" + v.id + ".json";
     install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
-    index.variants.push_back({v.id, v.decl->name(), desc_file, v.isa.name, d.attr_values()});
+    index.variants.push_back({v.id, v.op(), desc_file, v.isa.name, d.attr_values()});
   }
   cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
   std::set<std::string> keep;

@@ -47,7 +47,10 @@ BuildReport build_registry(const BuildOptions& opts);
 // A planned variant: everything needed to key, compile and describe it.
 struct PlannedVariant {
   std::string id;
-  const dsl::OptimizerDecl* decl;
+  const dsl::OptimizerDecl* decl;  // null for an NN variant
+  const dsl::NnOpDecl* nn = nullptr;
+  std::string algorithm;  // NN: one of nn->algorithms()
+  const std::string& op() const { return nn ? nn->name() : decl->name(); }
   generators::Isa isa;
   Halide::Target target;
   dsl::OptimizerPipeline pipeline;
@@ -77,9 +80,11 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
 // Plans every variant of `rows` (filtered by `only`); throws on unknown ops or duplicate ids.
 // Rows with `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a
 // twin whose schedule file is not compiled in is an error naming `opforge autoschedule OP`.
+// NN rows (generators::nn_op_table()) plan one variant per (row, ISA); `only` may name either.
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
-                                          const HalideIdentity& hid);
+                                          const HalideIdentity& hid,
+                                          const std::vector<generators::NnVariantSpec>& nn_rows = {});
 
 // The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
 // need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming

@@ -18,6 +18,7 @@
 
 #include "opforge/runtime.hpp"
 #include "registry/cli/bench_model.h"
+#include "registry/cli/bench_nn.h"
 #include "registry/cli/bench_workload.h"
 #include "registry/cli/commands.h"
 
@@ -379,6 +380,17 @@ int cmd_bench(const Args& a) {
     }
     return 0;
   }
+  if (target == "nn") return bench_nn_all(a, *reg);
+  if (target != "all" && reg->variants(target).front().shape.named_dims) {
+    const nlohmann::json j = bench_nn(a, *reg, target, given);
+    if (a.has("json")) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_nn(j);
+    }
+    return 0;
+  }
+  if (a.has("shape")) throw UsageError("--shape is for NN ops");
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);
     // Without --variant, an autoscheduled twin of the selected variant runs alongside.

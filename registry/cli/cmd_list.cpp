@@ -94,6 +94,77 @@ int cmd_list(const Args& a) {
   return 0;
 }
 
+std::string dims_text(const std::vector<std::string>& dims) {
+  return "[" + join(dims, ", ") + "]";
+}
+
+// An NN op: named dims, fresh outputs and their shape rule, the checks, and every algorithm
+// with the condition under which the runtime picks it.
+void describe_nn(const std::vector<registry::Descriptor>& vs) {
+  const registry::Descriptor& d = vs.front();
+  std::printf("arguments (in order; dims outermost first, a leading \"B?\" may be omitted):\n");
+  for (const auto& in : d.inputs) {
+    const bool scalar = in.role == registry::Input::Role::scalar;
+    std::printf("  %-12s %-8s %-22s %s\n", in.name.c_str(), registry::dtype_name(in.dtype),
+                scalar ? "scalar" : dims_text(in.dims).c_str(), in.description.c_str());
+  }
+  std::printf("outputs (fresh buffers, passed by name):\n");
+  for (const auto& o : d.outputs) {
+    std::printf("  %-12s %-8s %s\n", o.name.c_str(), registry::dtype_name(o.dtype),
+                dims_text(o.dims).c_str());
+  }
+  std::printf("checks (every call):\n");
+  if (d.shape.checks.empty()) std::printf("  (none beyond equal extents of equal dim names)\n");
+  for (const auto& c : d.shape.checks)
+    std::printf("  %-40s %s\n", c.condition.c_str(), c.message.c_str());
+  std::printf("attrs:\n");
+  if (d.attrs.empty()) std::printf("  (none)\n");
+  for (const auto& at : d.attrs) {
+    std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
+                registry::attr_type_name(at.type), at.default_value.c_str(),
+                at.description.c_str());
+  }
+  // One line per algorithm, best priority first: the runtime's choice rule.
+  std::vector<const registry::Descriptor*> algos;
+  std::set<std::string> seen;
+  for (const auto& v : vs) {
+    if (seen.insert(v.algorithm.name).second) algos.push_back(&v);
+  }
+  std::stable_sort(algos.begin(), algos.end(), [](const auto* a, const auto* b) {
+    return a->algorithm.priority > b->algorithm.priority;
+  });
+  std::printf(
+      "algorithms (the runtime takes the highest priority whose condition holds for the call; "
+      "--attr algorithm=NAME forces one):\n");
+  for (const auto* v : algos) {
+    const auto& al = v->algorithm;
+    std::printf("  %-10s priority %-3d when %s\n      %s\n",
+                al.name.empty() ? "(default)" : al.name.c_str(), al.priority,
+                al.applies_when.empty() ? "always" : al.applies_when.c_str(),
+                al.description.c_str());
+  }
+  std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
+              d.tolerance.rtol);
+  if (!d.cost.flops.empty() || !d.cost.bytes.empty())
+    std::printf("cost per call: flops %s; bytes %s\n",
+                d.cost.flops.empty() ? "-" : d.cost.flops.c_str(),
+                d.cost.bytes.empty() ? "-" : d.cost.bytes.c_str());
+  std::printf("\nvariants:\n");
+  for (const auto& v : vs) {
+    std::printf("  %-50s %-7s %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
+                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
+  }
+  std::printf("\nrun it: opforge run %s", d.op.c_str());
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      std::printf(" --scalar %s=VALUE", in.name.c_str());
+    } else {
+      std::printf(" --in %s=%s.npy", in.name.c_str(), in.name.c_str());
+    }
+  }
+  std::printf(" --out DIR\n");
+}
+
 std::string op_help(const Args& a, const std::string& op) {
   const registry::Descriptor d = Registry::open(registry_dir(a))->variants(op).front();
   std::string s = d.op + ": " + d.summary + "\n  " + d.formula + "\n\narguments (in order):\n";
@@ -102,8 +173,8 @@ std::string op_help(const Args& a, const std::string& op) {
     std::string left = std::string(scalar ? "  --scalar " : "  --in ") + in.name +
                        (scalar ? "=VALUE" : "=FILE.npy");
     left.resize(std::max<size_t>(left.size() + 1, 32), ' ');
-    s += left + registry::role_name(in.role) + ", " + registry::dtype_name(in.dtype) + ": " +
-         in.description + "\n";
+    s += left + (in.dims.empty() ? registry::role_name(in.role) : dims_text(in.dims)) + ", " +
+         registry::dtype_name(in.dtype) + ": " + in.description + "\n";
   }
   for (const auto& at : d.attrs) {
     std::string left = "  --attr " + at.name + "=" + registry::attr_type_name(at.type);
@@ -126,6 +197,10 @@ int cmd_describe(const Args& a) {
   const registry::Descriptor& d = vs.front();
   std::printf("%s (v%d, %s): %s\n", d.op.c_str(), d.op_version, d.kind.c_str(), d.summary.c_str());
   std::printf("  reference: %s\n  formula:   %s\n\n", d.reference.c_str(), d.formula.c_str());
+  if (d.shape.named_dims) {
+    describe_nn(vs);
+    return 0;
+  }
   std::printf("arguments (in order):\n");
   for (const auto& in : d.inputs) {
     std::printf("  %-14s %-9s %-8s %s\n", in.name.c_str(), registry::role_name(in.role),

@@ -130,8 +130,9 @@ const std::vector<Command>& commands() {
          {"threads", "N", "Halide thread pool size (default: all cores)"}}},
        cmd_run},
       {{"bench",
-        "OP|all",
-        "Time an op (or every op: all) against the bandwidth kernel with the same traffic",
+        "OP|all|nn",
+        "Time an op (or every optimizer op: all; every NN op: nn) against the bandwidth kernel "
+        "with the same traffic and, for NN ops, every algorithm that applies and oneDNN",
         {registry_option(),
          {"n", "N", "elements per tensor (default 1e6; accepts 1e7)"},
          {"rows", "R", "sparse ops: rows of the states (default 1e5)"},
@@ -152,6 +153,9 @@ const std::vector<Command>& commands() {
               "): one call over flat buffers holding every tensor, one call per tensor on the "
               "same buffers, and the bandwidth kernel, interleaved; elementwise ops only"},
          {"align", "N", "--model: each tensor starts at a multiple of N elements (default 32)"},
+         {"shape", "NAME=D0,D1,...",
+          "NN ops: a tensor's shape (outermost first); default: the op's example call",
+          true},
          {"models", "", "list the model presets (tensors, elements, source) and exit", false, true},
          json}},
        cmd_bench},

@@ -1,6 +1,8 @@
 // opforge: regenerate, list, describe, inspect, run and benchmark the op library.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 #include <iostream>
 
 #include "opforge/runtime.hpp"
@@ -24,6 +26,18 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   using namespace opforge::cli;
+  // oneDNN (bench's peer) runs on libgomp, which reads its settings when it loads: its workers
+  // would spin ~10 ms after each region, stealing the cores Halide's pool runs on. `bench`
+  // restarts itself once with a passive wait policy and the bench's thread count.
+  if (argc > 1 && std::string(argv[1]) == "bench" && !std::getenv("OMP_WAIT_POLICY")) {
+    std::string threads = "2";
+    for (int i = 2; i + 1 < argc; ++i) {
+      if (std::string(argv[i]) == "--threads") threads = argv[i + 1];
+    }
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (!std::getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    execv("/proc/self/exe", argv);  // on failure, run as we are
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     print_usage();
     return argc < 2 ? 2 : 0;

@@ -2,6 +2,8 @@
 // The JSON form is documented field by field in registry/SCHEMA.md.
 #include "registry/format/descriptor.h"
 
+#include "registry/format/shape_expr.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -348,7 +350,7 @@ const char* const kArgKindNames[] = {"input_buffer", "input_scalar", "output_buf
 const KernelArg::Kind kArgKinds[] = {KernelArg::Kind::input_buffer, KernelArg::Kind::input_scalar,
                                      KernelArg::Kind::output_buffer};
 
-const char* const kKinds[] = {"optimizer", "bandwidth"};
+const char* const kKinds[] = {"optimizer", "bandwidth", "nn"};
 
 template <typename E, size_t N>
 const char* enum_name(E value, const E (&values)[N], const char* const (&names)[N]) {
@@ -503,6 +505,7 @@ ojson input_json(const Input& in) {
   j["dtype"] = dtype_name(in.dtype);
   j["rank"] = in.rank;
   j["description"] = in.description;
+  if (!in.dims.empty()) j["dims"] = in.dims;
   return j;
 }
 
@@ -513,6 +516,7 @@ ojson output_json(const Output& out) {
   j["aliases"] = out.aliases;
   j["dtype"] = dtype_name(out.dtype);
   j["rank"] = out.rank;
+  if (!out.dims.empty()) j["dims"] = out.dims;
   return j;
 }
 
@@ -539,7 +543,16 @@ ojson shape_json(const ShapeConstraints& s) {
   j["splittable"] = s.splittable;
   j["multi_tensor"] = s.multi_tensor;
   if (!s.segments.empty()) j["segments"] = s.segments;
-  if (!s.elementwise) {
+  if (s.named_dims) {
+    j["named_dims"] = true;
+    j["checks"] = ojson::array();
+    for (const auto& c : s.checks) {
+      ojson jc;
+      jc["condition"] = c.condition;
+      jc["message"] = c.message;
+      j["checks"].push_back(jc);
+    }
+  } else if (!s.elementwise) {
     j["indices"] = s.indices;
     j["row_slices"] = s.row_slices;
   }
@@ -606,6 +619,7 @@ Input parse_input(const std::string& origin, const json& j, const std::string& p
   in.dtype = dtype_field(o, "dtype");
   in.rank = static_cast<int>(o.integer("rank", -1, INT_MAX));
   in.description = o.opt_str("description");
+  if (o.field("dims", false)) in.dims = string_array(origin, o.array("dims"), o.at("dims"));
   if (in.role == Input::Role::scalar && in.rank != 0)
     o.fail_at("rank", "a scalar input has rank 0");
   o.finish();
@@ -621,6 +635,7 @@ Output parse_output(const std::string& origin, const json& j, const std::string&
   out.aliases = o.opt_str("aliases");
   out.dtype = dtype_field(o, "dtype");
   out.rank = static_cast<int>(o.integer("rank", -1, INT_MAX));
+  if (o.field("dims", false)) out.dims = string_array(origin, o.array("dims"), o.at("dims"));
   o.finish();
   return out;
 }
@@ -674,7 +689,15 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   if (o.field("splittable", false)) s.splittable = o.boolean("splittable");
   if (o.field("multi_tensor", false)) s.multi_tensor = o.boolean("multi_tensor");
   s.segments = o.opt_str("segments");
-  if (!s.elementwise) {
+  if (o.field("named_dims", false)) s.named_dims = o.boolean("named_dims");
+  if (s.named_dims) {
+    const json& checks = o.array("checks");
+    for (size_t i = 0; i < checks.size(); ++i) {
+      Obj c(origin, checks[i], child(o.at("checks"), i));
+      s.checks.push_back({c.str("condition"), c.str("message")});
+      c.finish();
+    }
+  } else if (!s.elementwise) {
     s.indices = o.str("indices");
     s.row_slices = string_array(origin, o.array("row_slices"), o.at("row_slices"));
   }
@@ -954,7 +977,7 @@ void check_shape(const Descriptor& d, const std::string& origin) {
                "unsplittable op");
     }
   }
-  if (d.shape.elementwise) return;
+  if (d.shape.elementwise || d.shape.named_dims) return;
   const Input* idx = d.find_input(d.shape.indices);
   if (!idx || idx->role == Input::Role::scalar ||
       (idx->dtype != DType::i32 && idx->dtype != DType::i64)) {
@@ -1006,6 +1029,97 @@ void parse_identity(Obj& o, Descriptor& d) {
   d.halide_version = o.str("halide_version");
 }
 
+Algorithm parse_algorithm(const std::string& origin, const json& j, const std::string& ptr) {
+  Obj o(origin, j, ptr);
+  Algorithm a;
+  a.name = o.str("name");
+  if (!a.name.empty() && !is_valid_op_name(a.name))
+    o.fail_at("name", quote(a.name) + " is not a valid algorithm name (^[a-z][a-z0-9_]{0,63}$)");
+  a.applies_when = o.str("applies_when");
+  a.priority = static_cast<int>(o.integer("priority", INT_MIN, INT_MAX));
+  a.description = o.opt_str("description");
+  o.finish();
+  return a;
+}
+
+Cost parse_cost(const std::string& origin, const json& j, const std::string& ptr) {
+  Obj o(origin, j, ptr);
+  Cost c{o.str("flops"), o.str("bytes"), o.opt_str("example")};
+  o.finish();
+  return c;
+}
+
+// An NN descriptor's dims and expressions: dim names are identifiers (a leading "B?" may be
+// optional), ranks match, every expression parses and names only dims, int/bool scalars and
+// int/bool attrs; outputs are fresh buffers.
+void check_named_dims(const Descriptor& d, const std::string& origin) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < d.inputs.size(); ++i) {
+    const Input& in = d.inputs[i];
+    const std::string ptr = child("/inputs", i);
+    if (in.role == Input::Role::scalar) {
+      if (in.dtype == DType::i32 || in.dtype == DType::i64) names.insert(in.name);
+      continue;
+    }
+    if (in.role != Input::Role::tensor)
+      fail(origin, child(ptr, "role"), "an NN op's tensor inputs have role tensor");
+    if (static_cast<int>(in.dims.size()) != in.rank)
+      fail(origin, child(ptr, "dims"),
+           "names " + std::to_string(in.dims.size()) + " dims for rank " + std::to_string(in.rank));
+    for (size_t k = 0; k < in.dims.size(); ++k) {
+      std::string n = in.dims[k];
+      if (k == 0 && !n.empty() && n.back() == '?') n.pop_back();
+      if (!is_valid_identifier(n))
+        fail(origin, child(child(ptr, "dims"), k),
+             quote(in.dims[k]) + " is not a dim name (an identifier; \"B?\" first for optional)");
+      names.insert(n);
+    }
+  }
+  for (const Attr& a : d.attrs) {
+    if (a.type == Attr::Type::boolean || a.type == Attr::Type::integer) names.insert(a.name);
+  }
+  auto check_expr = [&](const std::string& text, const std::string& ptr) {
+    try {
+      for (const auto& n : ShapeExpr::parse(text).names()) {
+        if (!names.count(n))
+          fail(origin, ptr, quote(n) + " in " + quote(text) +
+                                " is not a dim, an int scalar or an int/bool attr of the op");
+      }
+    } catch (const ShapeExprError& e) {
+      fail(origin, ptr, e.what());
+    }
+  };
+  for (size_t i = 0; i < d.outputs.size(); ++i) {
+    const Output& out = d.outputs[i];
+    const std::string ptr = child("/outputs", i);
+    if (!out.aliases.empty()) fail(origin, child(ptr, "aliases"), "NN outputs are fresh buffers");
+    if (static_cast<int>(out.dims.size()) != out.rank)
+      fail(origin, child(ptr, "dims"), "has " + std::to_string(out.dims.size()) +
+                                           " dims for rank " + std::to_string(out.rank));
+    for (size_t k = 0; k < out.dims.size(); ++k) {
+      std::string e = out.dims[k];
+      if (k == 0 && !e.empty() && e.back() == '?') e.pop_back();
+      check_expr(e, child(child(ptr, "dims"), k));
+    }
+  }
+  for (size_t i = 0; i < d.shape.checks.size(); ++i)
+    check_expr(d.shape.checks[i].condition, child(child("/shape/checks", i), "condition"));
+  if (!d.algorithm.applies_when.empty()) check_expr(d.algorithm.applies_when, "/algorithm/applies_when");
+  if (!d.cost.flops.empty()) check_expr(d.cost.flops, "/cost/flops");
+  if (!d.cost.bytes.empty()) check_expr(d.cost.bytes, "/cost/bytes");
+  for (size_t i = 0; i < d.kernel.args.size(); ++i) {
+    const KernelArg& a = d.kernel.args[i];
+    int rank = -1;
+    if (const Input* in = d.find_input(a.name)) rank = in->rank;
+    for (const Output& out : d.outputs) {
+      if (out.kernel_arg == a.name) rank = out.rank;
+    }
+    if (rank != a.dims)
+      fail(origin, child(child("/kernel/args", i), "dims"),
+           "has " + std::to_string(a.dims) + " dims, its tensor has rank " + std::to_string(rank));
+  }
+}
+
 Descriptor parse_descriptor(const std::string& origin, const json& root) {
   Obj o(origin, root, "");
   Descriptor d;
@@ -1020,8 +1134,18 @@ Descriptor parse_descriptor(const std::string& origin, const json& root) {
   d.schedule = parse_optional_object(o, "schedule", parse_schedule);
   d.tolerance = parse_object(o, "tolerance", parse_tolerance);
   d.traffic = parse_object(o, "traffic", parse_traffic);
+  if (o.field("algorithm", false)) d.algorithm = parse_object(o, "algorithm", parse_algorithm);
+  if (o.field("cost", false)) d.cost = parse_object(o, "cost", parse_cost);
   o.finish();
   check_descriptor(d, origin);
+  if (d.kind == "nn" && !d.shape.named_dims)
+    fail(origin, "/shape/named_dims", "must be true for kind \"nn\"");
+  if (d.kind == "optimizer" && d.shape.named_dims)
+    fail(origin, "/shape/named_dims", "must be false for kind \"optimizer\"");
+  if (d.shape.named_dims) {
+    if (d.shape.elementwise) fail(origin, "/shape/elementwise", "must be false for kind \"nn\"");
+    check_named_dims(d, origin);
+  }
   return d;
 }
 
@@ -1156,6 +1280,13 @@ std::string to_json(const Descriptor& d) {
   j["cache_key"] = d.cache_key;
   j["halide_version"] = d.halide_version;
   j["bandwidth_op"] = d.bandwidth_op;
+  if (d.shape.named_dims) {
+    j["algorithm"] = {{"name", d.algorithm.name},
+                      {"applies_when", d.algorithm.applies_when},
+                      {"priority", d.algorithm.priority},
+                      {"description", d.algorithm.description}};
+    j["cost"] = {{"flops", d.cost.flops}, {"bytes", d.cost.bytes}, {"example", d.cost.example}};
+  }
   return dump(j, origin);
 }
 

@@ -40,6 +40,9 @@ struct Input {
   DType dtype = DType::f32;
   int rank = -1;  // -1: any rank (elementwise ops flatten); 0 for scalars
   std::string description;
+  // NN ops (shape.named_dims): a name per dim, outermost first; a leading "B?" may be absent
+  // (it is then 1). Equal names must have equal extents across the op's tensors.
+  std::vector<std::string> dims;
 };
 const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar", "result"
 
@@ -50,6 +53,34 @@ struct Output {
   std::string aliases;     // input it overwrites ("" when it is a fresh buffer)
   DType dtype = DType::f32;
   int rank = -1;
+  // NN ops: the extent of each dim, outermost first, as a shape expression
+  // (registry/format/shape_expr.h) over the inputs' dim names, int/bool scalars and attrs.
+  std::vector<std::string> dims;
+};
+
+// A condition over dims, scalars and attrs that every call must meet (shape.checks), with the
+// message a call that fails it gets.
+struct ShapeCheck {
+  std::string condition;
+  std::string message;
+};
+
+// Which algorithm an NN variant implements and when it applies: the runtime picks, among the
+// variants whose condition holds for the call's shapes and scalars, the highest priority.
+struct Algorithm {
+  std::string name;          // "" when the op has one
+  std::string applies_when;  // shape expression; "" = always
+  int priority = 0;
+  std::string description;
+};
+
+// Work per call as shape expressions, for benchmarks (GFLOP/s, GB/s).
+struct Cost {
+  std::string flops;
+  std::string bytes;
+  // A typical call, for `opforge bench`: "x=4096,1024 gamma=1024 eps=1e-05" (tensor shapes,
+  // outermost first, and scalar values).
+  std::string example;
 };
 
 // A compile-time attribute: declared once (type, default, description); `value` is the one
@@ -123,6 +154,11 @@ struct ShapeConstraints {
   // the flat same_shape tensors (C = elements / K each, C a multiple of 16), the tensor it
   // belongs to; whole-tensor reductions (LAMB's, LARS's norms) are per tensor. "" otherwise.
   std::string segments;
+  // NN ops (kind "nn"): every tensor has named dims (Input::dims), the outputs are fresh
+  // buffers the caller passes by name with shapes from Output::dims, after `checks` hold.
+  // elementwise is false and there are no indices.
+  bool named_dims = false;
+  std::vector<ShapeCheck> checks;
 };
 
 struct Tolerance {
@@ -146,7 +182,7 @@ struct Descriptor {
   std::string summary;
   std::string formula;    // the update, as the declaration states it
   std::string reference;  // e.g. "TensorFlow ApplyAdam (tensorflow/core/kernels/training_ops.cc)"
-  std::string kind;       // "optimizer", "bandwidth"
+  std::string kind;       // "optimizer", "bandwidth", "nn"
   std::vector<Input> inputs;
   std::vector<Output> outputs;
   std::vector<Attr> attrs;
@@ -159,6 +195,8 @@ struct Descriptor {
   std::string cache_key;  // hex SHA-256
   std::string halide_version;
   std::string bandwidth_op;  // the bandwidth kernel op with this traffic (for `bench`)
+  Algorithm algorithm;       // NN ops
+  Cost cost;                 // NN ops
 
   const Input* find_input(const std::string& name) const;
   const Attr* find_attr(const std::string& name) const;

@@ -10,6 +10,8 @@
 
 #include "registry/format/descriptor.h"
 
+struct halide_buffer_t;
+
 namespace opforge {
 
 // Any runtime failure: the message names the op, the argument and what was wrong.
@@ -58,6 +60,23 @@ class Kernel {
   void call(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
             size_t n_scalars);
 
+  // NN ops (descriptor shape.named_dims): outputs are fresh buffers the caller passes as
+  // tensors named like the outputs, with the shapes output_shapes() gives; call() checks every
+  // rank and extent against the descriptor's named dims and checks, and that this variant's
+  // algorithm applies (Registry::select with shapes picks one that does).
+  // The shape of each output, in descriptor order, for these inputs and scalars (outputs in
+  // `tensors` are ignored). Throws Error naming the argument and the shapes on bad input.
+  std::vector<std::vector<int64_t>> output_shapes(const std::vector<Tensor>& tensors,
+                                                  const std::map<std::string, double>& scalars) const;
+  std::vector<std::vector<int64_t>> output_shapes(const TensorView* tensors, size_t n_tensors,
+                                                  const ScalarView* scalars,
+                                                  size_t n_scalars) const;
+
+  // NN ops: what shape expressions read for this call: every dim name's extent, int scalars,
+  // int/bool attrs (e.g. to evaluate descriptor().cost). Throws Error like output_shapes().
+  std::map<std::string, int64_t> shape_values(const TensorView* tensors, size_t n_tensors,
+                                              const ScalarView* scalars, size_t n_scalars) const;
+
   // Whether the op may run on slices: every output element depends only on the same element
   // of its inputs (dense, no whole-tensor reduction). False for LAMB and LARS (their norms
   // span the whole tensor), for sparse ops and for descriptors that predate the field.
@@ -93,6 +112,20 @@ class Kernel {
   std::vector<const registry::Input*> tensor_inputs_;  // descriptor order
   std::vector<const registry::Input*> scalar_inputs_;
   std::vector<ArgSource> arg_sources_;
+  // NN ops: the outputs as tensor slots (after the inputs in tensor_inputs_).
+  std::vector<registry::Input> output_slots_;
+  void call_named(const TensorView* const* t_at, const double* s_at);
+  union ScalarValue {
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+  };
+  // argv of one kernel call: each argument's buffer (bufs by tensor slot) or scalar value.
+  void fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values,
+                 const double* s_at) const;
+  // Calls the kernel; a Halide error becomes an Error naming the variant (and `where`).
+  void invoke(void** argv, const std::string& where);
 };
 
 // A variant's tensor storage from its descriptor: "f32" (every tensor fp32); "<g>m" for fp32
@@ -123,8 +156,22 @@ class Registry {
   // attrs may hold "storage" (not a declared attr): the variants' tensor storage, as
   // storage_tag() names it ("f32", "bf16m", "bf16ms", ...); without it, fp32 storage where the op
   // has fp32 variants.
+  //
+  // NN ops: attrs may hold "algorithm" (not a declared attr) to force one of the op's
+  // algorithms (descriptor algorithm.name). Without shapes, select() prefers an algorithm that
+  // applies to every shape (no condition); the overloads below pick by the call's shapes.
   Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs = {},
                  const std::string& isa = "");
+  // NN ops: among the variants whose algorithm applies to these tensors and scalars (the
+  // descriptor's algorithm.applies_when), the highest algorithm priority, then the best ISA.
+  // A forced algorithm that does not apply is an Error saying why (the condition and the
+  // values it read).
+  Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                 const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars,
+                 const std::string& isa = "");
+  Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                 const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                 size_t n_scalars, const std::string& isa = "");
   // Loads one variant by id (e.g. an autoscheduled "..._avx512__auto", which select() never
   // prefers over its hand-scheduled twin). Throws Error for an unknown id (with a suggestion)
   // or a CPU without the variant's features.
@@ -135,6 +182,11 @@ class Registry {
  private:
   Registry() = default;
   void* runtime_handle();  // the shared Halide runtime, loaded once
+  // The variants of `op` matching attrs (storage, algorithm) that run on this CPU (or the
+  // forced ISA), best first by ISA priority.
+  std::vector<registry::Descriptor> candidates(const std::string& op,
+                                               const std::map<std::string, std::string>& attrs,
+                                               const std::string& isa, std::string* algorithm);
   // dlopen + metadata check, once per variant.
   Kernel& load_descriptor(const registry::Descriptor& d);
   std::string dir_;

@@ -1,0 +1,93 @@
+#include "dsl/nn_pipeline.h"
+
+#include <stdexcept>
+
+#include "registry/format/shape_expr.h"
+
+namespace opforge::dsl {
+
+using registry::Input;
+using registry::KernelArg;
+
+OptimizerPipeline build_nn_pipeline(const NnOpDecl& decl, const std::string& algorithm,
+                                    const AttrValues& given, const Halide::Target& target) {
+  decl.validate();
+  const NnAlgorithm& algo = decl.find_algorithm(algorithm);
+  OptimizerPipeline r;
+  NnArgs args;
+  args.attrs = decl.resolve_attrs(given);
+  args.target = target;
+  // Estimates by dim name (for the output too, where its dims evaluate from them alone).
+  std::map<std::string, int64_t> env = decl.estimates();
+  for (const auto& a : decl.attrs()) {
+    if (a.type == registry::Attr::Type::integer) env[a.name] = std::stoll(args.attrs.at(a.name));
+    if (a.type == registry::Attr::Type::boolean) env[a.name] = args.attrs.at(a.name) == "true";
+  }
+  for (const auto& a : decl.args()) {
+    if (a.is_scalar) {
+      Halide::Param<> p(halide_type(a.scalar.dtype), a.scalar.name);
+      args.scalars[a.scalar.name] = p;
+      r.arguments.push_back(p);
+      r.kernel_args.push_back({a.scalar.name, KernelArg::Kind::input_scalar, a.scalar.dtype, 0});
+      r.inputs.push_back({a.scalar.name, Input::Role::scalar, a.scalar.dtype, 0,
+                          a.scalar.description, {}});
+      continue;
+    }
+    const NnTensorDecl& t = a.tensor;
+    const int dims = static_cast<int>(t.dims.size());
+    Halide::ImageParam im(halide_type(t.dtype), dims, t.name);
+    for (int d = 0; d < dims; ++d) {
+      std::string n = t.dims[dims - 1 - d];  // Halide dim 0 is the innermost
+      if (!n.empty() && n.back() == '?') n.pop_back();
+      auto it = env.find(n);
+      if (it != env.end()) im.dim(d).set_estimate(0, static_cast<int>(it->second));
+    }
+    args.tensors.emplace(t.name, im);
+    r.arguments.push_back(im);
+    r.kernel_args.push_back({t.name, KernelArg::Kind::input_buffer, t.dtype, dims});
+    r.inputs.push_back({t.name, Input::Role::tensor, t.dtype, dims, t.description, t.dims});
+  }
+  for (const auto& a : decl.attrs()) {
+    r.attrs.push_back({a.name, a.type, a.default_value, args.attrs.at(a.name), a.description,
+                       a.choices});
+  }
+
+  NnKernel k = algo.build(args);
+  if (k.outputs.size() != decl.outputs().size()) {
+    throw std::invalid_argument("op '" + decl.name() + "' algorithm '" + algorithm + "' returns " +
+                                std::to_string(k.outputs.size()) + " outputs, the op declares " +
+                                std::to_string(decl.outputs().size()));
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    const NnOutputDecl& o = decl.outputs()[i];
+    Halide::Func f = k.outputs[i];
+    const int dims = static_cast<int>(o.dims.size());
+    if (f.name() != o.name || f.dimensions() != dims || f.outputs() != 1 ||
+        f.output_types()[0] != halide_type(o.dtype)) {
+      throw std::invalid_argument("op '" + decl.name() + "' algorithm '" + algorithm +
+                                  "': output " + std::to_string(i) + " is Func '" + f.name() +
+                                  "' with " + std::to_string(f.dimensions()) +
+                                  " dims; the op declares '" + o.name + "' with " +
+                                  std::to_string(dims) + " dims of " +
+                                  registry::dtype_name(o.dtype) +
+                                  " (make outputs with dsl::output_func(name))");
+    }
+    Halide::OutputImageParam ob = f.output_buffer();
+    for (int d = 0; d < dims; ++d) {
+      std::string e = o.dims[dims - 1 - d];
+      if (!e.empty() && e.back() == '?') e.pop_back();
+      if (auto v = registry::ShapeExpr::parse(e).evaluate(env))
+        ob.dim(d).set_estimate(0, static_cast<int>(*v));
+    }
+    r.kernel_args.push_back({o.name, KernelArg::Kind::output_buffer, o.dtype, dims});
+    r.outputs.push_back({o.name, o.name, "", o.dtype, dims, o.dims});
+  }
+  r.pipeline = Halide::Pipeline(k.outputs);
+  r.algorithm = algorithm_text(k.outputs);
+  r.schedule_recipe = "nn/" + decl.name() + "/" + (algorithm.empty() ? "default" : algorithm);
+  r.schedule_params = k.schedule_params;
+  r.schedule_summary = k.schedule_summary;
+  return r;
+}
+
+}  // namespace opforge::dsl

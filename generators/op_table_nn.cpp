@@ -1,0 +1,53 @@
+// The NN half of the op table (the optimizer half is op_table.cpp). Not named nn_*.cpp: the
+// NN sources fingerprint covers the ops' schedules, not this list.
+#include <cctype>
+
+#include "generators/op_table.h"
+
+namespace opforge::generators {
+
+namespace {
+
+const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
+
+// One row per algorithm of `decl`: the registry holds every algorithm, the runtime picks by
+// shape.
+void add_all_algorithms(std::vector<NnVariantSpec>& rows, const dsl::NnOpDecl& decl,
+                        const dsl::AttrValues& attrs = {}) {
+  for (const auto& a : decl.algorithms()) rows.push_back({&decl, attrs, a.name, kAllIsas});
+}
+
+}  // namespace
+
+const std::vector<NnVariantSpec>& nn_op_table() {
+  static const std::vector<NnVariantSpec> table = [] {
+    std::vector<NnVariantSpec> rows;
+    add_all_algorithms(rows, bandwidth_copy());
+    return rows;
+  }();
+  return table;
+}
+
+std::string nn_variant_id(const dsl::NnOpDecl& decl, const dsl::AttrValues& attrs,
+                          const std::string& algorithm, const std::string& isa) {
+  std::string id = decl.name();
+  for (const auto& a : decl.attrs()) {
+    std::string v = attrs.at(a.name);
+    if (a.type == registry::Attr::Type::boolean) v = v == "true" ? "1" : "0";
+    for (char& c : v) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    id += "__" + a.name + "_" + v;
+  }
+  if (!algorithm.empty()) id += "__" + algorithm;
+  return id + "__f32__" + isa;
+}
+
+const dsl::NnOpDecl* find_nn_decl(const std::string& op) {
+  for (const auto& r : nn_op_table()) {
+    if (r.decl->name() == op) return r.decl;
+  }
+  return nullptr;
+}
+
+}  // namespace opforge::generators

@@ -1,0 +1,28 @@
+// The oneDNN peer, by op family (registry/cli/peers/onednn_<family>.cpp).
+#include "registry/cli/peers/onednn.h"
+
+namespace opforge::peers {
+
+bool onednn_available() {
+  return true;
+}
+
+std::unique_ptr<PeerRun> onednn_peer(const std::string& op,
+                                     const std::map<std::string, std::string>& attrs,
+                                     const std::vector<Tensor>& tensors,
+                                     const std::map<std::string, double>& scalars, int threads) {
+  (void)threads;  // oneDNN's OpenMP pool: OMP_NUM_THREADS, set by the caller before first use
+  using Maker = std::unique_ptr<PeerRun> (*)(const std::string&,
+                                             const std::map<std::string, std::string>&,
+                                             const std::vector<Tensor>&,
+                                             const std::map<std::string, double>&);
+  // Each family's maker returns nullptr for ops that are not its own.
+  static const Maker kFamilies[] = {nullptr};
+  for (Maker m : kFamilies) {
+    if (!m) continue;
+    if (auto p = m(op, attrs, tensors, scalars)) return p;
+  }
+  return nullptr;
+}
+
+}  // namespace opforge::peers
