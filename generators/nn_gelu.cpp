@@ -29,7 +29,7 @@ NnKernel build_gelu(const NnArgs& a) {
   Halide::ImageParam x = a.tensors.at("x");
   const bool tanh_form = a.attr_string("approximate") == "tanh";
   Var i("i");
-  Func y("y");
+  Func y = dsl::output_func("y");
   const Expr v = x(i);
   if (tanh_form) {
     const float k = 0.7978845608028654f;  // sqrt(2/pi)
@@ -60,6 +60,8 @@ const dsl::NnOpDecl& gelu() {
         .algorithm("", "", 0, "elementwise", build_gelu)
         .estimate("N", 4096 * 1024)
         .cost("", "4*2*N")
+        .example("x=4194304")
+        .bandwidth_op("bandwidth_copy")
         .summary("Gaussian error linear unit, elementwise")
         .formula(
             "none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + "

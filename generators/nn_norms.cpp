@@ -128,7 +128,7 @@ Expr exp_nonpositive(const Expr& d) {
 //   - double buffering the input row (a staging Func, store_at the task, fold_storage(r, 2),
 //     async): 35-38 ms instead of 1.2-7 ms for all three (a semaphore hand-off per 4 KB row);
 //     staged without async: layer_norm 57 / 56% against 80 / 73% unstaged. Not kept.
-// Softmax stays near 50% of the copy: its exp pass (0.16 us of the 0.38 us per row, one
+// Softmax stays near 50% of the copy: its exp (0.22 us of the 0.38 us per row, one
 // thread, L2-resident) runs while no DRAM request is in flight, and one core alone draws only
 // about half the copy's bandwidth, so the compute passes do not overlap the streaming.
 // Small tensors (R*C < serial_below) run one serial loop: a thread-pool wake costs 3-47 us.
@@ -188,7 +188,7 @@ NnKernel build_layer_norm(const NnArgs& a) {
   RowReduce v = row_reduce("dev2_sum", dev2, C, p.lanes, '+');
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(v.total(r) / Halide::cast<float>(C) + eps);
-  Func y("y");
+  Func y = dsl::output_func("y");
   y(c, r) = dev(c, r) * rstd(r) * gamma(c) + beta(c);
   // Schedule: mean and rstd are inlined into their per-row consumers.
   row_schedule(y, {s, v}, {}, p);
@@ -206,7 +206,7 @@ NnKernel build_rms_norm(const NnArgs& a) {
   RowReduce s = row_reduce("sum_sq", sq, C, p.lanes, '+');
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(s.total(r) / Halide::cast<float>(C) + eps);
-  Func y("y");
+  Func y = dsl::output_func("y");
   y(c, r) = x(c, r) * rstd(r) * gamma(c);
   row_schedule(y, {s}, {}, p);
   return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
@@ -223,7 +223,7 @@ NnKernel build_softmax(const NnArgs& a) {
   Func e("e");  // exp(x - max), one row at a time (row_schedule's scratch)
   e(c, r) = exp_nonpositive(x(c, r) - m.total(r));
   RowReduce s = row_reduce("exp_sum", e, C, p.lanes, '+');
-  Func y("y");
+  Func y = dsl::output_func("y");
   y(c, r) = e(c, r) * (1.0f / s.total(r));
   row_schedule(y, {m, s}, {e}, p);
   return NnKernel{{y}, "softmax: " + p.summary(), p.as_map()};
@@ -244,6 +244,8 @@ const dsl::NnOpDecl& layer_norm() {
         .estimate("R", 4096)
         .estimate("C", 1024)
         .cost("8*R*C", "4*(2*R*C + 2*C)")
+        .example("x=4096,1024 gamma=1024 beta=1024 eps=1e-05")
+        .bandwidth_op("bandwidth_copy")
         .summary("Layer normalization over the last axis")
         .formula("y = (x - mean) / sqrt(var + eps) * gamma + beta; mean, biased var over C")
         .reference("torch.nn.functional.layer_norm(x, (C,), gamma, beta, eps)")
@@ -266,6 +268,8 @@ const dsl::NnOpDecl& rms_norm() {
         .estimate("R", 4096)
         .estimate("C", 1024)
         .cost("4*R*C", "4*(2*R*C + C)")
+        .example("x=4096,1024 gamma=1024 eps=1e-06")
+        .bandwidth_op("bandwidth_copy")
         .summary("RMS normalization over the last axis (LLaMA RMSNorm)")
         .formula("y = x / sqrt(mean(x^2) + eps) * gamma")
         .reference("LlamaRMSNorm: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w")
@@ -285,6 +289,8 @@ const dsl::NnOpDecl& softmax() {
         .estimate("R", 4096)
         .estimate("C", 1024)
         .cost("", "4*2*R*C")
+        .example("x=4096,1024")
+        .bandwidth_op("bandwidth_copy")
         .summary("Softmax over the last axis, numerically stable (row max subtracted)")
         .formula("y = exp(x - max(x)) / sum(exp(x - max(x)))")
         .reference("torch.softmax(x, dim=-1)")

@@ -2,6 +2,7 @@
 // NN sources fingerprint covers the ops' schedules, not this list.
 #include <cctype>
 
+#include "generators/nn_ops.h"
 #include "generators/op_table.h"
 
 namespace opforge::generators {
@@ -23,6 +24,11 @@ const std::vector<NnVariantSpec>& nn_op_table() {
   static const std::vector<NnVariantSpec> table = [] {
     std::vector<NnVariantSpec> rows;
     add_all_algorithms(rows, bandwidth_copy());
+    add_all_algorithms(rows, layer_norm());
+    add_all_algorithms(rows, rms_norm());
+    add_all_algorithms(rows, softmax());
+    add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
+    add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
     return rows;
   }();
   return table;
