@@ -41,13 +41,13 @@ namespace {
 struct RowParams {
   int vector;        // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
   int lanes;         // partial sums per row: lanes / vector independent vector accumulators
-  int rows;          // rows per parallel task
+  int tasks;         // parallel blocks of rows, ceil(R / tasks) rows each (sized at run time)
   int serial_below;  // R * C below which one serial loop runs (no thread-pool dispatch)
   std::map<std::string, int64_t> as_map() const {
-    return {{"vector", vector}, {"lanes", lanes}, {"rows", rows}, {"serial_below", serial_below}};
+    return {{"vector", vector}, {"lanes", lanes}, {"tasks", tasks}, {"serial_below", serial_below}};
   }
   std::string summary() const {
-    return "rows in parallel blocks of " + std::to_string(rows) + "; per row: reductions in " +
+    return "rows in " + std::to_string(tasks) + " parallel blocks" + "; per row: reductions in " +
            std::to_string(lanes) + " fp32 lanes (scalar tail), then the output in " +
            std::to_string(vector) +
            "-wide vectors; serial below R*C = " + std::to_string(serial_below);
@@ -58,7 +58,7 @@ RowParams row_params(const Halide::Target& t) {
   RowParams p;
   p.vector = t.natural_vector_size(Halide::Float(32));
   p.lanes = 2 * p.vector;
-  p.rows = 16;
+  p.tasks = 8;
   p.serial_below = 1 << 15;
   return p;
 }
@@ -128,7 +128,11 @@ Expr exp_nonpositive(const Expr& d) {
 // host under load 4-9 (ratios move +-10% between runs):
 //   - partial sums per row (`lanes`): 16 (one vector accumulator) 85 / 78%, 32 (two) 94 / 88%,
 //     64 (four) 92 / 88% for layer_norm in two runs: two accumulators hide the add latency.
-//   - rows per task: 4: 80 / 78%, 16: 94 / 88%, 64: 92 / 87% (layer_norm).
+//   - rows per task, fixed: 4: 80 / 78%, 16: 94 / 88%, 64: 92 / 87% (layer_norm, loaded host).
+//     On a quieter host (copy at 43-65 GB/s) 8 blocks of ceil(R/8) rows beat 16-row blocks:
+//     layer_norm 88 / 86% vs 76 / 76%, rms_norm 105 / 98% vs 88 / 89%, softmax 59 / 54% vs
+//     50 / 47%; 2, 4, 8 or 16 blocks all within noise of each other (long contiguous streams
+//     per thread, as the best copy: 8 chunks of a flat loop beat 16-row blocks by 12-25%).
 //   - prefetching the next row (Func::prefetch at the row loop): layer_norm 51 / 33%,
 //     rms_norm 52 / 43%, softmax 45 / 34%, against 94 / 100, 90 / 89, 48 / 55% without:
 //     Halide 14 emits prefetchnta every 64 elements (256 B, a quarter of the lines). One
@@ -149,7 +153,7 @@ void row_schedule(Func y, const std::vector<RowReduce>& reductions,
   const Expr C = y.output_buffers()[0].dim(0).extent();
   Func yf = y;
   auto schedule = [&](Halide::Stage s, bool parallel) {
-    s.split(r, ro, ri, p.rows, TailStrategy::GuardWithIf)
+    s.split(r, ro, ri, Halide::max(1, (R + p.tasks - 1) / p.tasks), TailStrategy::GuardWithIf)
         .vectorize(c, p.vector, TailStrategy::GuardWithIf);
     if (parallel) s.parallel(ro);
   };
