@@ -24,6 +24,14 @@ const std::vector<NnVariantSpec>& nn_op_table() {
   static const std::vector<NnVariantSpec> table = [] {
     std::vector<NnVariantSpec> rows;
     add_all_algorithms(rows, bandwidth_copy());
+    add_all_algorithms(rows, conv2d());
+    add_all_algorithms(rows, conv2d_bias_relu());
+    // matmul: the transposes are compile-time (they pick the packing loads): one row each.
+    for (const char* ta : {"false", "true"}) {
+      for (const char* tb : {"false", "true"}) {
+        add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
+      }
+    }
     add_all_algorithms(rows, layer_norm());
     add_all_algorithms(rows, rms_norm());
     add_all_algorithms(rows, softmax());

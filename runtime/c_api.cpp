@@ -1,4 +1,5 @@
 // The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
+#include <algorithm>
 #include <string>
 
 #include "opforge/model_presets.hpp"
@@ -60,9 +61,8 @@ opforge::registry::DType to_dtype(int d) {
 // opforge_call, opforge_call_chunked and opforge_call_model: argument checks, then views
 // straight over the caller's arrays (no allocation on the call path), passed to `call`.
 template <class Call>
-int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+int with_views(const char* fn, const opforge_tensor* tensors, size_t n_tensors,
                const opforge_scalar* scalars, size_t n_scalars, Call&& call) {
-  if (!k) return last_error = std::string(fn) + ": kernel is NULL", 1;
   if ((n_tensors && !tensors) || (n_scalars && !scalars)) {
     return last_error = std::string(fn) + ": NULL argument array", 1;
   }
@@ -83,8 +83,18 @@ int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors,
         throw opforge::Error(std::string(fn) + ": scalar " + std::to_string(i) + " has no name");
       sv[i] = {scalars[i].name, scalars[i].value};
     }
-    call(*K(k), tv, sv);
+    call(tv, sv);
   });
+}
+
+template <class Call>
+int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+               const opforge_scalar* scalars, size_t n_scalars, Call&& call) {
+  if (!k) return last_error = std::string(fn) + ": kernel is NULL", 1;
+  return with_views(fn, tensors, n_tensors, scalars, n_scalars,
+                    [&](const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+                      call(*K(k), tv, sv);
+                    });
 }
 
 }  // namespace
@@ -117,6 +127,43 @@ int opforge_select(opforge_registry* reg, const char* op, const char* attrs, con
     auto& k = reg->reg->select(op, opforge::parse_attr_list(attrs ? attrs : ""), isa ? isa : "");
     *out = reinterpret_cast<opforge_kernel*>(&k);
   });
+}
+
+int opforge_select_for(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
+                       const opforge_tensor* tensors, size_t n_tensors,
+                       const opforge_scalar* scalars, size_t n_scalars, opforge_kernel** out) {
+  if (!reg || !op || !out) return last_error = "opforge_select_for: NULL argument", 1;
+  *out = nullptr;
+  return with_views("opforge_select_for", tensors, n_tensors, scalars, n_scalars,
+                    [&](const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+                      auto& k = reg->reg->select(op, opforge::parse_attr_list(attrs ? attrs : ""),
+                                                 tv, n_tensors, sv, n_scalars, isa ? isa : "");
+                      *out = reinterpret_cast<opforge_kernel*>(&k);
+                    });
+}
+
+int opforge_output_shape(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                         const opforge_scalar* scalars, size_t n_scalars, size_t index,
+                         int64_t* shape, int max_rank, int* rank) {
+  if (!shape || !rank) return last_error = "opforge_output_shape: NULL argument", 1;
+  return call_views(
+      "opforge_output_shape", k, tensors, n_tensors, scalars, n_scalars,
+      [&](opforge::Kernel& kernel, const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+        const auto shapes = kernel.output_shapes(tv, n_tensors, sv, n_scalars);
+        if (index >= shapes.size()) {
+          throw opforge::Error("opforge_output_shape: op '" + kernel.descriptor().op + "' has " +
+                               std::to_string(shapes.size()) + " outputs, asked for index " +
+                               std::to_string(index));
+        }
+        const auto& s = shapes[index];
+        if (static_cast<int>(s.size()) > max_rank) {
+          throw opforge::Error("opforge_output_shape: output has rank " +
+                               std::to_string(s.size()) + ", more than max_rank " +
+                               std::to_string(max_rank));
+        }
+        std::copy(s.begin(), s.end(), shape);
+        *rank = static_cast<int>(s.size());
+      });
 }
 
 const char* opforge_kernel_variant(const opforge_kernel* k) {

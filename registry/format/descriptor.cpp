@@ -690,14 +690,15 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   if (o.field("multi_tensor", false)) s.multi_tensor = o.boolean("multi_tensor");
   s.segments = o.opt_str("segments");
   if (o.field("named_dims", false)) s.named_dims = o.boolean("named_dims");
-  if (s.named_dims) {
+  if (s.named_dims || o.field("checks", false)) {
     const json& checks = o.array("checks");
     for (size_t i = 0; i < checks.size(); ++i) {
       Obj c(origin, checks[i], child(o.at("checks"), i));
       s.checks.push_back({c.str("condition"), c.str("message")});
       c.finish();
     }
-  } else if (!s.elementwise) {
+  }
+  if (!s.named_dims && !s.elementwise) {
     s.indices = o.str("indices");
     s.row_slices = string_array(origin, o.array("row_slices"), o.at("row_slices"));
   }

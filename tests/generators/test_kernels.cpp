@@ -12,6 +12,7 @@
 
 #include "generators/auto_schedules.h"
 #include "generators/op_table.h"
+#include "generators/nn_reference.h"
 #include "generators/reference.h"
 #include "ieee_half.h"
 #include "opforge/runtime.hpp"
@@ -373,6 +374,11 @@ TEST_CASE("every op in the registry has an fp64 reference") {
     if (op.rfind("sparse_apply_", 0) == 0) dense = op.substr(7);
     if (op == "sparse_adam") dense = "apply_adam";
     if (op.rfind("multi_tensor_", 0) == 0) dense = op.substr(13);
+    // NN ops have their own references (test_nn_kernels.cpp).
+    if (reg->variants(op).front().shape.named_dims) {
+      CHECK_MESSAGE(find_nn_reference(op), op);
+      continue;
+    }
     CHECK_MESSAGE(find_reference(dense), op);
   }
 }

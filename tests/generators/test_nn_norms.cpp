@@ -3,7 +3,8 @@
 // shapes hit 1 x 1, C below / not a multiple of the vector width and of the 32 accumulator
 // lanes, one row and many, the serial path (R*C < 32768) and the parallel one with a ragged
 // last block; rows with |mean| >> std for layer_norm; -inf (masked) entries for softmax.
-// Bad shapes must fail with an error naming the argument.
+// Bad shapes must fail with an error naming the argument. The same references are registered
+// for test_nn_kernels.cpp, which runs every variant in the registry on the problems below.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "generators/isa.h"
+#include "generators/nn_reference.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -35,8 +37,8 @@ Rows ref_layer_norm(const std::vector<float>& x, const std::vector<float>& g,
   return y;
 }
 
-Rows ref_rms_norm(const std::vector<float>& x, const std::vector<float>& g, double eps,
-                  int64_t R, int64_t C) {
+Rows ref_rms_norm(const std::vector<float>& x, const std::vector<float>& g, double eps, int64_t R,
+                  int64_t C) {
   Rows y(x.size());
   for (int64_t r = 0; r < R; ++r) {
     double ms = 0;
@@ -67,6 +69,68 @@ Rows ref_gelu(const std::vector<float>& x, bool tanh_form) {
   }
   return y;
 }
+
+// For test_nn_kernels.cpp: the formulas on double inputs, over odd shapes.
+std::vector<float> as_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+std::vector<NnProblem> row_problems(bool gamma, bool beta, bool eps) {
+  std::vector<NnProblem> out;
+  for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {1, 7}, {3, 17}, {33, 31}, {37, 1024}, {300, 33}, {2, 8192}}) {
+    NnProblem p;
+    p.shapes["x"] = {R, C};
+    if (gamma) p.shapes["gamma"] = {C};
+    if (beta) p.shapes["beta"] = {C};
+    if (eps) p.scalars["eps"] = 1e-5;
+    out.push_back(p);
+  }
+  return out;
+}
+
+const RegisterNnReference reg_layer_norm(
+    "layer_norm",
+    {row_problems(true, true, true),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       return NnTensors{{"y", ref_layer_norm(as_float(in.at("x")), as_float(in.at("gamma")),
+                                             as_float(in.at("beta")), sc.at("eps"), R, C)}};
+     }});
+const RegisterNnReference reg_rms_norm(
+    "rms_norm",
+    {row_problems(true, false, true),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       return NnTensors{
+           {"y", ref_rms_norm(as_float(in.at("x")), as_float(in.at("gamma")), sc.at("eps"), R, C)}};
+     }});
+const RegisterNnReference reg_softmax(
+    "softmax",
+    {row_problems(false, false, false),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars&, const NnAttrs&) {
+       return NnTensors{{"y", ref_softmax(as_float(in.at("x")), s.at("x")[0], s.at("x")[1])}};
+     }});
+
+std::vector<NnProblem> gelu_problems() {
+  std::vector<NnProblem> out;
+  for (const char* form : {"none", "tanh"}) {
+    for (int64_t n : {1, 15, 17, 1000, 65543}) {
+      NnProblem p;
+      p.shapes["x"] = {n};
+      p.attrs = {{"approximate", form}};
+      p.lo = -6, p.hi = 6;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+const RegisterNnReference reg_gelu(
+    "gelu",
+    {gelu_problems(),
+     [](const NnShapes&, const NnTensors& in, const NnScalars&, const NnAttrs& at) {
+       return NnTensors{{"y", ref_gelu(as_float(in.at("x")), at.at("approximate") == "tanh")}};
+     }});
 
 std::vector<float> random(std::mt19937& rng, size_t n, float scale, float offset) {
   std::normal_distribution<float> d(0.f, 1.f);
@@ -106,7 +170,7 @@ struct Shape {
 };
 // 1 x 1; C < 16, = 16, odd, not a multiple of 32, large; serial (R*C < 32768) and parallel
 // (16-row blocks, the last one ragged at R = 37 and 300).
-const std::vector<Shape> kShapes = {{1, 1},    {1, 7},     {3, 17},   {5, 16},        {33, 31},
+const std::vector<Shape> kShapes = {{1, 1},    {1, 7},     {3, 17},   {5, 16},       {33, 31},
                                     {2, 1000}, {37, 1024}, {300, 33}, {64, 1024, 5}, {2, 8192}};
 
 void run_row_op(Registry& reg, const std::string& op, const std::string& isa, const Shape& s) {
@@ -148,7 +212,7 @@ TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row"
     std::mt19937 rng(5);
     std::vector<float> x = random(rng, R * C, 1, 0), y(R * C);
     for (int64_t c = 20; c < C; ++c) x[c] = -INFINITY;  // row 0: a causal-style mask
-    x[C + 3] = NAN;                                      // row 1
+    x[C + 3] = NAN;                                     // row 1
     std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {R, C}},
                              {"y", y.data(), registry::DType::f32, {R, C}}};
     Kernel& k = reg->select("softmax", {}, isa);

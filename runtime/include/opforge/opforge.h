@@ -57,6 +57,20 @@ void opforge_close(opforge_registry* reg);
  * the registry and stays valid until opforge_close. */
 int opforge_select(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
                    opforge_kernel** out);
+/* NN ops: the variant whose algorithm applies to these tensors and scalars (the descriptor's
+ * algorithm.applies_when; outputs may be left out), highest algorithm priority first, then the
+ * best ISA. attrs may hold algorithm=NAME to force one; a forced one that does not apply fails
+ * with the condition and the values it read. Other ops: as opforge_select. */
+int opforge_select_for(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
+                       const opforge_tensor* tensors, size_t n_tensors,
+                       const opforge_scalar* scalars, size_t n_scalars, opforge_kernel** out);
+/* NN ops: the shape of output `index` (descriptor order) for these inputs and scalars, into
+ * shape[0..*rank); fails when the shapes break the op's rules or the rank exceeds max_rank.
+ * NN outputs are fresh buffers passed to opforge_call as tensors named like the outputs. */
+int opforge_output_shape(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                         const opforge_scalar* scalars, size_t n_scalars, size_t index,
+                         int64_t* shape, int max_rank, int* rank);
+
 /* The variant id and ISA the selection resolved to (owned by the kernel). */
 const char* opforge_kernel_variant(const opforge_kernel* k);
 const char* opforge_kernel_isa(const opforge_kernel* k);

@@ -1,0 +1,107 @@
+// conv2d and conv2d_bias_relu: the declarations (shapes, checks, algorithms, cost). The
+// builders live in nn_conv2d_direct.cpp, nn_conv2d_winograd.cpp, nn_conv2d_depthwise.cpp.
+//
+// Layout NCHW: torch's default, so a torch user's tensors pass through without a copy; oneDNN
+// takes NCHW through format tags (and reorders internally). Halide sees x[N, C, H, W] as
+// x(w, h, c, n): W innermost, the axis every algorithm vectorizes along (output pixels, or
+// Winograd tiles along a row of tiles).
+#include "generators/nn_conv2d.h"
+
+#include "generators/nn_ops.h"
+
+namespace opforge::generators {
+
+namespace {
+
+using dsl::NnArgs;
+using dsl::NnOpDecl;
+using registry::DType;
+
+const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
+const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
+
+NnOpDecl declare(const std::string& name, bool bias_relu) {
+  NnOpDecl d(name);
+  d.input("x", {"N", "C", "H", "W"}, "Input, NCHW")
+      .input("weight", {"O", "CG", "KH", "KW"},
+             "Filters, OIHW with CG = C / groups input channels");
+  if (bias_relu) d.input("bias", {"O"}, "Added per output channel before the ReLU");
+  d.scalar("stride_h", "Vertical stride (>= 1)", DType::i32)
+      .scalar("stride_w", "Horizontal stride (>= 1)", DType::i32)
+      .scalar("pad_h", "Zero rows added above and below (>= 0)", DType::i32)
+      .scalar("pad_w", "Zero columns added left and right (>= 0)", DType::i32)
+      .scalar("dilation_h", "Vertical filter dilation (>= 1)", DType::i32)
+      .scalar("dilation_w", "Horizontal filter dilation (>= 1)", DType::i32)
+      .scalar("groups", "Channel groups (C and O divisible by it)", DType::i32)
+      .output("y", {"N", "O", kOH, kOW}, bias_relu ? "max(conv + bias, 0), NCHW" : "Output, NCHW");
+  d.check("stride_h >= 1 && stride_w >= 1", "stride_h and stride_w must be >= 1")
+      .check("dilation_h >= 1 && dilation_w >= 1", "dilation_h and dilation_w must be >= 1")
+      .check("pad_h >= 0 && pad_w >= 0", "pad_h and pad_w must be >= 0")
+      .check("groups >= 1", "groups must be >= 1")
+      .check("C % groups == 0", "x has C channels, not divisible by groups")
+      .check("CG * groups == C",
+             "weight's input channels CG times groups must equal x's channels C")
+      .check("O % groups == 0", "weight's output channels O must be divisible by groups")
+      .check(std::string(kOH) + " >= 1 && " + kOW + " >= 1",
+             "the (dilated) filter is larger than the padded input: the output would be empty");
+
+  // One builder per algorithm for both ops: the flag adds bias + ReLU to its output stage.
+  auto with = [bias_relu](dsl::NnKernel (*build)(const conv::ConvInputs&)) {
+    return
+        [bias_relu, build](const NnArgs& a) { return build(conv::ConvInputs::from(a, bias_relu)); };
+  };
+  d.algorithm("direct", "", 0,
+              "Any stride, padding, dilation, groups: 32 pixels x 8 channels register blocks",
+              with(conv::build_direct))
+      .algorithm("winograd",
+                 "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
+                 "dilation_w == 1 && groups == 1",
+                 10,
+                 "Winograd F(4x4, 3x3): 4x fewer multiplies; 36 GEMMs over channels in the "
+                 "transform domain (larger rounding error than direct)",
+                 with(conv::build_winograd))
+      .algorithm("depthwise", "groups == C && CG == 1 && O == C", 20,
+                 "One filter per channel (depthwise, multiplier 1): a stencil per plane",
+                 with(conv::build_depthwise));
+
+  d.estimate("N", 1).estimate("C", 320).estimate("O", 320).estimate("CG", 320);
+  d.estimate("H", 64).estimate("W", 64).estimate("KH", 3).estimate("KW", 3);
+  std::string out_elems = "N * O * (" + std::string(kOH) + ") * (" + kOW + ")";
+  d.cost("2 * " + out_elems + " * CG * KH * KW",
+         "4 * (N*C*H*W + O*CG*KH*KW + " + out_elems + (bias_relu ? " + O)" : ")"));
+  // The Stable-Diffusion-UNet-like call of the goal (Winograd's shape).
+  d.example(std::string("x=1,320,64,64 weight=320,320,3,3 ") + (bias_relu ? "bias=320 " : "") +
+            "stride_h=1 stride_w=1 pad_h=1 pad_w=1 dilation_h=1 dilation_w=1 groups=1");
+  d.summary(bias_relu ? "2-D convolution (NCHW) + bias + ReLU, fused"
+                      : "2-D convolution (NCHW): stride, padding, dilation, groups");
+  d.formula(bias_relu ? "y[n,o,i,j] = max(bias[o] + sum_{c<CG,kh,kw} x[n, g*CG + c, i*stride_h + "
+                        "kh*dilation_h - pad_h, j*stride_w + kw*dilation_w - pad_w] * "
+                        "weight[o,c,kh,kw], 0), g = o / (O/groups), x = 0 outside"
+                      : "y[n,o,i,j] = sum_{c<CG,kh,kw} x[n, g*CG + c, i*stride_h + kh*dilation_h - "
+                        "pad_h, j*stride_w + kw*dilation_w - pad_w] * weight[o,c,kh,kw], "
+                        "g = o / (O/groups), x = 0 outside");
+  d.reference(bias_relu ? "torch.relu(torch.nn.functional.conv2d(x, weight, bias, stride, "
+                          "padding, dilation, groups))"
+                        : "torch.nn.functional.conv2d(x, weight, None, stride, padding, "
+                          "dilation, groups)");
+  // Winograd F(4x4,3x3) is the loosest algorithm: its transforms scale values by up to 8
+  // (A^T) and 1/24 (G), and measured errors on uniform(-1, 1) data were up to
+  // 2.5e-5 * sqrt(CG*9) (1.9e-3 at C = 640); direct and depthwise stay near 3e-6 * sqrt(K).
+  // The fp64-reference tolerance must hold for every algorithm the runtime may pick.
+  d.tolerance(1e-3, 1e-3);
+  return d;
+}
+
+}  // namespace
+
+const dsl::NnOpDecl& conv2d() {
+  static const NnOpDecl d = declare("conv2d", false);
+  return d;
+}
+
+const dsl::NnOpDecl& conv2d_bias_relu() {
+  static const NnOpDecl d = declare("conv2d_bias_relu", true);
+  return d;
+}
+
+}  // namespace opforge::generators

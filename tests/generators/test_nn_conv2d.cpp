@@ -1,0 +1,97 @@
+// conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
+// definition (NCHW, zero padding, stride, dilation, groups), registered for
+// test_nn_kernels.cpp, which runs every algorithm (direct, winograd, depthwise) of both ops on
+// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2,
+// groups, stride, dilation, padding 0 to 2, non-square filters.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "generators/nn_reference.h"
+
+namespace opforge::testing {
+namespace {
+
+struct Conv {
+  int64_t n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+};
+
+NnProblem problem(const Conv& v, bool bias) {
+  NnProblem p;
+  p.shapes = {{"x", {v.n, v.c, v.h, v.w}}, {"weight", {v.o, v.c / v.groups, v.kh, v.kw}}};
+  if (bias) p.shapes["bias"] = {v.o};
+  p.scalars = {{"stride_h", v.stride_h}, {"stride_w", v.stride_w}, {"pad_h", v.pad_h},
+               {"pad_w", v.pad_w},       {"dilation_h", v.dil_h},  {"dilation_w", v.dil_w},
+               {"groups", v.groups}};
+  return p;
+}
+
+std::vector<NnProblem> problems(bool bias) {
+  const std::vector<Conv> cases = {
+      // n  c   h   w   o  kh kw sh sw ph pw dh dw g
+      {1, 3, 1, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},      // 1x1 spatial, 1x1 filter
+      {2, 7, 1, 1, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 1x1 spatial, 3x3 pad 1: Winograd
+      {1, 17, 9, 11, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // odd everything: Winograd
+      {2, 33, 13, 6, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1},    // pad 0, batch 2: Winograd
+      {1, 5, 17, 23, 16, 3, 3, 1, 1, 2, 2, 1, 1, 1},   // pad 2: Winograd
+      {1, 3, 10, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},     // stride 2
+      {2, 6, 11, 12, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2},    // dilation 2, groups 2
+      {1, 10, 8, 7, 15, 5, 3, 1, 2, 2, 1, 1, 3, 5},    // 5x3, groups 5, dilation 3 across
+      {1, 16, 12, 12, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // pointwise
+      {1, 17, 15, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17},  // depthwise 3x3
+      {2, 18, 9, 14, 18, 5, 5, 2, 2, 2, 2, 1, 1, 18},  // depthwise 5x5 stride 2
+      {1, 7, 10, 10, 7, 3, 3, 1, 1, 1, 1, 2, 2, 7},    // depthwise dilation 2
+      {1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4},      // depthwise 1x1 spatial
+  };
+  std::vector<NnProblem> out;
+  for (const auto& c : cases) out.push_back(problem(c, bias));
+  return out;
+}
+
+NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars& sc, bool bias) {
+  const auto& xs = s.at("x");
+  const auto& ws = s.at("weight");
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3];
+  const auto i = [&](const char* n) { return static_cast<int64_t>(sc.at(n)); };
+  const int64_t sh = i("stride_h"), sw = i("stride_w"), ph = i("pad_h"), pw = i("pad_w");
+  const int64_t dh = i("dilation_h"), dw = i("dilation_w"), groups = i("groups");
+  const int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1;
+  const int64_t OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
+  const auto& x = in.at("x");
+  const auto& w = in.at("weight");
+  std::vector<double> y(N * O * OH * OW);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t o = 0; o < O; ++o) {
+      const int64_t g = o / (O / groups);
+      for (int64_t r = 0; r < OH; ++r) {
+        for (int64_t q = 0; q < OW; ++q) {
+          double acc = bias ? in.at("bias")[o] : 0.0;
+          for (int64_t c = 0; c < CG; ++c) {
+            for (int64_t a = 0; a < KH; ++a) {
+              for (int64_t b = 0; b < KW; ++b) {
+                const int64_t hy = r * sh + a * dh - ph, wx = q * sw + b * dw - pw;
+                if (hy < 0 || hy >= H || wx < 0 || wx >= W) continue;
+                acc += x[((n * C + g * CG + c) * H + hy) * W + wx] *
+                       w[((o * CG + c) * KH + a) * KW + b];
+              }
+            }
+          }
+          y[((n * O + o) * OH + r) * OW + q] = bias ? std::max(acc, 0.0) : acc;
+        }
+      }
+    }
+  }
+  return {{"y", y}};
+}
+
+const RegisterNnReference conv(
+    "conv2d", {problems(false), [](const NnShapes& s, const NnTensors& in, const NnScalars& sc,
+                                   const NnAttrs&) { return reference(s, in, sc, false); }});
+const RegisterNnReference conv_bias_relu(
+    "conv2d_bias_relu",
+    {problems(true), [](const NnShapes& s, const NnTensors& in, const NnScalars& sc,
+                        const NnAttrs&) { return reference(s, in, sc, true); }});
+
+}  // namespace
+}  // namespace opforge::testing

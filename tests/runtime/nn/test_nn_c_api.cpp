@@ -1,0 +1,41 @@
+// The C ABI of NN ops: select by shape, output shapes, a call with a fresh output, errors.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "opforge/opforge.h"
+#include "test_registry.h"
+
+TEST_CASE("C API: conv2d picked by shape, output shape, call, forced algorithm refused") {
+  opforge_registry* reg = nullptr;
+  REQUIRE(opforge_open(opforge::testing::test_registry_dir().c_str(), &reg) == 0);
+  std::vector<float> x(2 * 3 * 6 * 6, 1.f), w(4 * 3 * 3 * 3, 0.5f);
+  const int64_t xs[] = {2, 3, 6, 6}, ws[] = {4, 3, 3, 3};
+  std::vector<opforge_tensor> t = {{"x", x.data(), OPFORGE_F32, 4, xs},
+                                   {"weight", w.data(), OPFORGE_F32, 4, ws}};
+  const opforge_scalar s[] = {{"stride_h", 1},   {"stride_w", 1},   {"pad_h", 0}, {"pad_w", 0},
+                              {"dilation_h", 1}, {"dilation_w", 1}, {"groups", 1}};
+  opforge_kernel* k = nullptr;
+  REQUIRE(opforge_select_for(reg, "conv2d", nullptr, nullptr, t.data(), t.size(), s, 7, &k) == 0);
+  CHECK(std::string(opforge_kernel_variant(k)).find("__winograd__") != std::string::npos);
+  int64_t ys[4];
+  int rank = 0;
+  REQUIRE(opforge_output_shape(k, t.data(), t.size(), s, 7, 0, ys, 4, &rank) == 0);
+  REQUIRE(rank == 4);
+  CHECK(std::vector<int64_t>(ys, ys + 4) == std::vector<int64_t>{2, 4, 4, 4});
+  CHECK(opforge_output_shape(k, t.data(), t.size(), s, 7, 1, ys, 4, &rank) != 0);
+  CHECK(std::string(opforge_last_error()).find("has 1 outputs") != std::string::npos);
+  std::vector<float> y(2 * 4 * 4 * 4, -1.f);
+  t.push_back({"y", y.data(), OPFORGE_F32, 4, ys});
+  REQUIRE(opforge_call(k, t.data(), t.size(), s, 7) == 0);
+  // 27 products of 1 * 0.5 per output.
+  for (float v : y) CHECK(v == doctest::Approx(13.5f).epsilon(1e-5));
+  const int64_t w5s[] = {4, 3, 5, 5};
+  std::vector<float> w5(4 * 3 * 25);
+  t[1] = {"weight", w5.data(), OPFORGE_F32, 4, w5s};
+  CHECK(opforge_select_for(reg, "conv2d", "algorithm=winograd", nullptr, t.data(), 2, s, 7, &k) !=
+        0);
+  CHECK(std::string(opforge_last_error()).find("applies only when KH == 3") != std::string::npos);
+  opforge_close(reg);
+}
