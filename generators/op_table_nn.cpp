@@ -32,6 +32,11 @@ const std::vector<NnVariantSpec>& nn_op_table() {
         add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
       }
     }
+    add_all_algorithms(rows, layer_norm());
+    add_all_algorithms(rows, rms_norm());
+    add_all_algorithms(rows, softmax());
+    add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
+    add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
     return rows;
   }();
   return table;

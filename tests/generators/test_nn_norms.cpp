@@ -1,0 +1,289 @@
+// layer_norm, rms_norm, softmax and gelu (both forms), every ISA the CPU runs, against fp64
+// references written from the formulas (torch semantics), on random data with fixed seeds:
+// shapes hit 1 x 1, C below / not a multiple of the vector width and of the 32 accumulator
+// lanes, one row and many, the serial path (R*C < 32768) and the parallel one with a ragged
+// last block; rows with |mean| >> std for layer_norm; -inf (masked) entries for softmax.
+// Bad shapes must fail with an error naming the argument. The same references are registered
+// for test_nn_kernels.cpp, which runs every variant in the registry on the problems below.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "generators/isa.h"
+#include "generators/nn_reference.h"
+#include "opforge/runtime.hpp"
+#include "test_registry.h"
+
+namespace opforge::testing {
+namespace {
+
+using Rows = std::vector<double>;
+
+Rows ref_layer_norm(const std::vector<float>& x, const std::vector<float>& g,
+                    const std::vector<float>& b, double eps, int64_t R, int64_t C) {
+  Rows y(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    const float* xr = &x[r * C];
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mean += xr[c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    var /= C;  // biased, as torch
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = (xr[c] - mean) / std::sqrt(var + eps) * g[c] + b[c];
+  }
+  return y;
+}
+
+Rows ref_rms_norm(const std::vector<float>& x, const std::vector<float>& g, double eps, int64_t R,
+                  int64_t C) {
+  Rows y(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c) ms += double(x[r * C + c]) * x[r * C + c];
+    const double s = 1 / std::sqrt(ms / C + eps);
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] * s * g[c];
+  }
+  return y;
+}
+
+Rows ref_softmax(const std::vector<float>& x, int64_t R, int64_t C) {
+  Rows y(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, double(x[r * C + c]));
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(x[r * C + c] - m);
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = std::exp(x[r * C + c] - m) / sum;
+  }
+  return y;
+}
+
+Rows ref_gelu(const std::vector<float>& x, bool tanh_form) {
+  Rows y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    y[i] = tanh_form ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                     : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  }
+  return y;
+}
+
+// For test_nn_kernels.cpp: the formulas on double inputs, over odd shapes.
+std::vector<float> as_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+std::vector<NnProblem> row_problems(bool gamma, bool beta, bool eps) {
+  std::vector<NnProblem> out;
+  for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {1, 7}, {3, 17}, {33, 31}, {37, 1024}, {300, 33}, {2, 8192}}) {
+    NnProblem p;
+    p.shapes["x"] = {R, C};
+    if (gamma) p.shapes["gamma"] = {C};
+    if (beta) p.shapes["beta"] = {C};
+    if (eps) p.scalars["eps"] = 1e-5;
+    out.push_back(p);
+  }
+  return out;
+}
+
+const RegisterNnReference reg_layer_norm(
+    "layer_norm",
+    {row_problems(true, true, true),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       return NnTensors{{"y", ref_layer_norm(as_float(in.at("x")), as_float(in.at("gamma")),
+                                             as_float(in.at("beta")), sc.at("eps"), R, C)}};
+     }});
+const RegisterNnReference reg_rms_norm(
+    "rms_norm",
+    {row_problems(true, false, true),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       return NnTensors{
+           {"y", ref_rms_norm(as_float(in.at("x")), as_float(in.at("gamma")), sc.at("eps"), R, C)}};
+     }});
+const RegisterNnReference reg_softmax(
+    "softmax",
+    {row_problems(false, false, false),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars&, const NnAttrs&) {
+       return NnTensors{{"y", ref_softmax(as_float(in.at("x")), s.at("x")[0], s.at("x")[1])}};
+     }});
+
+std::vector<NnProblem> gelu_problems() {
+  std::vector<NnProblem> out;
+  for (const char* form : {"none", "tanh"}) {
+    for (int64_t n : {1, 15, 17, 1000, 65543}) {
+      NnProblem p;
+      p.shapes["x"] = {n};
+      p.attrs = {{"approximate", form}};
+      p.lo = -6, p.hi = 6;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+const RegisterNnReference reg_gelu(
+    "gelu",
+    {gelu_problems(),
+     [](const NnShapes&, const NnTensors& in, const NnScalars&, const NnAttrs& at) {
+       return NnTensors{{"y", ref_gelu(as_float(in.at("x")), at.at("approximate") == "tanh")}};
+     }});
+
+std::vector<float> random(std::mt19937& rng, size_t n, float scale, float offset) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(rng) * scale + offset;
+  return v;
+}
+
+void compare(const Kernel& k, const std::string& what, const std::vector<float>& got,
+             const Rows& want) {
+  const auto& tol = k.descriptor().tolerance;
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (double(got[i]) == want[i]) continue;
+    const double excess = std::fabs(got[i] - want[i]) / (tol.atol + tol.rtol * std::fabs(want[i]));
+    if (!(excess <= worst)) worst = std::isnan(excess) ? INFINITY : excess, at = i;
+  }
+  CHECK_MESSAGE(worst <= 1, k.descriptor().variant << " " << what << ": y[" << at << "] = "
+                                                   << got[at] << ", fp64 reference " << want[at]
+                                                   << " (" << worst << "x the tolerance)");
+}
+
+std::vector<std::string> runnable_isas() {
+  std::vector<std::string> out;
+  for (const auto& isa : generators::isas()) {
+    bool ok = true;
+    for (const auto& f : isa.cpu_features) ok = ok && cpu_supports(f);
+    if (ok) out.push_back(isa.name);
+  }
+  return out;
+}
+
+struct Shape {
+  int64_t R, C;
+  float scale = 1, offset = 0;
+};
+// 1 x 1; C < 16, = 16, odd, not a multiple of 32, large; serial (R*C < 32768) and parallel
+// (16-row blocks, the last one ragged at R = 37 and 300).
+const std::vector<Shape> kShapes = {{1, 1},    {1, 7},     {3, 17},   {5, 16},       {33, 31},
+                                    {2, 1000}, {37, 1024}, {300, 33}, {64, 1024, 5}, {2, 8192}};
+
+void run_row_op(Registry& reg, const std::string& op, const std::string& isa, const Shape& s) {
+  std::mt19937 rng(static_cast<unsigned>(s.R * 7919 + s.C));
+  const int64_t n = s.R * s.C;
+  std::vector<float> x = random(rng, n, s.scale, s.offset), g = random(rng, s.C, 0.5f, 1.f),
+                     b = random(rng, s.C, 1.f, 0.f), y(n, -1.f);
+  std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {s.R, s.C}}};
+  std::map<std::string, double> sc;
+  if (op != "softmax") t.push_back({"gamma", g.data(), registry::DType::f32, {s.C}});
+  if (op == "layer_norm") t.push_back({"beta", b.data(), registry::DType::f32, {s.C}});
+  if (op != "softmax") sc["eps"] = 1e-5;
+  Kernel& k = reg.select(op, {}, t, sc, isa);
+  t.push_back({"y", y.data(), registry::DType::f32, {s.R, s.C}});
+  k.call(t, sc);
+  const std::string what = std::to_string(s.R) + "x" + std::to_string(s.C) + " scale " +
+                           std::to_string(s.scale) + " offset " + std::to_string(s.offset);
+  if (op == "layer_norm") compare(k, what, y, ref_layer_norm(x, g, b, 1e-5, s.R, s.C));
+  if (op == "rms_norm") compare(k, what, y, ref_rms_norm(x, g, 1e-5, s.R, s.C));
+  if (op == "softmax") compare(k, what, y, ref_softmax(x, s.R, s.C));
+}
+
+TEST_CASE("layer_norm, rms_norm, softmax match fp64 references on every ISA") {
+  auto reg = Registry::open(test_registry_dir());
+  for (const std::string& isa : runnable_isas()) {
+    for (const std::string op : {"layer_norm", "rms_norm", "softmax"}) {
+      for (const Shape& s : kShapes) run_row_op(*reg, op, isa, s);
+      // Rows whose mean dwarfs their spread: layer_norm works in the frame shifted by x[0].
+      run_row_op(*reg, op, isa, {8, 8192, 1, 10});
+      run_row_op(*reg, op, isa, {8, 8192, 0.01f, 3});
+    }
+  }
+}
+
+TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row") {
+  auto reg = Registry::open(test_registry_dir());
+  for (const std::string& isa : runnable_isas()) {
+    const int64_t R = 3, C = 37;
+    std::mt19937 rng(5);
+    std::vector<float> x = random(rng, R * C, 1, 0), y(R * C);
+    for (int64_t c = 20; c < C; ++c) x[c] = -INFINITY;  // row 0: a causal-style mask
+    x[C + 3] = NAN;                                     // row 1
+    std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {R, C}},
+                             {"y", y.data(), registry::DType::f32, {R, C}}};
+    Kernel& k = reg->select("softmax", {}, isa);
+    k.call(t, {});
+    const Rows want = ref_softmax(x, R, C);
+    for (int64_t c = 20; c < C; ++c) CHECK(y[c] == 0.f);
+    std::vector<float> row0(y.begin(), y.begin() + 20), row2(y.begin() + 2 * C, y.end());
+    compare(k, "masked row", row0, Rows(want.begin(), want.begin() + 20));
+    for (int64_t c = 0; c < C; ++c) CHECK(std::isnan(y[C + c]));
+    compare(k, "clean row", row2, Rows(want.begin() + 2 * C, want.end()));
+  }
+}
+
+TEST_CASE("gelu (erf and tanh forms) matches fp64 references on every ISA") {
+  auto reg = Registry::open(test_registry_dir());
+  for (const std::string& isa : runnable_isas()) {
+    for (const std::string form : {"none", "tanh"}) {
+      // Tails of 16-wide vectors, the serial path (< 16384) and ragged parallel chunks.
+      for (int64_t n : {1, 15, 17, 1000, 65543}) {
+        for (float scale : {1.f, 5.f}) {
+          std::mt19937 rng(static_cast<unsigned>(n * 31 + scale));
+          std::vector<float> x = random(rng, n, scale, 0), y(n);
+          std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {n}},
+                                   {"y", y.data(), registry::DType::f32, {n}}};
+          Kernel& k = reg->select("gelu", {{"approximate", form}}, isa);
+          k.call(t, {});
+          compare(k, "n=" + std::to_string(n) + " scale " + std::to_string(scale), y,
+                  ref_gelu(x, form == "tanh"));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("row-wise ops reject bad shapes, naming the argument") {
+  auto reg = Registry::open(test_registry_dir());
+  std::vector<float> x(4 * 8), g(9), b(8), y(4 * 8);
+  auto fails = [&](const std::string& op, std::vector<Tensor> t, const std::string& arg) {
+    std::map<std::string, double> sc;
+    if (op != "softmax" && op != "gelu") sc["eps"] = 1e-5;
+    Kernel& k = reg->select(op, {}, "avx2");
+    try {
+      k.call(t, sc);
+      FAIL(op << ": no error for a bad '" << arg << "'");
+    } catch (const Error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(arg) != std::string::npos, op << ": " << e.what());
+    }
+  };
+  // gamma of 9 elements against rows of 8
+  fails("layer_norm",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"gamma", g.data(), registry::DType::f32, {9}},
+         {"beta", b.data(), registry::DType::f32, {8}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "gamma");
+  fails("rms_norm",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"gamma", g.data(), registry::DType::f32, {9}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "gamma");
+  // rank 3 where [R, C] is declared
+  fails("softmax",
+        {{"x", x.data(), registry::DType::f32, {2, 2, 8}},
+         {"y", y.data(), registry::DType::f32, {2, 2, 8}}},
+        "x");
+  // gelu is declared over a flat x[N]
+  fails("gelu",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "x");
+}
+
+}  // namespace
+}  // namespace opforge::testing
