@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "opforge/runtime.hpp"
 
 namespace opforge::testing {
 namespace {
@@ -234,9 +235,13 @@ TEST_CASE("run OP --help lists the op's own arguments in order, from its descrip
 TEST_CASE("bench all covers every optimizer op of the registry") {
   const Result list = opforge_reg({"list", "--json"});
   REQUIRE(list.rc == 0);
-  std::set<std::string> ops;
+  std::set<std::string> ops, nn_ops;
+  const auto reg = Registry::open(test_registry_dir());
   for (const auto& v : json::parse(list.out)) {
-    if (v["op"].get<std::string>().rfind("bandwidth_", 0) != 0) ops.insert(v["op"]);
+    const std::string op = v["op"];
+    const std::string kind = reg->variants(op).front().kind;
+    if (kind == "optimizer") ops.insert(op);
+    if (kind == "nn") nn_ops.insert(op);
   }
   const Result r = opforge_reg(
       {"bench", "all", "--n", "1000", "--rows", "50", "--cols", "3", "--reps", "3", "--json"});
@@ -247,6 +252,16 @@ TEST_CASE("bench all covers every optimizer op of the registry") {
     CHECK(j["op_us"].get<double>() > 0);
   }
   CHECK(benched == ops);
+  // `bench nn`: every NN op on its declared example call, with one timed rep.
+  const Result nn = opforge_reg({"bench", "nn", "--reps", "1", "--json"});
+  REQUIRE_MESSAGE(nn.rc == 0, nn.all());
+  std::set<std::string> nn_benched;
+  for (const auto& j : json::parse(nn.out)) {
+    nn_benched.insert(j["op"].get<std::string>());
+    CHECK(j["runs"][0]["ms"].get<double>() > 0);
+  }
+  CHECK(nn_benched == nn_ops);
+  CHECK(nn_ops.size() >= 7);
 }
 
 }  // namespace
