@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 #include "registry/cli/bench_workload.h"
 #include "registry/cli/commands.h"
@@ -109,7 +110,9 @@ Problem make_problem(const registry::Descriptor& d, const std::vector<std::strin
       } else {
         throw UsageError("give --scalar " + in.name + "=VALUE (the op's example has none)");
       }
-      p.text += (p.text.empty() ? "" : " ") + in.name + "=" + std::to_string(p.scalars[in.name]);
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", p.scalars[in.name]);
+      p.text += (p.text.empty() ? "" : " ") + in.name + "=" + value;
       continue;
     }
     if (!values.count(in.name))
@@ -194,9 +197,19 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   Problem bw;
   if (!d.bandwidth_op.empty() && bytes > 0) {
     Kernel& bk = reg.select(d.bandwidth_op, {}, d.target.isa);
+    // On the op's own first input and output where they hold n fp32 elements (same pages,
+    // same alignment as the op's).
     const int64_t n = static_cast<int64_t>(bytes / 8);
-    bw.add("x", registry::DType::f32, {n}, true);
-    bw.add("y", registry::DType::f32, {n}, false);
+    const Tensor& in0 = p.tensors.front();
+    const Tensor& out0 = p.tensors[n_inputs];
+    if (in0.dtype == registry::DType::f32 && out0.dtype == registry::DType::f32 &&
+        in0.elements() >= n && out0.elements() >= n) {
+      bw.tensors = {{"x", in0.data, registry::DType::f32, {n}},
+                    {"y", out0.data, registry::DType::f32, {n}}};
+    } else {
+      bw.add("x", registry::DType::f32, {n}, true);
+      bw.add("y", registry::DType::f32, {n}, false);
+    }
     bw.make_views();
     runs.push_back({"bandwidth (" + d.bandwidth_op + ")", bk.descriptor().variant, [&bw, &bk] {
                       bk.call(bw.views.tensors.data(), bw.views.tensors.size(), nullptr, 0);
@@ -213,16 +226,36 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   }
   if (peer) runs.push_back({peer->name, "", [&peer] { peer->run(); }, {}});
 
+  // Cold caches: before each timed call, a pass over twice the L3 evicts what the previous
+  // call (the op, the peer or the copy, which share tensors) left there. Without it, at
+  // 4096x1024 fp32 (a 32 MB working set on a 32 MB L3) whichever kernel ran after another on
+  // the same tensors found them cached: layer_norm measured 171% of the copy with the copy on
+  // its own buffers, the copy 2.4x the op's speed on the op's. --warm skips the eviction.
+  const bool warm = a.has("warm");
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  std::vector<uint8_t> scrub(warm ? 0 : std::max<size_t>(2 * static_cast<size_t>(std::max(l3, 0L)),
+                                                          size_t(64) << 20), 1);
+  auto evict = [&scrub] {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < scrub.size(); i += 64) sum += scrub[i]++;
+    static volatile uint64_t sink;
+    sink = sum;
+  };
+  auto timed = [&](const std::function<void()>& f) {
+    if (!scrub.empty()) evict();
+    return seconds(f);
+  };
   for (auto& r : runs) r.run();  // warm up: first-touch pages, JIT, thread pools
   double once = 0;
-  for (auto& r : runs) once += seconds(r.run);
+  for (auto& r : runs) once += timed(r.run);
   const int64_t reps = a.has("reps") ? a.get_int("reps", 0)
                                      : std::clamp<int64_t>(int64_t(2.0 / std::max(once, 1e-7)),
                                                            7, 301);
   for (int64_t i = 0; i < reps; ++i) {
-    for (auto& r : runs) r.t.push_back(seconds(r.run));
+    for (auto& r : runs) r.t.push_back(timed(r.run));
   }
   nlohmann::json j = {{"op", op},         {"variant", d.variant}, {"algorithm", d.algorithm.name},
+                      {"caches", warm ? "warm" : "cold"},
                       {"problem", p.text}, {"threads", threads},  {"reps", reps},
                       {"flops", flops},    {"bytes", bytes},      {"runs", nlohmann::json::array()}};
   const double op_s = median(runs[0].t);

@@ -156,6 +156,9 @@ const std::vector<Command>& commands() {
          {"shape", "NAME=D0,D1,...",
           "NN ops: a tensor's shape (outermost first); default: the op's example call",
           true},
+         {"warm", "",
+          "NN ops: skip the cache eviction before each timed call (default: cold caches, a "
+          "pass over twice the L3 first)"},
          {"models", "", "list the model presets (tensors, elements, source) and exit", false, true},
          json}},
        cmd_bench},
