@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages opforge needs, only those that are missing (idempotent).
 #   scripts/setup.sh          build + test dependencies
-#   scripts/setup.sh --bench  also numpy and torch for scripts/bench_torch.py
+#   scripts/setup.sh --bench  also numpy and torch for scripts/bench_torch.py and bench_nn_torch.py
 set -euo pipefail
 
 # libdnnl-dev (oneDNN 2.6): the same-run peer of `opforge bench` for the NN ops (registry/cli/
