@@ -86,11 +86,9 @@ NnOpDecl& NnOpDecl::algorithm_tolerance(const std::string& name, double rtol, do
 }
 
 NnOpDecl& NnOpDecl::add_attr(AttrDecl a) {
-  if (!registry::is_valid_identifier(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
-  for (const auto& x : attrs_) {
-    if (x.name == a.name) fail(name_, "attr '" + a.name + "' declared twice");
-  }
-  attrs_.push_back(std::move(a));
+  std::vector<std::string> names;
+  for (const auto& x : args_) names.push_back(x.name());
+  add_attr_decl(name_, attrs_, std::move(a), names);
   return *this;
 }
 
@@ -155,21 +153,7 @@ const NnAlgorithm& NnOpDecl::find_algorithm(const std::string& name) const {
 }
 
 AttrValues NnOpDecl::resolve_attrs(const AttrValues& given) const {
-  AttrValues out;
-  for (const auto& [k, v] : given) {
-    bool known = false;
-    for (const auto& a : attrs_) known = known || a.name == k;
-    if (!known) fail(name_, "unknown attr '" + k + "'");
-  }
-  for (const auto& a : attrs_) {
-    auto it = given.find(a.name);
-    try {
-      out[a.name] = it == given.end() ? a.default_value : canonicalize_attr(a, it->second);
-    } catch (const std::invalid_argument& e) {
-      fail(name_, e.what());
-    }
-  }
-  return out;
+  return resolve_attr_values(name_, attrs_, given);
 }
 
 void NnOpDecl::validate() const {

@@ -29,8 +29,8 @@ OptimizerPipeline build_nn_pipeline(const NnOpDecl& decl, const std::string& alg
       args.scalars[a.scalar.name] = p;
       r.arguments.push_back(p);
       r.kernel_args.push_back({a.scalar.name, KernelArg::Kind::input_scalar, a.scalar.dtype, 0});
-      r.inputs.push_back({a.scalar.name, Input::Role::scalar, a.scalar.dtype, 0,
-                          a.scalar.description, {}});
+      r.inputs.push_back(
+          {a.scalar.name, Input::Role::scalar, a.scalar.dtype, 0, a.scalar.description, {}});
       continue;
     }
     const NnTensorDecl& t = a.tensor;
@@ -48,8 +48,8 @@ OptimizerPipeline build_nn_pipeline(const NnOpDecl& decl, const std::string& alg
     r.inputs.push_back({t.name, Input::Role::tensor, t.dtype, dims, t.description, t.dims});
   }
   for (const auto& a : decl.attrs()) {
-    r.attrs.push_back({a.name, a.type, a.default_value, args.attrs.at(a.name), a.description,
-                       a.choices});
+    r.attrs.push_back(
+        {a.name, a.type, a.default_value, args.attrs.at(a.name), a.description, a.choices});
   }
 
   NnKernel k = algo.build(args);
@@ -64,13 +64,11 @@ OptimizerPipeline build_nn_pipeline(const NnOpDecl& decl, const std::string& alg
     const int dims = static_cast<int>(o.dims.size());
     if (f.name() != o.name || f.dimensions() != dims || f.outputs() != 1 ||
         f.output_types()[0] != halide_type(o.dtype)) {
-      throw std::invalid_argument("op '" + decl.name() + "' algorithm '" + algorithm +
-                                  "': output " + std::to_string(i) + " is Func '" + f.name() +
-                                  "' with " + std::to_string(f.dimensions()) +
-                                  " dims; the op declares '" + o.name + "' with " +
-                                  std::to_string(dims) + " dims of " +
-                                  registry::dtype_name(o.dtype) +
-                                  " (make outputs with dsl::output_func(name))");
+      throw std::invalid_argument(
+          "op '" + decl.name() + "' algorithm '" + algorithm + "': output " + std::to_string(i) +
+          " is Func '" + f.name() + "' with " + std::to_string(f.dimensions()) +
+          " dims; the op declares '" + o.name + "' with " + std::to_string(dims) + " dims of " +
+          registry::dtype_name(o.dtype) + " (make outputs with dsl::output_func(name))");
     }
     Halide::OutputImageParam ob = f.output_buffer();
     for (int d = 0; d < dims; ++d) {

@@ -259,15 +259,41 @@ std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
   return out;
 }
 
+void add_attr_decl(const std::string& op, std::vector<AttrDecl>& attrs, AttrDecl a,
+                   const std::vector<std::string>& taken) {
+  if (!registry::is_valid_identifier(a.name)) fail(op, "attr name '" + a.name + "' is invalid");
+  for (const auto& x : attrs) {
+    if (x.name == a.name) fail(op, "attr '" + a.name + "' declared twice");
+  }
+  for (const auto& x : taken) {
+    if (x == a.name) fail(op, "attr '" + a.name + "' has an argument's name");
+  }
+  attrs.push_back(std::move(a));
+}
+
+AttrValues resolve_attr_values(const std::string& op, const std::vector<AttrDecl>& attrs,
+                               const AttrValues& given) {
+  AttrValues out;
+  for (const auto& [k, v] : given) {
+    bool known = false;
+    for (const auto& a : attrs) known = known || a.name == k;
+    if (!known) fail(op, "unknown attr '" + k + "'");
+  }
+  for (const auto& a : attrs) {
+    auto it = given.find(a.name);
+    try {
+      out[a.name] = it == given.end() ? a.default_value : canonicalize_attr(a, it->second);
+    } catch (const std::invalid_argument& e) {
+      fail(op, e.what());
+    }
+  }
+  return out;
+}
+
 OptimizerDecl& OptimizerDecl::add_attr(AttrDecl a) {
-  if (!registry::is_valid_identifier(a.name)) fail(name_, "attr name '" + a.name + "' is invalid");
-  for (const auto& x : attrs_) {
-    if (x.name == a.name) fail(name_, "attr '" + a.name + "' declared twice");
-  }
-  for (const auto& x : args_) {
-    if (x.name == a.name) fail(name_, "attr '" + a.name + "' has an argument's name");
-  }
-  attrs_.push_back(std::move(a));
+  std::vector<std::string> names;
+  for (const auto& x : args_) names.push_back(x.name);
+  add_attr_decl(name_, attrs_, std::move(a), names);
   return *this;
 }
 
@@ -331,21 +357,7 @@ std::vector<std::string> OptimizerDecl::results(const AttrValues& attrs) const {
 }
 
 AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
-  AttrValues out;
-  for (const auto& [k, v] : given) {
-    bool known = false;
-    for (const auto& a : attrs_) known = known || a.name == k;
-    if (!known) fail(name_, "unknown attr '" + k + "'");
-  }
-  for (const auto& a : attrs_) {
-    auto it = given.find(a.name);
-    try {
-      out[a.name] = it == given.end() ? a.default_value : canonicalize_attr(a, it->second);
-    } catch (const std::invalid_argument& e) {
-      fail(name_, e.what());
-    }
-  }
-  return out;
+  return resolve_attr_values(name_, attrs_, given);
 }
 
 void OptimizerDecl::validate() const {

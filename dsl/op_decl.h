@@ -247,6 +247,15 @@ class OptimizerDecl {
   Storage storage_;
 };
 
+// Attr declarations shared by OptimizerDecl and NnOpDecl. add_attr_decl appends `a` after
+// checking its name (an identifier, not declared twice, not one of `taken`: the op's argument
+// names); resolve_attr_values fills defaults, canonicalizes the given values and rejects
+// unknown names. Both throw std::invalid_argument "op '<op>': ...".
+void add_attr_decl(const std::string& op, std::vector<AttrDecl>& attrs, AttrDecl a,
+                   const std::vector<std::string>& taken);
+AttrValues resolve_attr_values(const std::string& op, const std::vector<AttrDecl>& attrs,
+                               const AttrValues& given);
+
 // Canonical attribute text: bool "true"/"false", int decimal, float "%.17g".
 std::string canonical_bool(bool b);
 std::string canonical_int(int64_t v);

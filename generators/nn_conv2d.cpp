@@ -88,10 +88,13 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   // (A^T) and 1/24 (G), and measured errors on uniform(-1, 1) data were up to
   // 2.5e-5 * sqrt(CG*9) (1.9e-3 at C = 640); direct and depthwise stay near 3e-6 * sqrt(K).
   // The fp64-reference tolerance must hold for every algorithm the runtime may pick.
-  // Each variant's descriptor carries its algorithm's tolerance: Winograd's is the op's; direct
-  // and depthwise sum the same products in fp32 as the reference does in fp64 (errors near
-  // 3e-6 * sqrt(K) measured), so theirs is 10x tighter.
-  d.tolerance(1e-3, 1e-3);
+  // Each variant's descriptor carries its algorithm's tolerance. Winograd's (the op's) grows
+  // with sqrt(K): 1.37e-3 measured at C = 320 (1.002x of a 1e-3 + 1e-3|ref| bound, on the
+  // op's example call against torch's fp64 conv2d), 1.9e-3 at C = 640; atol 3e-3 holds to
+  // C = 1280 on unit-scale data and still fails a dropped or misplaced term (~0.3). Direct and
+  // depthwise sum the same products in fp32 as the reference does in fp64 (errors near
+  // 3e-6 * sqrt(K) measured), so theirs is 30x tighter.
+  d.tolerance(1e-3, 3e-3);
   d.algorithm_tolerance("direct", 1e-4, 1e-4).algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }

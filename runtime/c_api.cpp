@@ -91,10 +91,9 @@ template <class Call>
 int call_views(const char* fn, opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                const opforge_scalar* scalars, size_t n_scalars, Call&& call) {
   if (!k) return last_error = std::string(fn) + ": kernel is NULL", 1;
-  return with_views(fn, tensors, n_tensors, scalars, n_scalars,
-                    [&](const opforge::TensorView* tv, const opforge::ScalarView* sv) {
-                      call(*K(k), tv, sv);
-                    });
+  return with_views(
+      fn, tensors, n_tensors, scalars, n_scalars,
+      [&](const opforge::TensorView* tv, const opforge::ScalarView* sv) { call(*K(k), tv, sv); });
 }
 
 }  // namespace
@@ -157,9 +156,8 @@ int opforge_output_shape(opforge_kernel* k, const opforge_tensor* tensors, size_
         }
         const auto& s = shapes[index];
         if (static_cast<int>(s.size()) > max_rank) {
-          throw opforge::Error("opforge_output_shape: output has rank " +
-                               std::to_string(s.size()) + ", more than max_rank " +
-                               std::to_string(max_rank));
+          throw opforge::Error("opforge_output_shape: output has rank " + std::to_string(s.size()) +
+                               ", more than max_rank " + std::to_string(max_rank));
         }
         std::copy(s.begin(), s.end(), shape);
         *rank = static_cast<int>(s.size());

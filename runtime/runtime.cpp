@@ -541,15 +541,13 @@ std::vector<std::vector<int64_t>> Kernel::output_shapes(
   return output_shapes(v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size());
 }
 
-std::vector<std::vector<int64_t>> Kernel::output_shapes(const TensorView* tensors,
-                                                        size_t n_tensors,
+std::vector<std::vector<int64_t>> Kernel::output_shapes(const TensorView* tensors, size_t n_tensors,
                                                         const ScalarView* scalars,
                                                         size_t n_scalars) const {
   if (!desc_.shape.named_dims) {
     throw Error("op '" + desc_.op + "' updates its states in place: it has no output shapes");
   }
-  return bind_shapes(desc_, views_by_name(tensors, n_tensors),
-                     scalars_by_name(scalars, n_scalars))
+  return bind_shapes(desc_, views_by_name(tensors, n_tensors), scalars_by_name(scalars, n_scalars))
       .output_shapes;
 }
 
@@ -916,10 +914,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   fill_argv(argv, bufs, scalar_values, s_at);
   // off/len: the slice a chunked call runs (len 0: the whole call); named only on failure.
   auto run = [&](int64_t off, int64_t len, int64_t n) {
-    invoke(argv, len == 0 ? std::string()
-                          : " on elements [" + std::to_string(off) + ", " +
-                                std::to_string(off + len) + ") of " + std::to_string(n) +
-                                " (earlier slices are already updated)");
+    invoke(argv, len == 0
+                     ? std::string()
+                     : " on elements [" + std::to_string(off) + ", " + std::to_string(off + len) +
+                           ") of " + std::to_string(n) + " (earlier slices are already updated)");
   };
   if (!d.shape.elementwise || !d.shape.segments.empty()) {
     run(0, 0, 0);

@@ -115,8 +115,8 @@ BoundShapes bind_shapes(const Descriptor& d, const std::map<std::string, const T
   for (const auto& c : d.shape.checks) {
     auto v = eval(d, c.condition, b);
     if (!v || *v == 0) {
-      throw fail(c.message + " (`" + c.condition + "` does not hold: " +
-                 values_text(ShapeExpr::parse(c.condition), b) + ")");
+      throw fail(c.message + " (`" + c.condition +
+                 "` does not hold: " + values_text(ShapeExpr::parse(c.condition), b) + ")");
     }
   }
   for (const auto& o : d.outputs) {
@@ -128,8 +128,9 @@ BoundShapes bind_shapes(const Descriptor& d, const std::map<std::string, const T
         if (!b.optional_present.count(e)) continue;  // no input had it: neither does the output
       }
       auto v = eval(d, e, b);
-      if (!v) throw fail("output '" + o.name + "' dim " + std::to_string(k) + " (" + e +
-                         ") reads a value the call does not give");
+      if (!v)
+        throw fail("output '" + o.name + "' dim " + std::to_string(k) + " (" + e +
+                   ") reads a value the call does not give");
       if (*v < 0) {
         throw fail("output '" + o.name + "' would have dim " + std::to_string(k) + " = " +
                    std::to_string(*v) + " (" + e + " with " + values_text(ShapeExpr::parse(e), b) +

@@ -35,7 +35,7 @@ Timing: both thread pools get --threads (torch.set_num_threads, opforge_set_num_
 OMP_WAIT_POLICY=passive set before torch loads (see bench_torch.py). Calls are interleaved
 (the order alternating between reps), each timed alone with time.perf_counter_ns; medians of
 --reps. Caches are cold like `opforge bench` (registry/cli/bench_nn.cpp): before each timed call
-a read+write pass over max(2 x L3 as glibc's sysconf reports it, 64 MB) evicts what the previous
+a read+write pass over 2 x L3 as glibc's sysconf reports it, clamped to [64, 256] MB, evicts what the previous
 call left; --warm skips it. GFLOP/s counts the descriptor's cost.flops ("-" for memory-bound ops,
 whose GB/s from cost.bytes is in --json).
 
@@ -446,7 +446,7 @@ def make_evictor(warm):
         l3 = max(int(libc.sysconf(_SC_LEVEL3_CACHE_SIZE)), 0)
     except (OSError, AttributeError):
         l3 = 0
-    size = max(2 * l3, 64 << 20)
+    size = min(max(2 * l3, 64 << 20), 256 << 20)  # as opforge bench: glibc says 320 MiB here
     lines = np.ones(size, dtype=np.uint8)[::64]
 
     def evict():

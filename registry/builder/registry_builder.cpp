@@ -96,14 +96,11 @@ bool has_reduction(const Halide::Pipeline& p) {
 
 namespace {
 
-// An NN variant's descriptor: named dims, fresh outputs, shape checks, the algorithm and its
-// condition, the cost expressions. Traffic per output element: what a kernel reading every
-// input once and writing every output once moves, for the row-wise and elementwise ops whose
-// inputs besides the first are per-row or smaller (gamma, beta); cost.bytes is exact.
-registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
-                                        const std::string& halide_version) {
-  const dsl::NnOpDecl& d = *v.nn;
-  const dsl::NnAlgorithm& algo = d.find_algorithm(v.algorithm);
+// What every descriptor takes from its declaration and planned variant alike: identity, texts,
+// arguments, attrs, kernel, target, schedule and key.
+template <class Decl>
+registry::Descriptor common_descriptor(const PlannedVariant& v, const Decl& d,
+                                       const std::string& halide_version) {
   registry::Descriptor r;
   r.op = d.name();
   r.op_version = d.version();
@@ -115,10 +112,6 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
   r.inputs = v.pipeline.inputs;
   r.outputs = v.pipeline.outputs;
   r.attrs = v.pipeline.attrs;
-  r.shape.elementwise = false;
-  r.shape.named_dims = true;
-  r.shape.max_elements = std::numeric_limits<int32_t>::max();
-  for (const auto& c : d.checks()) r.shape.checks.push_back({c.condition, c.message});
   r.kernel.file = "kernels/" + v.id + ".so";
   r.kernel.entry = v.id;
   r.kernel.args = v.pipeline.kernel_args;
@@ -127,14 +120,31 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
   for (const auto& [k, val] : v.pipeline.schedule_params)
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
-  r.tolerance = algo.tolerance ? *algo.tolerance : d.tolerance();
+  r.tolerance = d.tolerance();
+  r.cache_key = v.key.hex_digest();
+  r.halide_version = halide_version;
+  return r;
+}
+
+// An NN variant's descriptor: named dims, fresh outputs, shape checks, the algorithm and its
+// condition, the cost expressions. Traffic per output element: what a kernel reading every
+// input once and writing every output once moves, for the row-wise and elementwise ops whose
+// inputs besides the first are per-row or smaller (gamma, beta); cost.bytes is exact.
+registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
+                                        const std::string& halide_version) {
+  const dsl::NnOpDecl& d = *v.nn;
+  const dsl::NnAlgorithm& algo = d.find_algorithm(v.algorithm);
+  registry::Descriptor r = common_descriptor(v, d, halide_version);
+  r.shape.elementwise = false;
+  r.shape.named_dims = true;
+  r.shape.max_elements = std::numeric_limits<int32_t>::max();
+  for (const auto& c : d.checks()) r.shape.checks.push_back({c.condition, c.message});
+  if (algo.tolerance) r.tolerance = *algo.tolerance;
   r.traffic = {0, 0};
   if (!r.inputs.empty() && !r.outputs.empty()) {
     r.traffic = {registry::dtype_bytes(r.inputs.front().dtype),
                  registry::dtype_bytes(r.outputs.front().dtype)};
   }
-  r.cache_key = v.key.hex_digest();
-  r.halide_version = halide_version;
   r.bandwidth_op = d.bandwidth_op();
   r.algorithm = {algo.name, algo.applies_when, algo.priority, algo.description};
   r.cost = {d.cost().flops, d.cost().bytes, d.cost().example};
@@ -146,17 +156,7 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
 registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
   if (v.nn) return make_nn_descriptor(v, halide_version);
   const dsl::OptimizerDecl& d = *v.decl;
-  registry::Descriptor r;
-  r.op = d.name();
-  r.op_version = d.version();
-  r.variant = v.id;
-  r.summary = d.summary();
-  r.formula = d.formula();
-  r.reference = d.reference();
-  r.kind = d.kind();
-  r.inputs = v.pipeline.inputs;
-  r.outputs = v.pipeline.outputs;
-  r.attrs = v.pipeline.attrs;
+  registry::Descriptor r = common_descriptor(v, d, halide_version);
   // Traffic in real bytes per element: every tensor read (the write-only model copy of the
   // master-weights mode is not), each reduction read once more, every output written.
   int read_bytes = 0, written_bytes = 0;
@@ -191,15 +191,6 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       !d.sparse() && v.pipeline.reduction_reads.empty() && !has_reduction(v.pipeline.pipeline);
   // Flat buffers of many tensors in one call: no per-tensor reduction, or segmented ones.
   r.shape.multi_tensor = !d.sparse() && (d.is_multi_tensor() || !v.pipeline.per_tensor_reductions);
-  r.kernel.file = "kernels/" + v.id + ".so";
-  r.kernel.entry = v.id;
-  r.kernel.args = v.pipeline.kernel_args;
-  r.target = {v.isa.name, v.target.to_string(), v.isa.cpu_features, v.isa.priority};
-  r.schedule.recipe = v.pipeline.schedule_recipe;
-  for (const auto& [k, val] : v.pipeline.schedule_params)
-    r.schedule.params[k] = std::to_string(val);
-  r.schedule.summary = v.pipeline.schedule_summary;
-  r.tolerance = d.tolerance();
   // A reduction pass reads its tensors once more before the update.
   for (const auto& name : v.pipeline.reduction_reads) {
     for (const auto& in : r.inputs) {
@@ -212,8 +203,6 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       written_bytes += registry::dtype_bytes(o.dtype);
   }
   r.traffic = {read_bytes, written_bytes};
-  r.cache_key = v.key.hex_digest();
-  r.halide_version = halide_version;
   if (!d.sparse()) r.bandwidth_op = generators::bandwidth_for(d, r.attr_values()).name();
   return r;
 }

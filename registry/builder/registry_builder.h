@@ -81,10 +81,9 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
 // Rows with `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a
 // twin whose schedule file is not compiled in is an error naming `opforge autoschedule OP`.
 // NN rows (generators::nn_op_table()) plan one variant per (row, ISA); `only` may name either.
-std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
-                                          const std::vector<std::string>& only,
-                                          const HalideIdentity& hid,
-                                          const std::vector<generators::NnVariantSpec>& nn_rows = {});
+std::vector<PlannedVariant> plan_variants(
+    const std::vector<generators::VariantSpec>& rows, const std::vector<std::string>& only,
+    const HalideIdentity& hid, const std::vector<generators::NnVariantSpec>& nn_rows = {});
 
 // The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
 // need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming

@@ -1,17 +1,18 @@
 #include "registry/cli/bench_nn.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <functional>
-#include <set>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "registry/cli/bench_workload.h"
 #include "registry/cli/commands.h"
@@ -96,7 +97,8 @@ Problem make_problem(const registry::Descriptor& d, const std::vector<std::strin
   for (const auto& s : shapes) {
     auto [name, text] = split_assignment(s, "shape");
     if (!d.find_input(name) || d.find_input(name)->role == registry::Input::Role::scalar)
-      throw UsageError("--shape " + name + ": op '" + d.op + "' has no tensor input '" + name + "'");
+      throw UsageError("--shape " + name + ": op '" + d.op + "' has no tensor input '" + name +
+                       "'");
     values[name] = text;
   }
   Problem p;
@@ -121,7 +123,8 @@ Problem make_problem(const registry::Descriptor& d, const std::vector<std::strin
     p.text += (p.text.empty() ? "" : " ") + in.name + "=" + values[in.name];
   }
   for (const auto& [name, v] : given) {
-    if (!d.find_input(name)) throw UsageError("--scalar " + name + ": op '" + d.op + "' has no such scalar");
+    if (!d.find_input(name))
+      throw UsageError("--scalar " + name + ": op '" + d.op + "' has no such scalar");
   }
   p.make_views();
   return p;
@@ -177,7 +180,9 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
     };
   };
   runs.push_back({d.algorithm.name.empty() ? "opforge" : "opforge " + d.algorithm.name,
-                  d.variant, call(k), {}});
+                  d.variant,
+                  call(k),
+                  {}});
   if (!a.has("variant") && !attrs.count("algorithm")) {
     std::set<std::string> seen = {d.algorithm.name};
     for (const auto& v : reg.variants(op)) {
@@ -211,9 +216,11 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
       bw.add("y", registry::DType::f32, {n}, false);
     }
     bw.make_views();
-    runs.push_back({"bandwidth (" + d.bandwidth_op + ")", bk.descriptor().variant, [&bw, &bk] {
-                      bk.call(bw.views.tensors.data(), bw.views.tensors.size(), nullptr, 0);
-                    }, {}});
+    runs.push_back(
+        {"bandwidth (" + d.bandwidth_op + ")",
+         bk.descriptor().variant,
+         [&bw, &bk] { bk.call(bw.views.tensors.data(), bw.views.tensors.size(), nullptr, 0); },
+         {}});
   }
   std::string peer_error;
   std::unique_ptr<peers::PeerRun> peer;
@@ -232,9 +239,12 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   // the same tensors found them cached: layer_norm measured 171% of the copy with the copy on
   // its own buffers, the copy 2.4x the op's speed on the op's. --warm skips the eviction.
   const bool warm = a.has("warm");
+  // Twice the L3 glibc reports, clamped to [64, 256] MB: on this VM glibc reports 320 MiB
+  // (lscpu: 32 MiB), and a 640 MB pass per timed call made a run of reps take minutes.
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  std::vector<uint8_t> scrub(warm ? 0 : std::max<size_t>(2 * static_cast<size_t>(std::max(l3, 0L)),
-                                                          size_t(64) << 20), 1);
+  const size_t scrub_bytes = std::clamp<size_t>(2 * static_cast<size_t>(std::max(l3, 0L)),
+                                                size_t(64) << 20, size_t(256) << 20);
+  std::vector<uint8_t> scrub(warm ? 0 : scrub_bytes, 1);
   auto evict = [&scrub] {
     uint64_t sum = 0;
     for (size_t i = 0; i < scrub.size(); i += 64) sum += scrub[i]++;
@@ -248,31 +258,37 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   for (auto& r : runs) r.run();  // warm up: first-touch pages, JIT, thread pools
   double once = 0;
   for (auto& r : runs) once += timed(r.run);
-  const int64_t reps = a.has("reps") ? a.get_int("reps", 0)
-                                     : std::clamp<int64_t>(int64_t(2.0 / std::max(once, 1e-7)),
-                                                           7, 301);
+  const int64_t reps = a.has("reps")
+                           ? a.get_int("reps", 0)
+                           : std::clamp<int64_t>(int64_t(2.0 / std::max(once, 1e-7)), 7, 301);
   for (int64_t i = 0; i < reps; ++i) {
     for (auto& r : runs) r.t.push_back(timed(r.run));
   }
-  nlohmann::json j = {{"op", op},         {"variant", d.variant}, {"algorithm", d.algorithm.name},
+  nlohmann::json j = {{"op", op},
+                      {"variant", d.variant},
+                      {"algorithm", d.algorithm.name},
                       {"caches", warm ? "warm" : "cold"},
-                      {"problem", p.text}, {"threads", threads},  {"reps", reps},
-                      {"flops", flops},    {"bytes", bytes},      {"runs", nlohmann::json::array()}};
+                      {"problem", p.text},
+                      {"threads", threads},
+                      {"reps", reps},
+                      {"flops", flops},
+                      {"bytes", bytes},
+                      {"runs", nlohmann::json::array()}};
   const double op_s = median(runs[0].t);
   double bw_gbps = 0;
   for (const auto& r : runs) {
     const double s = median(r.t);
-    nlohmann::json jr = {{"label", r.label}, {"variant", r.variant}, {"ms", s * 1e3},
-                         {"gflops", flops / s / 1e9}, {"gbps", bytes / s / 1e9},
-                         {"opforge_speedup", s / op_s}};
+    nlohmann::json jr = {{"label", r.label},        {"variant", r.variant},
+                         {"ms", s * 1e3},           {"gflops", flops / s / 1e9},
+                         {"gbps", bytes / s / 1e9}, {"opforge_speedup", s / op_s}};
     if (r.label.rfind("bandwidth", 0) == 0) bw_gbps = bytes / s / 1e9;
     j["runs"].push_back(jr);
   }
   if (bw_gbps > 0) j["pct_of_bw"] = 100.0 * (bytes / op_s / 1e9) / bw_gbps;
   if (!peer_error.empty()) j["peer_error"] = peer_error;
   if (!peer && peer_error.empty())
-    j["peer_error"] = peers::onednn_available() ? "oneDNN has no equivalent of " + op
-                                                : "built without oneDNN";
+    j["peer_error"] =
+        peers::onednn_available() ? "oneDNN has no equivalent of " + op : "built without oneDNN";
   return j;
 }
 
@@ -314,13 +330,14 @@ int bench_nn_all(const Args& a, Registry& reg) {
       }
     }
     char pct[32] = "-";
-    if (j.contains("pct_of_bw")) std::snprintf(pct, sizeof pct, "%.1f%%", j["pct_of_bw"].get<double>());
-    std::printf("| %s | %s | %s | %.3f | %.1f | %.2f | %s | %s | %s |\n", op.c_str(),
-                j["problem"].get<std::string>().c_str(),
-                j["algorithm"].get<std::string>().empty() ? "-"
-                                                          : j["algorithm"].get<std::string>().c_str(),
-                r0["ms"].get<double>(), r0["gflops"].get<double>(), r0["gbps"].get<double>(), pct,
-                peer_ms.c_str(), peer_ratio.c_str());
+    if (j.contains("pct_of_bw"))
+      std::snprintf(pct, sizeof pct, "%.1f%%", j["pct_of_bw"].get<double>());
+    std::printf(
+        "| %s | %s | %s | %.3f | %.1f | %.2f | %s | %s | %s |\n", op.c_str(),
+        j["problem"].get<std::string>().c_str(),
+        j["algorithm"].get<std::string>().empty() ? "-" : j["algorithm"].get<std::string>().c_str(),
+        r0["ms"].get<double>(), r0["gflops"].get<double>(), r0["gbps"].get<double>(), pct,
+        peer_ms.c_str(), peer_ratio.c_str());
     std::fflush(stdout);
   }
   if (a.has("json")) std::cout << all.dump(2) << "\n";

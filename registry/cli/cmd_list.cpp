@@ -94,6 +94,25 @@ int cmd_list(const Args& a) {
   return 0;
 }
 
+// The variants (id, ISA, attrs, schedule) and the `opforge run` line of the op.
+void print_variants_and_run(const std::vector<registry::Descriptor>& vs) {
+  const registry::Descriptor& d = vs.front();
+  std::printf("variants:\n");
+  for (const auto& v : vs) {
+    std::printf("  %-50s %-7s attrs %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
+                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
+  }
+  std::printf("\nrun it: opforge run %s", d.op.c_str());
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::scalar) {
+      std::printf(" --scalar %s=VALUE", in.name.c_str());
+    } else {
+      std::printf(" --in %s=%s.npy", in.name.c_str(), in.name.c_str());
+    }
+  }
+  std::printf(" --out DIR\n");
+}
+
 std::string dims_text(const std::vector<std::string>& dims) {
   return "[" + join(dims, ", ") + "]";
 }
@@ -138,30 +157,19 @@ void describe_nn(const std::vector<registry::Descriptor>& vs) {
       "--attr algorithm=NAME forces one):\n");
   for (const auto* v : algos) {
     const auto& al = v->algorithm;
-    std::printf("  %-10s priority %-3d when %s\n      %s\n      tolerance vs fp64 reference: "
-                "|err| <= %g + %g*|ref|\n",
-                al.name.empty() ? "(default)" : al.name.c_str(), al.priority,
-                al.applies_when.empty() ? "always" : al.applies_when.c_str(),
-                al.description.c_str(), v->tolerance.atol, v->tolerance.rtol);
+    std::printf(
+        "  %-10s priority %-3d when %s\n      %s\n      tolerance vs fp64 reference: "
+        "|err| <= %g + %g*|ref|\n",
+        al.name.empty() ? "(default)" : al.name.c_str(), al.priority,
+        al.applies_when.empty() ? "always" : al.applies_when.c_str(), al.description.c_str(),
+        v->tolerance.atol, v->tolerance.rtol);
   }
   if (!d.cost.flops.empty() || !d.cost.bytes.empty())
     std::printf("cost per call: flops %s; bytes %s\n",
                 d.cost.flops.empty() ? "-" : d.cost.flops.c_str(),
                 d.cost.bytes.empty() ? "-" : d.cost.bytes.c_str());
-  std::printf("\nvariants:\n");
-  for (const auto& v : vs) {
-    std::printf("  %-50s %-7s %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
-                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
-  }
-  std::printf("\nrun it: opforge run %s", d.op.c_str());
-  for (const auto& in : d.inputs) {
-    if (in.role == registry::Input::Role::scalar) {
-      std::printf(" --scalar %s=VALUE", in.name.c_str());
-    } else {
-      std::printf(" --in %s=%s.npy", in.name.c_str(), in.name.c_str());
-    }
-  }
-  std::printf(" --out DIR\n");
+  std::printf("\n");
+  print_variants_and_run(vs);
 }
 
 std::string op_help(const Args& a, const std::string& op) {
@@ -267,21 +275,9 @@ int cmd_describe(const Args& a) {
   }
   std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
               d.tolerance.rtol);
-  std::printf("traffic: %d B read + %d B written per element\n\nvariants:\n",
-              d.traffic.bytes_read_per_element, d.traffic.bytes_written_per_element);
-  for (const auto& v : vs) {
-    std::printf("  %-50s %-7s attrs %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
-                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
-  }
-  std::printf("\nrun it: opforge run %s", d.op.c_str());
-  for (const auto& in : d.inputs) {
-    if (in.role == registry::Input::Role::scalar) {
-      std::printf(" --scalar %s=VALUE", in.name.c_str());
-    } else {
-      std::printf(" --in %s=%s.npy", in.name.c_str(), in.name.c_str());
-    }
-  }
-  std::printf(" --out DIR\n");
+  std::printf("traffic: %d B read + %d B written per element\n\n", d.traffic.bytes_read_per_element,
+              d.traffic.bytes_written_per_element);
+  print_variants_and_run(vs);
   return 0;
 }
 

@@ -154,8 +154,7 @@ const std::vector<Command>& commands() {
               "same buffers, and the bandwidth kernel, interleaved; elementwise ops only"},
          {"align", "N", "--model: each tensor starts at a multiple of N elements (default 32)"},
          {"shape", "NAME=D0,D1,...",
-          "NN ops: a tensor's shape (outermost first); default: the op's example call",
-          true},
+          "NN ops: a tensor's shape (outermost first); default: the op's example call", true},
          {"warm", "",
           "NN ops: skip the cache eviction before each timed call (default: cold caches, a "
           "pass over twice the L3 first)"},

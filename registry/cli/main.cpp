@@ -1,8 +1,9 @@
 // opforge: regenerate, list, describe, inspect, run and benchmark the op library.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <iostream>
 
 #include "opforge/runtime.hpp"

@@ -2,8 +2,6 @@
 // The JSON form is documented field by field in registry/SCHEMA.md.
 #include "registry/format/descriptor.h"
 
-#include "registry/format/shape_expr.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -14,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
+
+#include "registry/format/shape_expr.h"
 
 namespace opforge::registry {
 
@@ -1083,8 +1083,9 @@ void check_named_dims(const Descriptor& d, const std::string& origin) {
     try {
       for (const auto& n : ShapeExpr::parse(text).names()) {
         if (!names.count(n))
-          fail(origin, ptr, quote(n) + " in " + quote(text) +
-                                " is not a dim, an int scalar or an int/bool attr of the op");
+          fail(origin, ptr,
+               quote(n) + " in " + quote(text) +
+                   " is not a dim, an int scalar or an int/bool attr of the op");
       }
     } catch (const ShapeExprError& e) {
       fail(origin, ptr, e.what());
@@ -1095,8 +1096,8 @@ void check_named_dims(const Descriptor& d, const std::string& origin) {
     const std::string ptr = child("/outputs", i);
     if (!out.aliases.empty()) fail(origin, child(ptr, "aliases"), "NN outputs are fresh buffers");
     if (static_cast<int>(out.dims.size()) != out.rank)
-      fail(origin, child(ptr, "dims"), "has " + std::to_string(out.dims.size()) +
-                                           " dims for rank " + std::to_string(out.rank));
+      fail(origin, child(ptr, "dims"),
+           "has " + std::to_string(out.dims.size()) + " dims for rank " + std::to_string(out.rank));
     for (size_t k = 0; k < out.dims.size(); ++k) {
       std::string e = out.dims[k];
       if (k == 0 && !e.empty() && e.back() == '?') e.pop_back();
@@ -1105,7 +1106,8 @@ void check_named_dims(const Descriptor& d, const std::string& origin) {
   }
   for (size_t i = 0; i < d.shape.checks.size(); ++i)
     check_expr(d.shape.checks[i].condition, child(child("/shape/checks", i), "condition"));
-  if (!d.algorithm.applies_when.empty()) check_expr(d.algorithm.applies_when, "/algorithm/applies_when");
+  if (!d.algorithm.applies_when.empty())
+    check_expr(d.algorithm.applies_when, "/algorithm/applies_when");
   if (!d.cost.flops.empty()) check_expr(d.cost.flops, "/cost/flops");
   if (!d.cost.bytes.empty()) check_expr(d.cost.bytes, "/cost/bytes");
   for (size_t i = 0; i < d.kernel.args.size(); ++i) {

@@ -103,8 +103,7 @@ class Parser {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       std::string name;
-      while (p_ < t_.size() &&
-             (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_'))
+      while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_'))
         name += t_[p_++];
       if (name == "min" || name == "max") {
         if (!eat("(")) fail("expected '(' after " + name);
@@ -201,8 +200,7 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
     } else if (op == "*") {
       if (__builtin_mul_overflow(*a, *b, &r)) overflow();
     } else if (op == "/" || op == "%") {
-      if (*b == 0)
-        throw ShapeExprError("shape expression \"" + text + "\" divides by zero");
+      if (*b == 0) throw ShapeExprError("shape expression \"" + text + "\" divides by zero");
       const int64_t q = floor_div(*a, *b);
       r = op == "/" ? q : *a - q * *b;
     } else if (op == "min") {

@@ -20,9 +20,8 @@ npy::Array f32(std::vector<int64_t> shape, float scale) {
 }
 
 const std::vector<std::string> kConvScalars = {
-    "--scalar", "stride_h=1",   "--scalar", "stride_w=1",   "--scalar", "pad_h=1",
-    "--scalar", "pad_w=1",      "--scalar", "dilation_h=1", "--scalar", "dilation_w=1",
-    "--scalar", "groups=1"};
+    "--scalar", "stride_h=1", "--scalar",     "stride_w=1", "--scalar",     "pad_h=1",  "--scalar",
+    "pad_w=1",  "--scalar",   "dilation_h=1", "--scalar",   "dilation_w=1", "--scalar", "groups=1"};
 
 }  // namespace
 
@@ -32,9 +31,10 @@ TEST_CASE("opforge run conv2d: outputs shaped by the rule, same values for every
   npy::write_atomic(tmp / "w.npy", f32({4, 3, 3, 3}, 0.25f));
   std::map<std::string, std::vector<float>> y;
   for (const char* algo : {"", "direct", "winograd"}) {
-    std::vector<std::string> args = {"run",  "conv2d", "--in",  "x=" + (tmp / "x.npy"),
-                                     "--in", "weight=" + (tmp / "w.npy"), "--out",
-                                     tmp / (std::string("out_") + algo)};
+    std::vector<std::string> args = {"run",   "conv2d",
+                                     "--in",  "x=" + (tmp / "x.npy"),
+                                     "--in",  "weight=" + (tmp / "w.npy"),
+                                     "--out", tmp / (std::string("out_") + algo)};
     args.insert(args.end(), kConvScalars.begin(), kConvScalars.end());
     if (*algo) args.insert(args.end(), {"--attr", std::string("algorithm=") + algo});
     const Result r = opforge_reg(args);
@@ -57,8 +57,9 @@ TEST_CASE("opforge run with bad NN shapes exits 1, names the argument, writes no
   TempDir tmp;
   npy::write_atomic(tmp / "x.npy", f32({1, 3, 5, 5}, 1));
   npy::write_atomic(tmp / "w.npy", f32({4, 2, 3, 3}, 1));
-  std::vector<std::string> args = {"run",  "conv2d", "--in", "x=" + (tmp / "x.npy"),
-                                   "--in", "weight=" + (tmp / "w.npy"), "--out", tmp / "out"};
+  std::vector<std::string> args = {
+      "run",   "conv2d",   "--in", "x=" + (tmp / "x.npy"), "--in", "weight=" + (tmp / "w.npy"),
+      "--out", tmp / "out"};
   args.insert(args.end(), kConvScalars.begin(), kConvScalars.end());
   Result r = opforge_reg(args);
   CHECK(r.rc == 1);
@@ -86,8 +87,8 @@ TEST_CASE("opforge describe conv2d shows dims, checks and the algorithm rule") {
 }
 
 TEST_CASE("opforge bench runs an NN op on given shapes with its bandwidth kernel") {
-  const Result r = opforge_reg({"bench", "matmul", "--shape", "a=3,40,33", "--shape", "b=33,20",
-                                "--reps", "3", "--json"});
+  const Result r = opforge_reg(
+      {"bench", "matmul", "--shape", "a=3,40,33", "--shape", "b=33,20", "--reps", "3", "--json"});
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   const auto j = parse_json(r);
   CHECK(j["problem"] == "a=3,40,33 b=33,20");

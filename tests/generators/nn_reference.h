@@ -15,7 +15,7 @@
 namespace opforge::testing {
 
 using NnShapes = std::map<std::string, std::vector<int64_t>>;  // tensor -> shape, outermost first
-using NnTensors = std::map<std::string, std::vector<double>>;   // tensor -> row-major values
+using NnTensors = std::map<std::string, std::vector<double>>;  // tensor -> row-major values
 using NnScalars = std::map<std::string, double>;
 using NnAttrs = std::map<std::string, std::string>;
 
@@ -43,9 +43,7 @@ std::map<std::string, NnReference>& nn_references();
 const NnReference* find_nn_reference(const std::string& op);
 
 struct RegisterNnReference {
-  RegisterNnReference(const std::string& op, NnReference r) {
-    nn_references()[op] = std::move(r);
-  }
+  RegisterNnReference(const std::string& op, NnReference r) { nn_references()[op] = std::move(r); }
 };
 
 // Row-major index helpers for the references.

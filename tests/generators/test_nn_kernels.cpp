@@ -120,8 +120,8 @@ TEST_CASE("every NN variant matches its fp64 reference on the problems it applie
         CAPTURE(shapes_text(p.shapes, p.scalars));
         ran += check_problem(k, *ref, p, static_cast<unsigned>(1000 + i), worst, worst_at);
       }
-      MESSAGE(d.variant << ": " << ran << " problems, worst error " << worst
-                        << "x of tolerance at " << worst_at);
+      MESSAGE(d.variant << ": " << ran << " problems, worst error " << worst << "x of tolerance at "
+                        << worst_at);
       CHECK_MESSAGE(ran >= 2, d.variant << " applies to " << ran << " of the problems");
       CHECK_MESSAGE(worst <= 1.0, d.variant << ": " << worst << "x of tolerance at " << worst_at);
       ++variants;

@@ -27,7 +27,7 @@ std::vector<NnProblem> problems() {
   struct Case {
     int64_t ba, bb, M, N, K;
   };
-  const std::vector<Case> cases = {{0, 0, 1, 1, 1},    {0, 0, 1, 17, 5},  {3, 3, 17, 1, 33},
+  const std::vector<Case> cases = {{0, 0, 1, 1, 1},    {0, 0, 1, 17, 5},   {3, 3, 17, 1, 33},
                                    {2, 2, 33, 65, 17}, {0, 0, 9, 31, 300}, {2, 0, 70, 47, 513},
                                    {0, 3, 5, 9, 7},    {1, 1, 260, 40, 7}, {0, 0, 5, 290, 1000}};
   std::vector<NnProblem> out;

@@ -12,10 +12,9 @@ std::unique_ptr<PeerRun> onednn_peer(const std::string& op,
                                      const std::vector<Tensor>& tensors,
                                      const std::map<std::string, double>& scalars, int threads) {
   (void)threads;  // oneDNN's OpenMP pool: OMP_NUM_THREADS, set by the caller before first use
-  using Maker = std::unique_ptr<PeerRun> (*)(const std::string&,
-                                             const std::map<std::string, std::string>&,
-                                             const std::vector<Tensor>&,
-                                             const std::map<std::string, double>&);
+  using Maker = std::unique_ptr<PeerRun> (*)(
+      const std::string&, const std::map<std::string, std::string>&, const std::vector<Tensor>&,
+      const std::map<std::string, double>&);
   // Each family's maker returns nullptr for ops that are not its own.
   static const Maker kFamilies[] = {onednn_conv_peer, onednn_matmul_peer, onednn_norm_peer};
   for (Maker m : kFamilies) {

@@ -66,8 +66,8 @@ class Kernel {
   // algorithm applies (Registry::select with shapes picks one that does).
   // The shape of each output, in descriptor order, for these inputs and scalars (outputs in
   // `tensors` are ignored). Throws Error naming the argument and the shapes on bad input.
-  std::vector<std::vector<int64_t>> output_shapes(const std::vector<Tensor>& tensors,
-                                                  const std::map<std::string, double>& scalars) const;
+  std::vector<std::vector<int64_t>> output_shapes(
+      const std::vector<Tensor>& tensors, const std::map<std::string, double>& scalars) const;
   std::vector<std::vector<int64_t>> output_shapes(const TensorView* tensors, size_t n_tensors,
                                                   const ScalarView* scalars,
                                                   size_t n_scalars) const;
@@ -122,8 +122,7 @@ class Kernel {
     int64_t i64;
   };
   // argv of one kernel call: each argument's buffer (bufs by tensor slot) or scalar value.
-  void fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values,
-                 const double* s_at) const;
+  void fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values, const double* s_at) const;
   // Calls the kernel; a Halide error becomes an Error naming the variant (and `where`).
   void invoke(void** argv, const std::string& where);
 };

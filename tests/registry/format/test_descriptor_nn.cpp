@@ -24,8 +24,8 @@ Descriptor make_conv() {
   d.inputs = {{"x", Input::Role::tensor, DType::f32, 4, "input", {"N", "C", "H", "W"}},
               {"weight", Input::Role::tensor, DType::f32, 4, "filters", {"O", "C", "KH", "KW"}},
               {"stride", Input::Role::scalar, DType::i32, 0, "stride", {}}};
-  d.outputs = {{"y", "y", "", DType::f32, 4,
-                {"N", "O", "(H - KH) / stride + 1", "(W - KW) / stride + 1"}}};
+  d.outputs = {
+      {"y", "y", "", DType::f32, 4, {"N", "O", "(H - KH) / stride + 1", "(W - KW) / stride + 1"}}};
   Attr relu;
   relu.name = "relu";
   relu.type = Attr::Type::boolean;
@@ -106,8 +106,11 @@ TEST_CASE("optimizer descriptors do not grow NN keys") {
 }
 
 TEST_CASE("inconsistent NN descriptors are rejected where they are wrong") {
-  expect_rejected([](json& j) { j["inputs"][0]["dims"] = {"N", "C", "H"}; }, "/inputs/0/dims",
-                  "3 dims for rank 4");
+  expect_rejected(
+      [](json& j) {
+        j["inputs"][0]["dims"] = {"N", "C", "H"};
+      },
+      "/inputs/0/dims", "3 dims for rank 4");
   expect_rejected([](json& j) { j["inputs"][1]["dims"][2] = "K H"; }, "/inputs/1/dims/2",
                   "not a dim name");
   expect_rejected([](json& j) { j["inputs"][1]["dims"][2] = "KH?"; }, "/inputs/1/dims/2",

@@ -7,22 +7,13 @@
 #include <vector>
 
 #include "opforge/runtime.hpp"
+#include "runtime/validation/validation_util.h"
 #include "test_registry.h"
 
 using namespace opforge;
+using opforge::testing::error_of;
 
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("bandwidth_copy copies odd sizes exactly on every ISA the CPU has") {
   auto reg = Registry::open(testing::test_registry_dir());
@@ -56,16 +47,18 @@ TEST_CASE("bad NN calls name the argument and the shapes") {
   CHECK(error_of([&] {
           k.call({{"x", x.data(), DType::f32, {12}}, {"y", z.data(), DType::f32, {13}}}, {});
         }) == "op 'bandwidth_copy': output 'y' has shape [13], expected [12] = [N]");
-  CHECK(error_of([&] { k.call({{"x", x.data(), DType::f32, {12}}}, {}); }) ==
-        "op 'bandwidth_copy': missing tensor argument 'y'");
+  CHECK(error_of([&] {
+          k.call({{"x", x.data(), DType::f32, {12}}}, {});
+        }) == "op 'bandwidth_copy': missing tensor argument 'y'");
   CHECK(error_of([&] {
           k.call({{"x", x.data(), DType::f32, {12}}, {"y", x.data() + 4, DType::f32, {12}}}, {});
         }).find("output 'y' overlaps argument 'x'") != std::string::npos);
   CHECK(error_of([&] {
           k.call({{"x", x.data(), DType::f32, {12}}, {"y", y.data(), DType::f64, {12}}}, {});
         }).find("argument 'y' has dtype float64, expected float32") != std::string::npos);
-  CHECK(error_of([&] { reg->select("bandwidth_copy", {{"algorithm", "winograd"}}); })
-            .find("has no algorithm 'winograd'") != std::string::npos);
+  CHECK(error_of([&] {
+          reg->select("bandwidth_copy", {{"algorithm", "winograd"}});
+        }).find("has no algorithm 'winograd'") != std::string::npos);
   // Nothing was written by a refused call.
   CHECK(y == std::vector<float>(12, 0.f));
 }

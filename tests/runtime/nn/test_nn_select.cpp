@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "opforge/runtime.hpp"
+#include "runtime/validation/validation_util.h"
 #include "test_registry.h"
 
 using namespace opforge;
+using opforge::testing::error_of;
 
 namespace {
 
@@ -17,13 +19,12 @@ struct Conv {
   std::vector<float> x, w, y;
   std::vector<Tensor> tensors;
   std::map<std::string, double> scalars;
-  Conv(int64_t n, int64_t c, int64_t h, int64_t o, int64_t cg, int64_t k, int stride,
-       int groups) {
+  Conv(int64_t n, int64_t c, int64_t h, int64_t o, int64_t cg, int64_t k, int stride, int groups) {
     x.assign(n * c * h * h, 0.5f);
     w.assign(o * cg * k * k, 0.25f);
     tensors = {{"x", x.data(), registry::DType::f32, {n, c, h, h}},
                {"weight", w.data(), registry::DType::f32, {o, cg, k, k}}};
-    scalars = {{"stride_h", stride}, {"stride_w", stride}, {"pad_h", 1},    {"pad_w", 1},
+    scalars = {{"stride_h", stride}, {"stride_w", stride}, {"pad_h", 1},      {"pad_w", 1},
                {"dilation_h", 1},    {"dilation_w", 1},    {"groups", groups}};
   }
 };
@@ -32,28 +33,18 @@ std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, st
   return reg.select("conv2d", a, c.tensors, c.scalars).descriptor().algorithm.name;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   auto reg = Registry::open(testing::test_registry_dir());
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "winograd");
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct");   // stride 2
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct");   // 5x5
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");   // groups 2
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct");  // stride 2
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct");  // 5x5
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");  // groups 2
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 1, 8)) == "depthwise");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 2, 8)) == "depthwise");  // any stride
   // Forced: direct always applies.
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1), {{"algorithm", "direct"}}) ==
-        "direct");
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1), {{"algorithm", "direct"}}) == "direct");
   // Without shapes: the algorithm that applies to every shape.
   CHECK(reg->select("conv2d").descriptor().algorithm.name == "direct");
 }
@@ -61,8 +52,9 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
 TEST_CASE("a forced algorithm that does not apply says why, with the values it read") {
   auto reg = Registry::open(testing::test_registry_dir());
   Conv c(1, 8, 9, 16, 8, 5, 1, 1);
-  const std::string e =
-      error_of([&] { reg->select("conv2d", {{"algorithm", "winograd"}}, c.tensors, c.scalars); });
+  const std::string e = error_of([&] {
+    reg->select("conv2d", {{"algorithm", "winograd"}}, c.tensors, c.scalars);
+  });
   CHECK(e.find("op 'conv2d': algorithm 'winograd' applies only when KH == 3 && KW == 3") == 0);
   CHECK(e.find("KH = 5 (weight [16, 8, 5, 5])") != std::string::npos);
   // Loading the variant directly and calling it on those shapes is refused the same way.
@@ -74,8 +66,9 @@ TEST_CASE("a forced algorithm that does not apply says why, with the values it r
   c.tensors.push_back({"y", c.y.data(), registry::DType::f32, shapes[0]});
   CHECK(error_of([&] { wino.call(c.tensors, c.scalars); }).find("applies only when") !=
         std::string::npos);
-  CHECK(error_of([&] { reg->select("conv2d", {{"algorithm", "wingrad"}}); })
-            .find("did you mean 'winograd'") != std::string::npos);
+  CHECK(error_of([&] {
+          reg->select("conv2d", {{"algorithm", "wingrad"}});
+        }).find("did you mean 'winograd'") != std::string::npos);
 }
 
 TEST_CASE("shapes that break conv2d's checks name the argument, the rule and both shapes") {
@@ -86,15 +79,17 @@ TEST_CASE("shapes that break conv2d's checks name the argument, the rule and bot
         "(`CG * groups == C` does not hold: C = 8 (x [1, 8, 9, 9]), CG = 3 (weight [16, 3, 3, "
         "3]), groups = 1)");
   Conv s(1, 8, 9, 16, 8, 3, 0, 1);
-  CHECK(error_of([&] { reg->select("conv2d", {}, s.tensors, s.scalars); })
-            .find("stride_h and stride_w must be >= 1") != std::string::npos);
+  CHECK(error_of([&] {
+          reg->select("conv2d", {}, s.tensors, s.scalars);
+        }).find("stride_h and stride_w must be >= 1") != std::string::npos);
   Conv r(1, 8, 9, 16, 8, 3, 1, 1);
   r.tensors[0].shape = {8, 9, 9};
   CHECK(error_of([&] { reg->select("conv2d", {}, r.tensors, r.scalars); }) ==
         "op 'conv2d': argument 'x' has shape [8, 9, 9] (rank 3), expected rank 4: [N, C, H, W]");
   Conv big(1, 8, 2, 16, 8, 5, 1, 1);  // 5x5 filter on a 2x2 input padded by 1
-  CHECK(error_of([&] { reg->select("conv2d", {}, big.tensors, big.scalars); })
-            .find("the (dilated) filter is larger than the padded input") != std::string::npos);
+  CHECK(error_of([&] {
+          reg->select("conv2d", {}, big.tensors, big.scalars);
+        }).find("the (dilated) filter is larger than the padded input") != std::string::npos);
 }
 
 TEST_CASE("matmul without a batch dim on one operand broadcasts it; a mismatch names both") {
