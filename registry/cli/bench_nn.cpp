@@ -297,7 +297,7 @@ void print_nn(const nlohmann::json& j) {
               j["variant"].get<std::string>().c_str(), j["problem"].get<std::string>().c_str(),
               j["threads"].get<int>(), j["reps"].get<long long>());
   for (const auto& r : j["runs"]) {
-    std::printf("  %-34s %10.3f ms  %8.1f GFLOP/s  %7.2f GB/s   opforge is %.2fx faster\n",
+    std::printf("  %-34s %10.3f ms  %8.1f GFLOP/s  %7.2f GB/s   opforge speedup %.2fx\n",
                 r["label"].get<std::string>().c_str(), r["ms"].get<double>(),
                 r["gflops"].get<double>(), r["gbps"].get<double>(),
                 r["opforge_speedup"].get<double>());
