@@ -1,6 +1,7 @@
 #include "runtime/shape_rules.h"
 
 #include <cmath>
+#include <mutex>
 
 #include "registry/format/shape_expr.h"
 
@@ -45,9 +46,20 @@ std::string values_text(const ShapeExpr& e, const BoundShapes& b) {
   return t;
 }
 
+// Parsed once per process: every NN call evaluates its descriptor's expressions, and the
+// texts come from a few loaded descriptors (a parse would cost more than a small call).
+const ShapeExpr& parsed(const std::string& text) {
+  static std::mutex m;
+  static std::map<std::string, ShapeExpr> cache;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(text);
+  if (it == cache.end()) it = cache.emplace(text, ShapeExpr::parse(text)).first;
+  return it->second;
+}
+
 std::optional<int64_t> eval(const Descriptor& d, const std::string& text, const BoundShapes& b) {
   try {
-    return ShapeExpr::parse(text).evaluate(b.env);
+    return parsed(text).evaluate(b.env);
   } catch (const registry::ShapeExprError& e) {
     throw Error("op '" + d.op + "': " + e.what());
   }
@@ -116,7 +128,7 @@ BoundShapes bind_shapes(const Descriptor& d, const std::map<std::string, const T
     auto v = eval(d, c.condition, b);
     if (!v || *v == 0) {
       throw fail(c.message + " (`" + c.condition +
-                 "` does not hold: " + values_text(ShapeExpr::parse(c.condition), b) + ")");
+                 "` does not hold: " + values_text(parsed(c.condition), b) + ")");
     }
   }
   for (const auto& o : d.outputs) {
@@ -133,8 +145,7 @@ BoundShapes bind_shapes(const Descriptor& d, const std::map<std::string, const T
                    ") reads a value the call does not give");
       if (*v < 0) {
         throw fail("output '" + o.name + "' would have dim " + std::to_string(k) + " = " +
-                   std::to_string(*v) + " (" + e + " with " + values_text(ShapeExpr::parse(e), b) +
-                   ")");
+                   std::to_string(*v) + " (" + e + " with " + values_text(parsed(e), b) + ")");
       }
       shape.push_back(*v);
     }
@@ -148,7 +159,7 @@ std::string why_not_applicable(const Descriptor& d, const BoundShapes& b) {
   auto v = eval(d, d.algorithm.applies_when, b);
   if (v && *v != 0) return "";
   return "algorithm '" + d.algorithm.name + "' applies only when " + d.algorithm.applies_when +
-         "; here " + values_text(ShapeExpr::parse(d.algorithm.applies_when), b);
+         "; here " + values_text(parsed(d.algorithm.applies_when), b);
 }
 
 }  // namespace opforge

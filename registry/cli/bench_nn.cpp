@@ -227,7 +227,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   try {
     auto peer_attrs = attrs;
     peer_attrs.erase("algorithm");
-    peer = peers::onednn_peer(op, peer_attrs, p.tensors, p.scalars, threads);
+    peer = peers::onednn_peer(op, peer_attrs, p.tensors, p.scalars);
   } catch (const std::exception& e) {
     peer_error = e.what();
   }

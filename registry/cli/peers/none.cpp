@@ -9,7 +9,7 @@ bool onednn_available() {
 
 std::unique_ptr<PeerRun> onednn_peer(const std::string&, const std::map<std::string, std::string>&,
                                      const std::vector<Tensor>&,
-                                     const std::map<std::string, double>&, int) {
+                                     const std::map<std::string, double>&) {
   return nullptr;
 }
 

@@ -10,8 +10,8 @@ bool onednn_available() {
 std::unique_ptr<PeerRun> onednn_peer(const std::string& op,
                                      const std::map<std::string, std::string>& attrs,
                                      const std::vector<Tensor>& tensors,
-                                     const std::map<std::string, double>& scalars, int threads) {
-  (void)threads;  // oneDNN's OpenMP pool: OMP_NUM_THREADS, set by the caller before first use
+                                     const std::map<std::string, double>& scalars) {
+  // oneDNN's OpenMP pool takes OMP_NUM_THREADS, which `opforge bench` sets before it starts.
   using Maker = std::unique_ptr<PeerRun> (*)(
       const std::string&, const std::map<std::string, std::string>&, const std::vector<Tensor>&,
       const std::map<std::string, double>&);

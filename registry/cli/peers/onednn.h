@@ -27,7 +27,7 @@ bool onednn_available();
 std::unique_ptr<PeerRun> onednn_peer(const std::string& op,
                                      const std::map<std::string, std::string>& attrs,
                                      const std::vector<Tensor>& tensors,
-                                     const std::map<std::string, double>& scalars, int threads);
+                                     const std::map<std::string, double>& scalars);
 
 // Per family (registry/cli/peers/onednn_<family>.cpp); nullptr when `op` is not theirs.
 std::unique_ptr<PeerRun> onednn_norm_peer(const std::string& op,
