@@ -1,10 +1,10 @@
-// layer_norm, rms_norm, softmax and gelu (both forms), every ISA the CPU runs, against fp64
-// references written from the formulas (torch semantics), on random data with fixed seeds:
-// shapes hit 1 x 1, C below / not a multiple of the vector width and of the 32 accumulator
-// lanes, one row and many, the serial path (R*C < 32768) and the parallel one with a ragged
-// last block; rows with |mean| >> std for layer_norm; -inf (masked) entries for softmax.
-// Bad shapes must fail with an error naming the argument. The same references are registered
-// for test_nn_kernels.cpp, which runs every variant in the registry on the problems below.
+// layer_norm, rms_norm, softmax and gelu (both forms): fp64 references written from the
+// formulas (torch semantics), registered with their problems for test_nn_kernels.cpp, which runs
+// every variant in the registry (each ISA the CPU runs) on them: 1 x 1, C below / not a
+// multiple of the vector width and of the 32 accumulator lanes, one row and many, the serial
+// path (R*C < 32768) and the parallel one with a ragged last block, rows with |mean| >> std.
+// This file adds softmax's -inf (masked) and NaN rows, and bad shapes, which must fail with an
+// error naming the argument.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -75,15 +75,33 @@ std::vector<float> as_float(const std::vector<double>& v) {
   return {v.begin(), v.end()};
 }
 
+// 1 x 1; C < 16, = 16, odd, not a multiple of 32, large; serial (R*C < 32768) and parallel
+// (run-time row blocks, ragged at R = 37 and 300); and rows whose mean dwarfs their spread
+// (x in [2.99, 3.01) and [9, 11)): layer_norm works in the frame shifted by x[0].
 std::vector<NnProblem> row_problems(bool gamma, bool beta, bool eps) {
+  struct RowCase {
+    int64_t R, C;
+    double lo = -1, hi = 1;
+  };
   std::vector<NnProblem> out;
-  for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 1}, {1, 7}, {3, 17}, {33, 31}, {37, 1024}, {300, 33}, {2, 8192}}) {
+  for (const RowCase& r : std::vector<RowCase>{{1, 1},
+                                               {1, 7},
+                                               {3, 17},
+                                               {5, 16},
+                                               {33, 31},
+                                               {2, 1000},
+                                               {37, 1024},
+                                               {300, 33},
+                                               {64, 1024, -5, 5},
+                                               {2, 8192},
+                                               {8, 8192, 9, 11},
+                                               {8, 8192, 2.99, 3.01}}) {
     NnProblem p;
-    p.shapes["x"] = {R, C};
-    if (gamma) p.shapes["gamma"] = {C};
-    if (beta) p.shapes["beta"] = {C};
+    p.shapes["x"] = {r.R, r.C};
+    if (gamma) p.shapes["gamma"] = {r.C};
+    if (beta) p.shapes["beta"] = {r.C};
     if (eps) p.scalars["eps"] = 1e-5;
+    p.lo = r.lo, p.hi = r.hi;
     out.push_back(p);
   }
   return out;
@@ -115,12 +133,16 @@ const RegisterNnReference reg_softmax(
 std::vector<NnProblem> gelu_problems() {
   std::vector<NnProblem> out;
   for (const char* form : {"none", "tanh"}) {
+    // Tails of 16-wide vectors, the serial path (< 16384) and ragged parallel chunks; both
+    // saturated ends of the curve.
     for (int64_t n : {1, 15, 17, 1000, 65543}) {
-      NnProblem p;
-      p.shapes["x"] = {n};
-      p.attrs = {{"approximate", form}};
-      p.lo = -6, p.hi = 6;
-      out.push_back(p);
+      for (double range : {6.0, 15.0}) {
+        NnProblem p;
+        p.shapes["x"] = {n};
+        p.attrs = {{"approximate", form}};
+        p.lo = -range, p.hi = range;
+        out.push_back(p);
+      }
     }
   }
   return out;
@@ -164,47 +186,6 @@ std::vector<std::string> runnable_isas() {
   return out;
 }
 
-struct Shape {
-  int64_t R, C;
-  float scale = 1, offset = 0;
-};
-// 1 x 1; C < 16, = 16, odd, not a multiple of 32, large; serial (R*C < 32768) and parallel
-// (16-row blocks, the last one ragged at R = 37 and 300).
-const std::vector<Shape> kShapes = {{1, 1},    {1, 7},     {3, 17},   {5, 16},       {33, 31},
-                                    {2, 1000}, {37, 1024}, {300, 33}, {64, 1024, 5}, {2, 8192}};
-
-void run_row_op(Registry& reg, const std::string& op, const std::string& isa, const Shape& s) {
-  std::mt19937 rng(static_cast<unsigned>(s.R * 7919 + s.C));
-  const int64_t n = s.R * s.C;
-  std::vector<float> x = random(rng, n, s.scale, s.offset), g = random(rng, s.C, 0.5f, 1.f),
-                     b = random(rng, s.C, 1.f, 0.f), y(n, -1.f);
-  std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {s.R, s.C}}};
-  std::map<std::string, double> sc;
-  if (op != "softmax") t.push_back({"gamma", g.data(), registry::DType::f32, {s.C}});
-  if (op == "layer_norm") t.push_back({"beta", b.data(), registry::DType::f32, {s.C}});
-  if (op != "softmax") sc["eps"] = 1e-5;
-  Kernel& k = reg.select(op, {}, t, sc, isa);
-  t.push_back({"y", y.data(), registry::DType::f32, {s.R, s.C}});
-  k.call(t, sc);
-  const std::string what = std::to_string(s.R) + "x" + std::to_string(s.C) + " scale " +
-                           std::to_string(s.scale) + " offset " + std::to_string(s.offset);
-  if (op == "layer_norm") compare(k, what, y, ref_layer_norm(x, g, b, 1e-5, s.R, s.C));
-  if (op == "rms_norm") compare(k, what, y, ref_rms_norm(x, g, 1e-5, s.R, s.C));
-  if (op == "softmax") compare(k, what, y, ref_softmax(x, s.R, s.C));
-}
-
-TEST_CASE("layer_norm, rms_norm, softmax match fp64 references on every ISA") {
-  auto reg = Registry::open(test_registry_dir());
-  for (const std::string& isa : runnable_isas()) {
-    for (const std::string op : {"layer_norm", "rms_norm", "softmax"}) {
-      for (const Shape& s : kShapes) run_row_op(*reg, op, isa, s);
-      // Rows whose mean dwarfs their spread: layer_norm works in the frame shifted by x[0].
-      run_row_op(*reg, op, isa, {8, 8192, 1, 10});
-      run_row_op(*reg, op, isa, {8, 8192, 0.01f, 3});
-    }
-  }
-}
-
 TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row") {
   auto reg = Registry::open(test_registry_dir());
   for (const std::string& isa : runnable_isas()) {
@@ -223,27 +204,6 @@ TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row"
     compare(k, "masked row", row0, Rows(want.begin(), want.begin() + 20));
     for (int64_t c = 0; c < C; ++c) CHECK(std::isnan(y[C + c]));
     compare(k, "clean row", row2, Rows(want.begin() + 2 * C, want.end()));
-  }
-}
-
-TEST_CASE("gelu (erf and tanh forms) matches fp64 references on every ISA") {
-  auto reg = Registry::open(test_registry_dir());
-  for (const std::string& isa : runnable_isas()) {
-    for (const std::string form : {"none", "tanh"}) {
-      // Tails of 16-wide vectors, the serial path (< 16384) and ragged parallel chunks.
-      for (int64_t n : {1, 15, 17, 1000, 65543}) {
-        for (float scale : {1.f, 5.f}) {
-          std::mt19937 rng(static_cast<unsigned>(n * 31 + scale));
-          std::vector<float> x = random(rng, n, scale, 0), y(n);
-          std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {n}},
-                                   {"y", y.data(), registry::DType::f32, {n}}};
-          Kernel& k = reg->select("gelu", {{"approximate", form}}, isa);
-          k.call(t, {});
-          compare(k, "n=" + std::to_string(n) + " scale " + std::to_string(scale), y,
-                  ref_gelu(x, form == "tanh"));
-        }
-      }
-    }
   }
 }
 
