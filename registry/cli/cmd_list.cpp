@@ -188,6 +188,20 @@ std::string op_help(const Args& a, const std::string& op) {
     left.resize(std::max<size_t>(left.size() + 1, 32), ' ');
     s += left + "default " + at.default_value + ": " + at.description + "\n";
   }
+  if (!d.shape.named_dims) return s;
+  // NN ops: the algorithm pseudo-attr and the outputs run allocates.
+  std::set<std::string> algos;
+  for (const auto& v : Registry::open(registry_dir(a))->variants(op)) {
+    if (!v.algorithm.name.empty()) algos.insert(v.algorithm.name);
+  }
+  if (!algos.empty()) {
+    std::string left = "  --attr algorithm=NAME";
+    left.resize(32, ' ');
+    s += left + "one of " + join({algos.begin(), algos.end()}, ", ") +
+         " (default: picked by shape; `opforge describe " + op + "` shows the rule)\n";
+  }
+  s += "\noutputs (allocated by run, written to DIR/NAME.npy):\n";
+  for (const auto& o : d.outputs) s += "  " + o.name + " " + dims_text(o.dims) + "\n";
   return s;
 }
 
