@@ -5,6 +5,7 @@
 #include "opforge/model_presets.hpp"
 #include "opforge/opforge.h"
 #include "opforge/runtime.hpp"
+#include "registry/format/shape_expr.h"
 
 struct opforge_registry {
   std::unique_ptr<opforge::Registry> reg;
@@ -161,6 +162,27 @@ int opforge_output_shape(opforge_kernel* k, const opforge_tensor* tensors, size_
         }
         std::copy(s.begin(), s.end(), shape);
         *rank = static_cast<int>(s.size());
+      });
+}
+
+int opforge_shape_value(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                        const opforge_scalar* scalars, size_t n_scalars, const char* expr,
+                        int64_t* value) {
+  if (!expr || !value) return last_error = "opforge_shape_value: NULL argument", 1;
+  return call_views(
+      "opforge_shape_value", k, tensors, n_tensors, scalars, n_scalars,
+      [&](opforge::Kernel& kernel, const opforge::TensorView* tv, const opforge::ScalarView* sv) {
+        const auto env = kernel.shape_values(tv, n_tensors, sv, n_scalars);
+        try {
+          const auto v = opforge::registry::ShapeExpr::parse(expr).evaluate(env);
+          if (!v) {
+            throw opforge::Error(std::string("opforge_shape_value: \"") + expr +
+                                 "\" reads a name this call does not bind");
+          }
+          *value = *v;
+        } catch (const opforge::registry::ShapeExprError& e) {
+          throw opforge::Error(e.what());
+        }
       });
 }
 

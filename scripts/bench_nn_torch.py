@@ -67,120 +67,11 @@ except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: cannot import numpy/torch ({e}); run with a Python that has both, "
              f"e.g. /usr/bin/python3 (scripts/setup.sh --bench installs them)")
 
-OPFORGE_F32 = 2  # enum opforge_dtype in opforge.h
-MAX_RANK = 8
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opforge_ctypes import (OPFORGE_F32, Opforge, OpforgeError,  # noqa: E402
+                            OpforgeScalar, OpforgeTensor)
 SEED = 1234
 _SC_LEVEL3_CACHE_SIZE = 194  # glibc <bits/confname.h>; Python's os.sysconf does not know it
-
-
-# ---------------------------------------------------------------------------------------
-# ctypes mirror of runtime/include/opforge/opforge.h
-# ---------------------------------------------------------------------------------------
-
-class OpforgeTensor(ctypes.Structure):
-    """typedef struct opforge_tensor { const char* name; void* data; int dtype; int rank;
-    const int64_t* shape; } opforge_tensor;"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int),
-        ("rank", ctypes.c_int),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-    ]
-
-
-class OpforgeScalar(ctypes.Structure):
-    """typedef struct opforge_scalar { const char* name; double value; } opforge_scalar;"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("value", ctypes.c_double),
-    ]
-
-
-class OpforgeError(RuntimeError):
-    pass
-
-
-class Opforge:
-    """Thin wrapper over the opforge C ABI; every failing call raises OpforgeError."""
-
-    def __init__(self, lib_path):
-        try:
-            self.lib = ctypes.CDLL(lib_path)
-        except OSError as e:
-            raise OpforgeError(f"cannot load the opforge runtime library {lib_path}: {e}")
-        lib = self.lib
-        vp = ctypes.c_void_p  # opaque opforge_registry* / opforge_kernel*
-        T = ctypes.POINTER(OpforgeTensor)
-        S = ctypes.POINTER(OpforgeScalar)
-        lib.opforge_last_error.argtypes = []
-        lib.opforge_last_error.restype = ctypes.c_char_p
-        lib.opforge_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
-        lib.opforge_open.restype = ctypes.c_int
-        lib.opforge_close.argtypes = [vp]
-        lib.opforge_close.restype = None
-        lib.opforge_select_for.argtypes = [vp, ctypes.c_char_p, ctypes.c_char_p,
-                                           ctypes.c_char_p, T, ctypes.c_size_t, S,
-                                           ctypes.c_size_t, ctypes.POINTER(vp)]
-        lib.opforge_select_for.restype = ctypes.c_int
-        lib.opforge_output_shape.argtypes = [vp, T, ctypes.c_size_t, S, ctypes.c_size_t,
-                                             ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64),
-                                             ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-        lib.opforge_output_shape.restype = ctypes.c_int
-        lib.opforge_kernel_variant.argtypes = [vp]
-        lib.opforge_kernel_variant.restype = ctypes.c_char_p
-        lib.opforge_kernel_isa.argtypes = [vp]
-        lib.opforge_kernel_isa.restype = ctypes.c_char_p
-        lib.opforge_call.argtypes = [vp, T, ctypes.c_size_t, S, ctypes.c_size_t]
-        lib.opforge_call.restype = ctypes.c_int
-        lib.opforge_set_num_threads.argtypes = [vp, ctypes.c_int]
-        lib.opforge_set_num_threads.restype = ctypes.c_int
-        self.reg = None
-
-    def _check(self, rc, what):
-        if rc != 0:
-            msg = self.lib.opforge_last_error()
-            msg = msg.decode("utf-8", "replace") if msg else ""
-            raise OpforgeError(f"{what} failed (rc={rc}): {msg or 'no message'}")
-
-    def open(self, registry_dir):
-        reg = ctypes.c_void_p()
-        self._check(self.lib.opforge_open(registry_dir.encode(), ctypes.byref(reg)),
-                    f"opforge_open({registry_dir!r})")
-        self.reg = reg
-
-    def close(self):
-        if self.reg:
-            self.lib.opforge_close(self.reg)
-            self.reg = None
-
-    def set_num_threads(self, n):
-        self._check(self.lib.opforge_set_num_threads(self.reg, n),
-                    f"opforge_set_num_threads({n})")
-
-    def select_for(self, op, attrs, isa, args):
-        k = ctypes.c_void_p()
-        self._check(self.lib.opforge_select_for(self.reg, op.encode(),
-                                                attrs.encode() if attrs else None,
-                                                isa.encode() if isa else None,
-                                                args.targs, args.nt, args.sargs, args.ns,
-                                                ctypes.byref(k)),
-                    f"opforge_select_for({op!r}, attrs={attrs!r}, isa={isa!r})")
-        return k
-
-    def output_shape(self, k, args, index):
-        shape = (ctypes.c_int64 * MAX_RANK)()
-        rank = ctypes.c_int()
-        self._check(self.lib.opforge_output_shape(k, args.targs, args.nt, args.sargs, args.ns,
-                                                  index, shape, MAX_RANK, ctypes.byref(rank)),
-                    f"opforge_output_shape(output {index})")
-        return tuple(shape[i] for i in range(rank.value))
-
-    def variant(self, k):
-        return self.lib.opforge_kernel_variant(k).decode()
-
-    def isa(self, k):
-        return self.lib.opforge_kernel_isa(k).decode()
 
 
 class CallArgs:
@@ -218,137 +109,6 @@ def aligned_empty(shape, align=64):
 # ---------------------------------------------------------------------------------------
 # Shape expressions (registry/format/shape_expr.h), for cost.flops / cost.bytes
 # ---------------------------------------------------------------------------------------
-
-def eval_shape_expr(text, env):
-    """Integers, names, true/false, + - * / % (rounding toward minus infinity), unary - !,
-    comparisons, && ||, min(a, b), max(a, b), parentheses. None when a name is unknown."""
-    toks = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c.isspace():
-            i += 1
-        elif c.isdigit():
-            j = i
-            while j < len(text) and text[j].isdigit():
-                j += 1
-            toks.append(("num", int(text[i:j])))
-            i = j
-        elif c.isalpha() or c == "_":
-            j = i
-            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            toks.append(("name", text[i:j]))
-            i = j
-        elif text[i:i + 2] in ("&&", "||", "==", "!=", "<=", ">="):
-            toks.append(("op", text[i:i + 2]))
-            i += 2
-        elif c in "+-*/%()<>!,":
-            toks.append(("op", c))
-            i += 1
-        else:
-            raise ValueError(f"shape expression {text!r}: unexpected {c!r}")
-    pos = [0]
-
-    def peek():
-        return toks[pos[0]][1] if pos[0] < len(toks) else None
-
-    def take(expected=None):
-        t = toks[pos[0]]
-        if expected is not None and t[1] != expected:
-            raise ValueError(f"shape expression {text!r}: expected {expected!r}")
-        pos[0] += 1
-        return t
-
-    levels = [("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"),
-              ("*", "/", "%")]
-
-    def binary(level):
-        if level == len(levels):
-            return unary()
-        lhs = binary(level + 1)
-        while peek() in levels[level]:
-            op = take()[1]
-            rhs = binary(level + 1)
-            lhs = apply(op, lhs, rhs)
-        return lhs
-
-    def apply(op, a, b):
-        if op == "&&":
-            return 0 if a == 0 or b == 0 else (None if a is None or b is None else 1)
-        if op == "||":
-            return 1 if (a not in (0, None) or b not in (0, None)) else (
-                None if a is None or b is None else 0)
-        if a is None or b is None:
-            return None
-        if op in ("/", "%") and b == 0:
-            raise ValueError(f"shape expression {text!r}: division by zero")
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-                "/": lambda: a // b, "%": lambda: a % b, "==": lambda: int(a == b),
-                "!=": lambda: int(a != b), "<": lambda: int(a < b), "<=": lambda: int(a <= b),
-                ">": lambda: int(a > b), ">=": lambda: int(a >= b)}[op]()
-
-    def unary():
-        if peek() in ("-", "!"):
-            op = take()[1]
-            v = unary()
-            return None if v is None else (-v if op == "-" else int(v == 0))
-        return primary()
-
-    def primary():
-        kind, v = take()
-        if kind == "num":
-            return v
-        if kind == "name":
-            if v in ("min", "max") and peek() == "(":
-                take("(")
-                a = binary(0)
-                take(",")
-                b = binary(0)
-                take(")")
-                return None if a is None or b is None else (min(a, b) if v == "min"
-                                                            else max(a, b))
-            if v in ("true", "false"):
-                return int(v == "true")
-            return env.get(v)
-        if v == "(":
-            r = binary(0)
-            take(")")
-            return r
-        raise ValueError(f"shape expression {text!r}: unexpected {v!r}")
-
-    if not toks:
-        return None
-    r = binary(0)
-    if pos[0] != len(toks):
-        raise ValueError(f"shape expression {text!r}: trailing input")
-    return r
-
-
-def shape_env(desc, shapes, scalars):
-    """Dim names bound from the input shapes (an omitted optional leading dim "B?" is 1),
-    integer scalars, and the variant's int/bool attrs."""
-    env = {}
-    for inp in desc["inputs"]:
-        dims = inp.get("dims") or []
-        if inp["name"] not in shapes:
-            continue
-        shape = shapes[inp["name"]]
-        if dims and dims[0].endswith("?") and len(shape) == len(dims) - 1:
-            env.setdefault(dims[0][:-1], 1)
-            dims = dims[1:]
-        for name, extent in zip(dims, shape):
-            env[name.rstrip("?")] = extent
-    for name, v in scalars.items():
-        if float(v).is_integer():
-            env[name] = int(v)
-    for a in desc.get("attrs", []):
-        if a["type"] == "bool":
-            env[a["name"]] = int(bool(a["value"]))
-        elif a["type"] == "int":
-            env[a["name"]] = int(a["value"])
-    return env
-
 
 # ---------------------------------------------------------------------------------------
 # The torch equivalents
@@ -524,10 +284,10 @@ def bench_op(of, registry, op, args, evict, seed):
     t_views = {n: torch.from_numpy(a) for n, a in tensors.items()}  # shares memory
     th_call = torch_equivalent(op, desc, t_views, scalars)
 
-    env = shape_env(desc, shapes, scalars)
+    # The descriptor's cost expressions, evaluated by the runtime for this call.
     cost = desc.get("cost", {})
-    flops = eval_shape_expr(cost.get("flops", ""), env) or 0
-    nbytes = eval_shape_expr(cost.get("bytes", ""), env) or 0
+    flops = of.shape_value(kernel, call_args, cost["flops"]) if cost.get("flops") else 0
+    nbytes = of.shape_value(kernel, call_args, cost["bytes"]) if cost.get("bytes") else 0
     tol = desc["tolerance"]
     res = {"op": op, "problem": " ".join(problem), "variant": variant, "isa": of.isa(kernel),
            "algorithm": (desc.get("algorithm") or {}).get("name", ""),

@@ -44,7 +44,9 @@ except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
              f"e.g. /usr/bin/python3")
 
-OPFORGE_F32 = 2  # enum opforge_dtype in opforge.h
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opforge_ctypes import (OPFORGE_F32, Opforge, OpforgeError,  # noqa: E402
+                            OpforgeScalar, OpforgeTensor)
 
 BYTES_PER_ELEMENT = 28  # 4 reads + 3 writes, fp32
 
@@ -56,100 +58,6 @@ EPS = 1e-8
 CHECK_EPS = 1e-12
 CHECK_N = 1000
 CHECK_TOL = 1e-4
-
-
-# ---------------------------------------------------------------------------------------
-# ctypes mirror of runtime/include/opforge/opforge.h
-# ---------------------------------------------------------------------------------------
-
-class OpforgeTensor(ctypes.Structure):
-    """typedef struct opforge_tensor { const char* name; void* data; int dtype; int rank;
-    const int64_t* shape; } opforge_tensor;"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int),
-        ("rank", ctypes.c_int),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-    ]
-
-
-class OpforgeScalar(ctypes.Structure):
-    """typedef struct opforge_scalar { const char* name; double value; } opforge_scalar;"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("value", ctypes.c_double),
-    ]
-
-
-class OpforgeError(RuntimeError):
-    pass
-
-
-class Opforge:
-    """Thin wrapper over the opforge C ABI; every failing call raises OpforgeError."""
-
-    def __init__(self, lib_path):
-        try:
-            self.lib = ctypes.CDLL(lib_path)
-        except OSError as e:
-            raise OpforgeError(f"cannot load the opforge runtime library {lib_path}: {e}")
-        lib = self.lib
-        vp = ctypes.c_void_p  # opaque opforge_registry* / opforge_kernel*
-        lib.opforge_last_error.argtypes = []
-        lib.opforge_last_error.restype = ctypes.c_char_p
-        lib.opforge_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
-        lib.opforge_open.restype = ctypes.c_int
-        lib.opforge_close.argtypes = [vp]
-        lib.opforge_close.restype = None
-        lib.opforge_select.argtypes = [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                       ctypes.POINTER(vp)]
-        lib.opforge_select.restype = ctypes.c_int
-        lib.opforge_kernel_variant.argtypes = [vp]
-        lib.opforge_kernel_variant.restype = ctypes.c_char_p
-        lib.opforge_kernel_isa.argtypes = [vp]
-        lib.opforge_kernel_isa.restype = ctypes.c_char_p
-        lib.opforge_call.argtypes = [vp, ctypes.POINTER(OpforgeTensor), ctypes.c_size_t,
-                                     ctypes.POINTER(OpforgeScalar), ctypes.c_size_t]
-        lib.opforge_call.restype = ctypes.c_int
-        lib.opforge_set_num_threads.argtypes = [vp, ctypes.c_int]
-        lib.opforge_set_num_threads.restype = ctypes.c_int
-        self.reg = None
-
-    def _check(self, rc, what):
-        if rc != 0:
-            msg = self.lib.opforge_last_error()
-            msg = msg.decode("utf-8", "replace") if msg else ""
-            raise OpforgeError(f"{what} failed (rc={rc}): {msg or 'no message'}")
-
-    def open(self, registry_dir):
-        reg = ctypes.c_void_p()
-        self._check(self.lib.opforge_open(registry_dir.encode(), ctypes.byref(reg)),
-                    f"opforge_open({registry_dir!r})")
-        self.reg = reg
-
-    def close(self):
-        if self.reg:
-            self.lib.opforge_close(self.reg)
-            self.reg = None
-
-    def set_num_threads(self, n):
-        self._check(self.lib.opforge_set_num_threads(self.reg, n),
-                    f"opforge_set_num_threads({n})")
-
-    def select(self, op, attrs=None, isa=None):
-        k = ctypes.c_void_p()
-        self._check(self.lib.opforge_select(self.reg, op.encode(),
-                                            attrs.encode() if attrs else None,
-                                            isa.encode() if isa else None, ctypes.byref(k)),
-                    f"opforge_select({op!r}, attrs={attrs!r}, isa={isa!r})")
-        return k
-
-    def variant(self, k):
-        return self.lib.opforge_kernel_variant(k).decode()
-
-    def isa(self, k):
-        return self.lib.opforge_kernel_isa(k).decode()
 
 
 class AdamCall:

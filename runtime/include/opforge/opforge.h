@@ -71,6 +71,13 @@ int opforge_output_shape(opforge_kernel* k, const opforge_tensor* tensors, size_
                          const opforge_scalar* scalars, size_t n_scalars, size_t index,
                          int64_t* shape, int max_rank, int* rank);
 
+/* NN ops: the value of a shape expression (registry/SCHEMA.md: dims, int scalars, int/bool
+ * attrs; e.g. the descriptor's cost.flops) for this call, into *value; fails when the
+ * shapes break the op's rules, the text is malformed or it reads a name the call lacks. */
+int opforge_shape_value(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
+                        const opforge_scalar* scalars, size_t n_scalars, const char* expr,
+                        int64_t* value);
+
 /* The variant id and ISA the selection resolved to (owned by the kernel). */
 const char* opforge_kernel_variant(const opforge_kernel* k);
 const char* opforge_kernel_isa(const opforge_kernel* k);

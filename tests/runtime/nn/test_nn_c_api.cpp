@@ -39,3 +39,22 @@ TEST_CASE("C API: conv2d picked by shape, output shape, call, forced algorithm r
   CHECK(std::string(opforge_last_error()).find("applies only when KH == 3") != std::string::npos);
   opforge_close(reg);
 }
+
+TEST_CASE("C API: a shape expression evaluated for a call (matmul's cost.flops)") {
+  opforge_registry* reg = nullptr;
+  REQUIRE(opforge_open(opforge::testing::test_registry_dir().c_str(), &reg) == 0);
+  std::vector<float> a(3 * 5 * 7), b(7 * 2);
+  const int64_t as[] = {3, 5, 7}, bs[] = {7, 2};
+  const opforge_tensor t[] = {{"a", a.data(), OPFORGE_F32, 3, as},
+                              {"b", b.data(), OPFORGE_F32, 2, bs}};
+  opforge_kernel* k = nullptr;
+  REQUIRE(opforge_select_for(reg, "matmul", nullptr, nullptr, t, 2, nullptr, 0, &k) == 0);
+  int64_t v = 0;
+  REQUIRE(opforge_shape_value(k, t, 2, nullptr, 0, "2 * B * a_rows * a_cols * b_cols", &v) == 0);
+  CHECK(v == 2 * 3 * 5 * 7 * 2);
+  CHECK(opforge_shape_value(k, t, 2, nullptr, 0, "a_rows + Q", &v) != 0);
+  CHECK(std::string(opforge_last_error()).find("does not bind") != std::string::npos);
+  CHECK(opforge_shape_value(k, t, 2, nullptr, 0, "a_rows +", &v) != 0);
+  CHECK(std::string(opforge_last_error()).find("col") != std::string::npos);
+  opforge_close(reg);
+}
