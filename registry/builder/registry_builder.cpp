@@ -96,6 +96,11 @@ bool has_reduction(const Halide::Pipeline& p) {
 
 namespace {
 
+// A kernel's target: the ISA's pinned target, without a runtime (one shared runtime per process).
+Halide::Target kernel_target(const generators::Isa& isa) {
+  return Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+}
+
 // What every descriptor takes from its declaration and planned variant alike: identity, texts,
 // arguments, attrs, kernel, target, schedule and key.
 template <class Decl>
@@ -359,8 +364,7 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
     const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
     for (const auto& isa_name : row.isas) {
       const generators::Isa& isa = generators::isa(isa_name);
-      Halide::Target target =
-          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      const Halide::Target target = kernel_target(isa);
       PlannedVariant v{generators::variant_id(*row.decl, attrs, isa.name),
                        row.decl,
                        nullptr,
@@ -379,8 +383,7 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
       if (std::find(row.isas.begin(), row.isas.end(), isa_name) == row.isas.end()) continue;
       generators::Isa isa = generators::isa(isa_name);
       isa.priority = 0;  // below every hand-scheduled variant: select() keeps the hand one
-      Halide::Target target =
-          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      const Halide::Target target = kernel_target(isa);
       const std::string id =
           generators::auto_variant_id(generators::variant_id(*row.decl, attrs, isa.name));
       PlannedVariant v{id,
@@ -406,8 +409,7 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
     const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
     for (const auto& isa_name : row.isas) {
       const generators::Isa& isa = generators::isa(isa_name);
-      Halide::Target target =
-          Halide::Target(isa.halide_target).with_feature(Halide::Target::NoRuntime);
+      const Halide::Target target = kernel_target(isa);
       PlannedVariant v{generators::nn_variant_id(*row.decl, attrs, row.algorithm, isa.name),
                        nullptr,
                        row.decl,

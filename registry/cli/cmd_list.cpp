@@ -94,6 +94,17 @@ int cmd_list(const Args& a) {
   return 0;
 }
 
+// The op's declared attrs: name, type, default, description.
+void print_attrs(const registry::Descriptor& d) {
+  std::printf("attrs:\n");
+  if (d.attrs.empty()) std::printf("  (none)\n");
+  for (const auto& at : d.attrs) {
+    std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
+                registry::attr_type_name(at.type), at.default_value.c_str(),
+                at.description.c_str());
+  }
+}
+
 // The variants (id, ISA, attrs, schedule) and the `opforge run` line of the op.
 void print_variants_and_run(const std::vector<registry::Descriptor>& vs) {
   const registry::Descriptor& d = vs.front();
@@ -136,13 +147,7 @@ void describe_nn(const std::vector<registry::Descriptor>& vs) {
   if (d.shape.checks.empty()) std::printf("  (none beyond equal extents of equal dim names)\n");
   for (const auto& c : d.shape.checks)
     std::printf("  %-40s %s\n", c.condition.c_str(), c.message.c_str());
-  std::printf("attrs:\n");
-  if (d.attrs.empty()) std::printf("  (none)\n");
-  for (const auto& at : d.attrs) {
-    std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
-                registry::attr_type_name(at.type), at.default_value.c_str(),
-                at.description.c_str());
-  }
+  print_attrs(d);
   // One line per algorithm, best priority first: the runtime's choice rule.
   std::vector<const registry::Descriptor*> algos;
   std::set<std::string> seen;
@@ -263,13 +268,7 @@ int cmd_describe(const Args& a) {
     std::printf("  %-14s overwrites %-8s (kernel argument %s)\n", o.name.c_str(), o.aliases.c_str(),
                 o.kernel_arg.c_str());
   }
-  std::printf("attrs:\n");
-  if (d.attrs.empty()) std::printf("  (none)\n");
-  for (const auto& at : d.attrs) {
-    std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
-                registry::attr_type_name(at.type), at.default_value.c_str(),
-                at.description.c_str());
-  }
+  print_attrs(d);
   std::printf(
       "shape: elementwise, equal shapes for %s (any rank, flattened; at most %lld "
       "elements per kernel call, %s)\n",
