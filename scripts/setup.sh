@@ -6,7 +6,7 @@ set -euo pipefail
 
 # libdnnl-dev (oneDNN 2.6): the same-run peer of `opforge bench` for the NN ops (registry/cli/
 # peers); nothing else links it. In the base list so that CI compiles the peer code.
-packages=(cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev doctest-dev clang-14 libclang-rt-14-dev libdnnl-dev)
+packages=(cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev doctest-dev clang-14 libclang-rt-14-dev libdnnl-dev ocl-icd-opencl-dev opencl-headers)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-numpy python3-torch)
 fi
