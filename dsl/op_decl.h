@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dsl/math.h"
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 namespace opforge::dsl {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dsl/op_decl.h"
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 namespace opforge::dsl {
 

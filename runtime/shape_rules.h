@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "opforge/descriptor.h"
 #include "opforge/runtime.hpp"
-#include "registry/format/descriptor.h"
 
 namespace opforge {
 

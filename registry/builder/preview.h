@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "opforge/descriptor.h"
 #include "registry/cache/compile_cache.h"
-#include "registry/format/descriptor.h"
 
 namespace opforge::builder {
 

@@ -13,9 +13,9 @@
 
 #include "dsl/optimizer_pipeline.h"
 #include "generators/op_table.h"
+#include "opforge/descriptor.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/cache/compile_cache.h"
-#include "registry/format/descriptor.h"
 
 namespace opforge::builder {
 

@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "opforge/descriptor.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cli/commands.h"
-#include "registry/format/descriptor.h"
 
 namespace opforge::cli {
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "opforge/descriptor.h"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/args.h"
-#include "registry/format/descriptor.h"
 
 namespace opforge::cli {
 

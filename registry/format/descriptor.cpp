@@ -1,6 +1,6 @@
 // The op-variant descriptor and registry index: JSON emission, parsing and validation.
 // The JSON form is documented field by field in registry/SCHEMA.md.
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 namespace opforge::testing {
 

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "generators/ops.h"
+#include "opforge/descriptor.h"
 #include "registry/builder/registry_builder.h"
-#include "registry/format/descriptor.h"
 
 namespace opforge::builder {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 using namespace opforge::registry;
 using json = nlohmann::json;

@@ -6,7 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 using namespace opforge::registry;
 using json = nlohmann::json;

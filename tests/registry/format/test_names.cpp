@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 using namespace opforge::registry;
 
