@@ -105,6 +105,16 @@ const char* opforge_last_error(void) {
   return last_error.c_str();
 }
 
+const char* opforge_version(void) {
+  return OPFORGE_VERSION_STRING;
+}
+
+const char* opforge_default_registry(void) {
+  thread_local std::string dir;
+  dir = opforge::Registry::default_dir();
+  return dir.c_str();
+}
+
 int opforge_open(const char* dir, opforge_registry** out) {
   if (!out) return last_error = "opforge_open: out is NULL", 1;
   *out = nullptr;

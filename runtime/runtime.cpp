@@ -20,10 +20,6 @@
 #include "runtime/suggest.h"
 #include "runtime/views.h"
 
-#ifndef OPFORGE_DEFAULT_REGISTRY
-#define OPFORGE_DEFAULT_REGISTRY ""
-#endif
-
 namespace opforge {
 
 using registry::Descriptor;
@@ -161,11 +157,6 @@ std::map<std::string, std::string> parse_attr_list(const std::string& text) {
     out[item.substr(0, eq)] = item.substr(eq + 1);
   }
   return out;
-}
-
-std::string Registry::default_dir() {
-  const char* env = std::getenv("OPFORGE_REGISTRY");
-  return env && *env ? env : OPFORGE_DEFAULT_REGISTRY;
 }
 
 std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {

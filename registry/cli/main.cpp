@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "opforge/opforge.h"
 #include "opforge/runtime.hpp"
 #include "registry/cli/commands.h"
 #include "runtime/suggest.h"
@@ -13,7 +14,8 @@
 namespace {
 
 void print_usage() {
-  std::cout << "usage: opforge COMMAND [options]   (opforge COMMAND --help for details)\n\n";
+  std::cout << "usage: opforge COMMAND [options]   (opforge COMMAND --help for details)\n"
+            << "       opforge --version\n\n";
   size_t width = 12;  // the longest command name, two spaces either side
   for (const auto& c : opforge::cli::commands()) width = std::max(width, c.spec.name.size() + 4);
   for (const auto& c : opforge::cli::commands()) {
@@ -38,6 +40,15 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     if (!std::getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads.c_str(), 1);
     execv("/proc/self/exe", argv);  // on failure, run as we are
+  }
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    // The CLI's own version, then the runtime library's it loaded (they differ only when a
+    // stale libopforge_runtime is found first), Halide's, and the default registry.
+    std::cout << "opforge " << OPFORGE_VERSION_STRING << "\n"
+              << "runtime library " << opforge_version() << "\n"
+              << "Halide " << OPFORGE_HALIDE_VERSION << "\n"
+              << "registry " << opforge::Registry::default_dir() << "\n";
+    return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     print_usage();

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "opforge/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +49,15 @@ typedef struct opforge_scalar {
 } opforge_scalar;
 
 const char* opforge_last_error(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH": compare with OPFORGE_VERSION_STRING to detect a
+ * header/library mismatch. */
+const char* opforge_version(void);
+
+/* The registry opforge_open(NULL, ...) opens: $OPFORGE_REGISTRY if set, else the op library
+ * installed with this library (or, in a build tree, that build's). Valid until the next call
+ * on this thread. */
+const char* opforge_default_registry(void);
 
 /* dir: a registry directory; NULL means $OPFORGE_REGISTRY or the build's default. */
 int opforge_open(const char* dir, opforge_registry** out);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "registry/format/descriptor.h"
+#include "opforge/descriptor.h"
 
 struct halide_buffer_t;
 
@@ -136,8 +136,11 @@ std::string storage_tag(const registry::Descriptor& d);
 
 class Registry {
  public:
-  // Opens and validates the index. dir empty: $OPFORGE_REGISTRY or the build's default.
+  // Opens and validates the index. dir empty: default_dir().
   static std::unique_ptr<Registry> open(const std::string& dir = "");
+  // $OPFORGE_REGISTRY if set; else, for an installed library, the op library installed with
+  // it (<prefix>/share/opforge/registry, found relative to the library, so the prefix can
+  // move); for the library in its build tree, that build's op library.
   static std::string default_dir();
   ~Registry();
 
