@@ -1,15 +1,31 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages opforge needs, only those that are missing (idempotent).
+# Everything that configure, build and the tests touch is here: a new machine needs nothing
+# else (scripts/fresh-check.sh proves it in a debootstrapped Debian 12 root).
 #   scripts/setup.sh          build + test dependencies
-#   scripts/setup.sh --bench  also numpy and torch for scripts/bench_torch.py and bench_nn_torch.py
+#   scripts/setup.sh --list   print the package list and exit
 set -euo pipefail
 
-# libdnnl-dev (oneDNN 2.6): the same-run peer of `opforge bench` for the NN ops (registry/cli/
-# peers); nothing else links it. In the base list so that CI compiles the peer code.
-packages=(cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev doctest-dev clang-14 libclang-rt-14-dev libdnnl-dev ocl-icd-opencl-dev opencl-headers)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-numpy python3-torch)
-fi
+packages=(
+  # build
+  cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev
+  # tests: doctest; clang-14 + libclang-rt-14-dev for the rule-parser fuzzer (libFuzzer);
+  # pkgconf for the installed-package consumer test
+  doctest-dev clang-14 libclang-rt-14-dev pkgconf
+  # libdnnl-dev (oneDNN 2.6): the same-run peer of `opforge bench` for the NN ops (registry/cli/
+  # peers); nothing else links it. Debian builds it with the OpenCL GPU runtime, so its CMake
+  # config requires OpenCL, which libdnnl-dev only recommends: ocl-icd-opencl-dev and
+  # opencl-headers. Without any of the three, configure drops the peer and says so.
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers
+  # Debian's /usr/bin/python3 with numpy, torch (CPU) and pytest: .npy interop and torch
+  # comparisons in the tests, scripts/bench_*.py; tests that need them say 'skipped' without.
+  python3 python3-numpy python3-torch python3-pytest
+)
+case "${1:-}" in
+  --list) printf '%s\n' "${packages[@]}"; exit 0 ;;
+  --bench | "") ;;  # --bench: kept for old command lines; torch is in the base list now
+  *) echo "setup: unknown option '$1' (expected --list)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,4 +46,4 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
