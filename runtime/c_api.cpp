@@ -9,6 +9,7 @@
 
 struct opforge_registry {
   std::unique_ptr<opforge::Registry> reg;
+  std::vector<std::string> ops;  // Registry::ops() once, so opforge_registry_op can hand out names
 };
 struct opforge_kernel {};  // an opaque alias of opforge::Kernel
 struct opforge_model_layout {
@@ -121,12 +122,35 @@ int opforge_open(const char* dir, opforge_registry** out) {
   return guarded([&] {
     auto r = std::make_unique<opforge_registry>();
     r->reg = opforge::Registry::open(dir ? dir : "");
+    r->ops = r->reg->ops();
     *out = r.release();
   });
 }
 
 void opforge_close(opforge_registry* reg) {
   delete reg;
+}
+
+const char* opforge_registry_dir(const opforge_registry* reg) {
+  return reg ? reg->reg->dir().c_str() : nullptr;
+}
+
+const char* opforge_registry_op(const opforge_registry* reg, size_t i) {
+  return reg && i < reg->ops.size() ? reg->ops[i].c_str() : nullptr;
+}
+
+int opforge_op_variants_json(opforge_registry* reg, const char* op, const char** json) {
+  if (!reg || !op || !json) return last_error = "opforge_op_variants_json: NULL argument", 1;
+  *json = nullptr;
+  return guarded([&] {
+    thread_local std::string text;
+    std::string s = "[";
+    for (const auto& d : reg->reg->variants(op)) {
+      s += (s.size() > 1 ? ",\n" : "\n") + opforge::registry::to_json(d);
+    }
+    text = s + "\n]\n";
+    *json = text.c_str();
+  });
 }
 
 int opforge_select(opforge_registry* reg, const char* op, const char* attrs, const char* isa,
@@ -201,6 +225,16 @@ const char* opforge_kernel_variant(const opforge_kernel* k) {
 }
 const char* opforge_kernel_isa(const opforge_kernel* k) {
   return k ? K(k)->descriptor().target.isa.c_str() : "";
+}
+
+int opforge_kernel_descriptor_json(const opforge_kernel* k, const char** json) {
+  if (!k || !json) return last_error = "opforge_kernel_descriptor_json: NULL argument", 1;
+  *json = nullptr;
+  return guarded([&] {
+    thread_local std::string text;
+    text = opforge::registry::to_json(K(k)->descriptor());
+    *json = text.c_str();
+  });
 }
 
 int opforge_call(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,

@@ -63,6 +63,15 @@ const char* opforge_default_registry(void);
 int opforge_open(const char* dir, opforge_registry** out);
 void opforge_close(opforge_registry* reg);
 
+/* The directory the registry was opened from (owned by the registry). */
+const char* opforge_registry_dir(const opforge_registry* reg);
+/* The registry's i-th op name, sorted and unique (owned by the registry), NULL past the last. */
+const char* opforge_registry_op(const opforge_registry* reg, size_t i);
+/* Every variant of `op` as a JSON array of descriptors (registry/SCHEMA.md), fp32 storage
+ * first, into *json (valid until the next call on this thread). Fails for an unknown op (the
+ * message suggests a near name). */
+int opforge_op_variants_json(opforge_registry* reg, const char* op, const char** json);
+
 /* attrs: "name=value,name=value" (NULL or "" for defaults). isa: "avx512", "avx2", ... or
  * NULL to pick the best the CPU supports ($OPFORGE_ISA overrides). The kernel is owned by
  * the registry and stays valid until opforge_close. */
@@ -92,6 +101,10 @@ int opforge_shape_value(opforge_kernel* k, const opforge_tensor* tensors, size_t
 /* The variant id and ISA the selection resolved to (owned by the kernel). */
 const char* opforge_kernel_variant(const opforge_kernel* k);
 const char* opforge_kernel_isa(const opforge_kernel* k);
+
+/* The selected variant's descriptor as JSON (registry/SCHEMA.md) into *json (valid until the
+ * next call on this thread). */
+int opforge_kernel_descriptor_json(const opforge_kernel* k, const char** json);
 
 /* Validates the arguments against the descriptor and calls the kernel. One kernel call takes
  * at most the descriptor's shape.max_elements elements per tensor (2^30 as built); a
