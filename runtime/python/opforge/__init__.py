@@ -1,0 +1,36 @@
+"""opforge from Python: the runtime's C ABI (libopforge_runtime.so) through ctypes.
+
+    import numpy as np, opforge
+    reg = opforge.open()                      # $OPFORGE_REGISTRY, installed or build registry
+    adam = reg.select("apply_adam", {"epsilon_mode": "torch"})
+    adam(var=w, m=m, v=v, grad=g, lr=1e-3, beta1=0.9, beta2=0.999, epsilon=1e-8,
+         beta1_power=0.9, beta2_power=0.999)  # updates w, m, v in place
+
+Tensors are NumPy arrays or CPU torch tensors, passed without copies (C-contiguous; uint16
+arrays carry bfloat16 bits). Runtime failures raise OpforgeError with the runtime's message.
+"""
+
+from . import dtypes
+from ._lib import OpforgeError
+from ._lib import find_library as _find_library
+from ._lib import lib as _load
+from .layout import ModelLayout, preset_names
+from .registry import Kernel, Registry, open
+
+__all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "open", "preset_names",
+           "version", "default_registry", "library_path", "dtypes"]
+
+
+def version():
+    """The runtime library's version, "MAJOR.MINOR.PATCH"."""
+    return _load().opforge_version().decode()
+
+
+def default_registry():
+    """The registry open() without a directory opens."""
+    return _load().opforge_default_registry().decode()
+
+
+def library_path():
+    """The runtime library this package loads (or would load)."""
+    return _find_library()
