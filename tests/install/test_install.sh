@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temp prefix and uses it as a user would: the file set, headers
-# that compile alone, the CLI, a CMake consumer (find_package) and a pkg-config consumer,
-# each opening the installed registry and checking one Adam step against fp64, after the
-# prefix has been moved (every installed path must be relative).
+# that compile alone, the CLI, a CMake consumer (find_package), a pkg-config consumer and the
+# Python package, each opening the installed registry and checking one Adam step against fp64,
+# after the prefix has been moved (every installed path must be relative).
 #   test_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -69,4 +69,43 @@ cc -std=c11 -O2 "$src/tests/install/consumer_pkgconfig/main.c" -I"$src/tests/ins
   $(pkg-config --cflags --libs opforge) -lm -Wl,-rpath,"$(pkg-config --variable=libdir opforge)" \
   -o "$tmp/c2" || fail "consumer_pkgconfig build"
 "$tmp/c2" || fail "consumer_pkgconfig run"
+
+# The Python package, installed beside the library: imported from the moved prefix, it finds
+# the library and the registry by itself and runs one Adam step against fp64 (NumPy).
+pydir=$p/${libdir%/}/python3/dist-packages
+[[ -f $pydir/opforge/__init__.py && -f $pydir/opforge/_install_paths.py ]] ||
+  fail "not installed: ${libdir%/}/python3/dist-packages/opforge"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  (cd "$tmp" && PYTHONPATH=$pydir /usr/bin/python3 - "$p") <<'EOF' || fail "installed Python package"
+import os
+import sys
+
+import numpy as np
+
+import opforge
+
+prefix = os.path.realpath(sys.argv[1])
+assert os.path.realpath(opforge.__file__).startswith(prefix + "/"), opforge.__file__
+assert os.path.realpath(opforge.library_path()).startswith(prefix + "/"), opforge.library_path()
+registry = os.path.join(prefix, "share", "opforge", "registry")
+assert os.path.realpath(opforge.default_registry()) == os.path.realpath(registry), \
+    opforge.default_registry()
+rng = np.random.default_rng(3)
+n, t, lr, b1, b2, eps = 1001, 4, 1e-2, 0.9, 0.999, 1e-8
+var, m, g = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+v = rng.random(n).astype(np.float32)
+# TensorFlow ApplyAdam in fp64 on the same fp32 inputs.
+m64 = b1 * m + (1 - b1) * g.astype(np.float64)
+v64 = b2 * v + (1 - b2) * g.astype(np.float64) ** 2
+ref = var - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m64 / (np.sqrt(v64) + eps)
+with opforge.open() as reg:
+    reg.select("apply_adam")(var=var, m=m, v=v, grad=g, lr=lr, beta1=b1, beta2=b2,
+                             epsilon=eps, beta1_power=b1 ** t, beta2_power=b2 ** t)
+err = np.max(np.abs(var - ref) / (1e-6 + 1e-5 * np.abs(ref)))
+assert err <= 1, f"Adam step off by {err} x tolerance"
+print(f"python package: {opforge.library_path()}, Adam step within {err:.2g} x tolerance")
+EOF
+else
+  echo "install test: /usr/bin/python3 lacks numpy, the Python package check is skipped"
+fi
 echo "install test: ok"

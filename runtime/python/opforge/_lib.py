@@ -2,8 +2,8 @@
 
 The library is looked for, in order, at $OPFORGE_LIBRARY; where an install put it relative to
 this package (_install_paths.py, written by `cmake --install`: relative, so the prefix can
-move); and in the build tree of the source checkout this package lies in
-(<repo>/build/runtime/libopforge_runtime.so).
+move; the package lies in <prefix>/<libdir>/python3/dist-packages/opforge); and in the build
+tree of the source checkout this package lies in (<repo>/build/runtime/libopforge_runtime.so).
 """
 
 import ctypes
@@ -53,13 +53,13 @@ def candidate_paths():
         paths.append(env)
     try:
         from . import _install_paths  # only in an installed package
-        paths.append(os.path.normpath(
-            os.path.join(_package_dir(), _install_paths.LIBRARY_FROM_PACKAGE, LIBRARY_NAME)))
     except ImportError:
-        pass
-    # runtime/python/opforge -> the repository root.
-    repo = os.path.normpath(os.path.join(_package_dir(), "..", "..", ".."))
-    paths.append(os.path.join(repo, "build", "runtime", LIBRARY_NAME))
+        # The source tree: runtime/python/opforge -> the repository root.
+        repo = os.path.normpath(os.path.join(_package_dir(), "..", "..", ".."))
+        paths.append(os.path.join(repo, "build", "runtime", LIBRARY_NAME))
+    else:
+        paths.append(os.path.normpath(os.path.join(
+            _package_dir(), _install_paths.LIBRARY_FROM_PACKAGE, _install_paths.LIBRARY_FILE)))
     return paths
 
 
