@@ -57,6 +57,9 @@ def test_select_by_attrs(reg):
     assert k.descriptor["target"]["isa"] == k.isa
     k = reg.select("apply_adam", "epsilon_mode=torch,use_nesterov=1")
     assert attr_values(k.descriptor)["use_nesterov"] is True
+    for flag in (True, False):  # Python bools as the C ABI's 1/0
+        k = reg.select("apply_adam", {"use_nesterov": flag, "epsilon_mode": "torch"})
+        assert attr_values(k.descriptor)["use_nesterov"] is flag
     k = reg.select("apply_adam", {"storage": "bf16m"})
     assert storage(k.descriptor) == {"var": "float32", "m": "float32", "v": "float32",
                                      "model": "bfloat16", "grad": "bfloat16"}
