@@ -288,3 +288,29 @@ def test_call_model_refuses_wrong_length_before_running(reg):
     with pytest.raises(opforge.OpforgeError, match="'apply_lamb' needs per-tensor norms"):
         reg.select("apply_lamb").call_model(layout, var=args["var"])
     np.testing.assert_array_equal(args["var"], before)
+
+
+# ------------------------------------------------------------------------------ prepared
+
+def test_prepared_call_steps_with_new_scalars(reg):
+    k = reg.select("apply_adam", {"epsilon_mode": "torch"})
+    var, m, v, _ = adam_inputs(17, seed=9)
+    m[:] = 0
+    v[:] = 0
+    grad = np.zeros(17, np.float32)
+    step = k.prepare(var=var, m=m, v=v, grad=grad, **HYPER, **powers(1))
+    ref = (var.astype(np.float64), m.astype(np.float64), v.astype(np.float64))
+    rng = np.random.default_rng(10)
+    for t in (1, 2, 3):
+        grad[:] = rng.standard_normal(17)  # the prepared call reads the buffer in place
+        ref = adam_torch(*ref, grad, t=t, **HYPER)
+        step.set_scalars(**powers(t))
+        step()
+    np.testing.assert_allclose(var, ref[0], rtol=RTOL, atol=3 * ATOL)
+    with pytest.raises(opforge.OpforgeError, match="no scalar 'lr2'"):
+        step.set_scalars(lr=0.5, lr2=1)
+    # The refused set changed nothing: step 4 with the powers of t = 4 set before it.
+    step.set_scalars(**powers(4))
+    step()
+    ref = adam_torch(*ref, grad, t=4, **HYPER)
+    np.testing.assert_allclose(var, ref[0], rtol=RTOL, atol=3 * ATOL)

@@ -158,6 +158,11 @@ class Kernel:
         a = self._prepare(args, kwargs)
         check(lib().opforge_call(self.handle, a.tensors, a.nt, a.scalars, a.ns))
 
+    def prepare(self, args=None, **kwargs):
+        """A PreparedCall: the arguments converted once, so each call is one ctypes call
+        (benchmarks, optimizer steps); scalars can change between calls."""
+        return PreparedCall(self, self._prepare(args, kwargs))
+
     def call_chunked(self, chunk_elements, args=None, **kwargs):
         """call() as consecutive kernel calls over slices of at most chunk_elements elements
         (splittable ops)."""
@@ -233,6 +238,30 @@ class Kernel:
         self.call(merged)
         vals = list(outs.values())
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+class PreparedCall:
+    """Kernel.prepare(): tensors fixed (kept alive here), scalars settable."""
+
+    def __init__(self, kernel, args):
+        self.kernel = kernel
+        self._a = args
+        self._scalar_index = {args.scalars[i].name.decode(): i for i in range(args.ns)}
+        self._call = lib().opforge_call
+
+    def set_scalars(self, **values):
+        for name in values:  # all checked before any is set
+            if name not in self._scalar_index:
+                raise OpforgeError(f"prepared call of {self.kernel.variant} has no scalar "
+                                   f"'{name}' (it has: {', '.join(self._scalar_index)})")
+        for name, value in values.items():
+            self._a.scalars[self._scalar_index[name]].value = float(value)
+
+    def __call__(self):
+        a = self._a
+        rc = self._call(self.kernel.handle, a.tensors, a.nt, a.scalars, a.ns)
+        if rc != 0:
+            check(rc)
 
 
 def open(dir=None):  # noqa: A001 (mirrors opforge_open)
