@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark opforge's apply_adam (through the C ABI, via ctypes) against torch.optim.Adam.
+"""Benchmark opforge's apply_adam (through the opforge Python package) against torch.optim.Adam.
 
     /usr/bin/python3 scripts/bench_torch.py --registry DIR [--lib PATH]
         [--sizes 1e4,1e5,1e6,1e7] [--threads 2] [--reps N] [--isa avx2] [--json]
@@ -17,7 +17,6 @@ GB/s for opforge counts 28 bytes/element: reads var, m, v, grad and writes var, 
 """
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -44,9 +43,11 @@ except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
              f"e.g. /usr/bin/python3")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opforge_ctypes import (OPFORGE_F32, Opforge, OpforgeError,  # noqa: E402
-                            OpforgeScalar, OpforgeTensor)
+# The package from this source tree (runtime/python); --lib picks the library it loads.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
+                                "python"))
+import opforge  # noqa: E402
+from opforge import OpforgeError  # noqa: E402
 
 BYTES_PER_ELEMENT = 28  # 4 reads + 3 writes, fp32
 
@@ -61,44 +62,25 @@ CHECK_TOL = 1e-4
 
 
 class AdamCall:
-    """A prepared apply_adam call over torch fp32 tensors: the argument arrays are built
-    once, so a timed call is one ctypes call into opforge_call."""
+    """A prepared apply_adam call over torch fp32 tensors: the arguments are converted once
+    (Kernel.prepare), so a timed call is one ctypes call into opforge_call."""
 
     TENSORS = ("var", "m", "v", "grad")
 
-    def __init__(self, of, kernel, tensors):
-        self.of = of
-        self.kernel = kernel
-        self.tensors = tensors  # keeps the buffers alive
-        self.names = {}
-        self.shapes = []
-        self.targs = (OpforgeTensor * len(self.TENSORS))()
-        for i, name in enumerate(self.TENSORS):
+    def __init__(self, kernel, tensors):
+        for name in self.TENSORS:
             t = tensors[name]
             if t.dtype != torch.float32 or not t.is_contiguous() or t.device.type != "cpu":
                 raise ValueError(f"{name}: need a contiguous float32 CPU tensor")
-            shape = (ctypes.c_int64 * t.dim())(*t.shape)
-            self.shapes.append(shape)
-            self.names[name] = name.encode()
-            self.targs[i] = OpforgeTensor(self.names[name], t.data_ptr(), OPFORGE_F32,
-                                          t.dim(), shape)
-        self.snames = [s.encode() for s in ("beta1_power", "beta2_power", "lr", "beta1",
-                                            "beta2", "epsilon")]
-        self.sargs = (OpforgeScalar * len(self.snames))()
-        for i, s in enumerate(self.snames):
-            self.sargs[i] = OpforgeScalar(s, 0.0)
-        self._call = of.lib.opforge_call
-        self._nt = len(self.TENSORS)
-        self._ns = len(self.snames)
+        self._call = kernel.prepare({n: tensors[n] for n in self.TENSORS}, beta1_power=0.0,
+                                    beta2_power=0.0, lr=0.0, beta1=0.0, beta2=0.0, epsilon=0.0)
 
     def set_scalars(self, beta1_power, beta2_power, lr, beta1, beta2, epsilon):
-        for i, x in enumerate((beta1_power, beta2_power, lr, beta1, beta2, epsilon)):
-            self.sargs[i].value = x
+        self._call.set_scalars(beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
+                               beta1=beta1, beta2=beta2, epsilon=epsilon)
 
     def __call__(self):
-        rc = self._call(self.kernel, self.targs, self._nt, self.sargs, self._ns)
-        if rc != 0:
-            self.of._check(rc, "opforge_call(apply_adam)")
+        self._call()
 
 
 def make_torch_adam(var0, grad, lr, betas, eps):
@@ -118,7 +100,7 @@ def max_rel_diff(a, b, floor=1e-30):
     return ((a - b).abs() / b.abs().clamp_min(floor)).max().item()
 
 
-def check(of, kernel):
+def check(kernel):
     """One step from identical state (m = v = 0, t = 1) with a tiny epsilon, where TF's and
     torch's epsilon conventions agree to well below the tolerance."""
     g = torch.Generator().manual_seed(1234)
@@ -128,7 +110,7 @@ def check(of, kernel):
 
     of_t = {"var": var0.clone(), "m": torch.zeros(CHECK_N), "v": torch.zeros(CHECK_N),
             "grad": grad.clone()}
-    call = AdamCall(of, kernel, of_t)
+    call = AdamCall(kernel, of_t)
     t = 1
     call.set_scalars(BETA1 ** t, BETA2 ** t, LR, BETA1, BETA2, CHECK_EPS)
     call()
@@ -163,14 +145,14 @@ def check(of, kernel):
 # Timing
 # ---------------------------------------------------------------------------------------
 
-def bench_size(of, kernel, n, reps, target_s, seed):
+def bench_size(kernel, n, reps, target_s, seed):
     g = torch.Generator().manual_seed(seed)
     var0 = torch.randn(n, generator=g, dtype=torch.float32)
     grad = torch.randn(n, generator=g, dtype=torch.float32)
 
     # opforge's buffers; torch gets its own copies (no sharing of memory between the two).
     of_t = {"var": var0.clone(), "m": torch.zeros(n), "v": torch.zeros(n), "grad": grad.clone()}
-    call = AdamCall(of, kernel, of_t)
+    call = AdamCall(kernel, of_t)
     p, opt = make_torch_adam(var0, grad, LR, (BETA1, BETA2), EPS)
 
     step = [0]  # opforge's step count, advanced like torch's
@@ -290,23 +272,19 @@ def main():
 
     torch.set_num_threads(args.threads)
 
+    os.environ["OPFORGE_LIBRARY"] = lib  # read when the package first loads the library
     try:
-        of = Opforge(lib)
-    except OpforgeError as e:
-        sys.exit(f"error: {e}")
-    try:
-        of.open(reg_dir)
+        of = opforge.open(reg_dir)
         of.set_num_threads(args.threads)
-        kernel = of.select("apply_adam", "use_nesterov=false", args.isa)
+        kernel = of.select("apply_adam", {"use_nesterov": False}, args.isa)
     except OpforgeError as e:
-        of.close()
         sys.exit(f"error: {e}")
 
     try:
         info = {
             "op": "apply_adam",
-            "variant": of.variant(kernel),
-            "isa": of.isa(kernel),
+            "variant": kernel.variant,
+            "isa": kernel.isa,
             "registry": reg_dir,
             "lib": lib,
             "threads": args.threads,
@@ -323,7 +301,7 @@ def main():
               f"{info['torch_threads']}), OMP_WAIT_POLICY={info['omp_wait_policy']}",
               flush=True)
 
-        chk = check(of, kernel)
+        chk = check(kernel)
         parts = [f"{k[:-len('_max_rel_diff')]} {chk[k]:.3g}"
                  for k in ("var_max_rel_diff", "update_max_rel_diff", "m_max_rel_diff",
                            "v_max_rel_diff") if k in chk]
@@ -337,7 +315,7 @@ def main():
 
         results = []
         for i, n in enumerate(args.sizes):
-            r = bench_size(of, kernel, n, args.reps, args.target_seconds, seed=100 + i)
+            r = bench_size(kernel, n, args.reps, args.target_seconds, seed=100 + i)
             results.append(r)
             print(f"  n={fmt_n(n)}: reps={r['reps']} opforge {r['opforge_median_us']:.1f} us, "
                   f"torch {r['torch_median_us']:.1f} us", file=sys.stderr, flush=True)
