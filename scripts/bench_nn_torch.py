@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark opforge's NN ops (through the C ABI, via ctypes) against PyTorch eager on the same tensors.
+"""Benchmark opforge's NN ops (through the opforge Python package) against PyTorch eager on the same tensors.
 
     /usr/bin/python3 scripts/bench_nn_torch.py [--registry DIR] [--lib PATH] [--op OP ...]
         [--shape NAME=D0,D1,..] [--scalar NAME=VALUE] [--attr NAME=VALUE] [--isa avx2]
@@ -67,34 +67,14 @@ except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: cannot import numpy/torch ({e}); run with a Python that has both, "
              f"e.g. /usr/bin/python3 (scripts/setup.sh --bench installs them)")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opforge_ctypes import (OPFORGE_F32, Opforge, OpforgeError,  # noqa: E402
-                            OpforgeScalar, OpforgeTensor)
+# The package from this source tree (runtime/python); --lib picks the library it loads.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
+                                "python"))
+import opforge  # noqa: E402
+from opforge import OpforgeError  # noqa: E402
+
 SEED = 1234
 _SC_LEVEL3_CACHE_SIZE = 194  # glibc <bits/confname.h>; Python's os.sysconf does not know it
-
-
-class CallArgs:
-    """opforge_tensor / opforge_scalar arrays over numpy fp32 arrays, built once, so a timed
-    call is one ctypes call into opforge_call."""
-
-    def __init__(self, tensors, scalars):
-        self.arrays = dict(tensors)  # keeps the buffers alive
-        self._names = [n.encode() for n in tensors] + [n.encode() for n in scalars]
-        self._shapes = []
-        self.nt = len(tensors)
-        self.targs = (OpforgeTensor * max(1, self.nt))()
-        for i, (name, a) in enumerate(tensors.items()):
-            if a.dtype != np.float32 or not a.flags["C_CONTIGUOUS"]:
-                raise ValueError(f"{name}: need a C-contiguous float32 array")
-            shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
-            self._shapes.append(shape)
-            self.targs[i] = OpforgeTensor(self._names[i], a.ctypes.data, OPFORGE_F32, a.ndim,
-                                          shape)
-        self.ns = len(scalars)
-        self.sargs = (OpforgeScalar * max(1, self.ns))()
-        for i, v in enumerate(scalars.values()):
-            self.sargs[i] = OpforgeScalar(self._names[self.nt + i], float(v))
 
 
 def aligned_empty(shape, align=64):
@@ -261,35 +241,30 @@ def bench_op(of, registry, op, args, evict, seed):
         problem.append(f"{name}={values[name]}")
 
     attrs = ",".join(args.attr) if args.attr else None
-    in_args = CallArgs(tensors, scalars)
-    kernel = of.select_for(op, attrs, args.isa, in_args)
-    variant = of.variant(kernel)
+    in_args = {**tensors, **scalars}
+    kernel = of.select_for(op, in_args, attrs=attrs, isa=args.isa)
+    variant = kernel.variant
     desc = registry["by_variant"][variant]
     outputs = {}
     for j, out in enumerate(desc["outputs"]):
         if out["dtype"] != "float32":
             raise ValueError(f"op '{op}': output {out['name']} is {out['dtype']}")
-        o = aligned_empty(of.output_shape(kernel, in_args, j))
+        o = aligned_empty(kernel.output_shape(j, in_args))
         o.fill(0)  # first-touch the pages, like `opforge bench`'s memset
         outputs[out["name"]] = o
-    call_args = CallArgs({**tensors, **outputs}, scalars)
-    call = of.lib.opforge_call
-    targs, nt, sargs, ns = call_args.targs, call_args.nt, call_args.sargs, call_args.ns
-
-    def of_call():
-        rc = call(kernel, targs, nt, sargs, ns)
-        if rc != 0:
-            of._check(rc, f"opforge_call({variant})")
+    call_args = {**tensors, **outputs, **scalars}
+    # Arguments converted once: a timed call is one ctypes call into opforge_call.
+    of_call = kernel.prepare(call_args)
 
     t_views = {n: torch.from_numpy(a) for n, a in tensors.items()}  # shares memory
     th_call = torch_equivalent(op, desc, t_views, scalars)
 
     # The descriptor's cost expressions, evaluated by the runtime for this call.
     cost = desc.get("cost", {})
-    flops = of.shape_value(kernel, call_args, cost["flops"]) if cost.get("flops") else 0
-    nbytes = of.shape_value(kernel, call_args, cost["bytes"]) if cost.get("bytes") else 0
+    flops = kernel.shape_value(cost["flops"], call_args) if cost.get("flops") else 0
+    nbytes = kernel.shape_value(cost["bytes"], call_args) if cost.get("bytes") else 0
     tol = desc["tolerance"]
-    res = {"op": op, "problem": " ".join(problem), "variant": variant, "isa": of.isa(kernel),
+    res = {"op": op, "problem": " ".join(problem), "variant": variant, "isa": kernel.isa,
            "algorithm": (desc.get("algorithm") or {}).get("name", ""),
            "flops": flops, "bytes": nbytes, "rtol": tol["rtol"], "atol": tol["atol"]}
 
@@ -428,10 +403,8 @@ def main():
     os.environ.setdefault("HL_NUM_THREADS", str(args.threads))
     torch.set_num_threads(args.threads)
 
-    try:
-        of = Opforge(lib)
-    except OpforgeError as e:
-        sys.exit(f"error: {e}")
+    os.environ["OPFORGE_LIBRARY"] = lib  # read when the package first loads the library
+    of = None
     evict, evict_bytes = make_evictor(args.warm)
     results = []
     info = {
@@ -450,7 +423,7 @@ def main():
         "cpu_count": os.cpu_count(),
     }
     try:
-        of.open(reg_dir)
+        of = opforge.open(reg_dir)
         of.set_num_threads(args.threads)
         print(f"opforge vs torch {torch.__version__} eager, same tensors; threads={args.threads}"
               f" (torch reports {info['torch_threads']}), OMP_WAIT_POLICY="
@@ -473,7 +446,8 @@ def main():
     except (OpforgeError, RuntimeError, ValueError) as e:
         sys.exit(f"error: {e}")
     finally:
-        of.close()
+        if of is not None:
+            of.close()
 
     print()
     print("| op | problem | algorithm | opforge ms | torch ms | torch/opforge | GFLOP/s opforge "
