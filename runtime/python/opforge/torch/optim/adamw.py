@@ -1,0 +1,18 @@
+"""AdamW (torch.optim.AdamW semantics): Adam with decoupled weight decay, applied by the
+apply_adamw kernel (var *= 1 - lr*weight_decay before the update)."""
+
+from .adam import Adam
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW's arguments and defaults (weight_decay=1e-2); fused, registry and
+    isa as for opforge.torch.optim.Adam."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 fused=None, registry=None, isa=None):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, fused=fused, registry=registry, isa=isa)
