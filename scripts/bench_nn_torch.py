@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark opforge's NN ops (through the opforge Python package) against PyTorch eager on the same tensors.
+"""Benchmark opforge's NN ops (opforge Python package) against PyTorch eager on the same tensors.
 
     /usr/bin/python3 scripts/bench_nn_torch.py [--registry DIR] [--lib PATH] [--op OP ...]
         [--shape NAME=D0,D1,..] [--scalar NAME=VALUE] [--attr NAME=VALUE] [--isa avx2]

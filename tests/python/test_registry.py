@@ -314,3 +314,46 @@ def test_prepared_call_steps_with_new_scalars(reg):
     step()
     ref = adam_torch(*ref, grad, t=4, **HYPER)
     np.testing.assert_allclose(var, ref[0], rtol=RTOL, atol=3 * ATOL)
+
+
+# ------------------------------------------------------------------------------ other dtypes
+
+@pytest.mark.parametrize("n", [1, 17, 65543])
+def test_adam_f16m_numpy_float16(reg, n):
+    """f16m: fp32 master var/m/v, float16 gradient and model copy (the rounded var: within
+    half a float16 ulp, 2^-11 relative, so 2^-10 of the fp64 reference for normal values)."""
+    k = reg.select("apply_adam", {"storage": "f16m"})
+    var, m, v, g32 = adam_inputs(n, seed=700 + n)
+    grad = g32.astype(np.float16)
+    model = np.zeros(n, np.float16)
+    want = adam_tf(var, m, v, grad.astype(np.float64), t=2, **HYPER)
+    adam_step(k, var, m, v, grad, 2, model=model)
+    np.testing.assert_allclose(var, want[0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(model.astype(np.float64), want[0], rtol=2.0 ** -10, atol=1e-4)
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch"])
+def test_sparse_adagrad_with_integer_indices(reg, index_dtype, use_torch):
+    """TF SparseApplyAdagrad (update_slots): for each i, row r = indices[i]:
+    accum[r] += grad[i]^2; var[r] -= lr * grad[i] / sqrt(accum[r]). Unique indices."""
+    rng = np.random.default_rng(11)
+    rows, cols, lr = 1000, 17, 0.1
+    var = rng.standard_normal((rows, cols)).astype(np.float32)
+    accum = (0.1 + rng.random((rows, cols))).astype(np.float32)
+    idx = rng.choice(rows, size=5, replace=False).astype(index_dtype)
+    grad = rng.standard_normal((5, cols)).astype(np.float32)
+    want_var, want_acc = var.astype(np.float64), accum.astype(np.float64)
+    for i, r in enumerate(idx):
+        want_acc[r] += grad[i].astype(np.float64) ** 2
+        want_var[r] -= lr * grad[i] / np.sqrt(want_acc[r])
+    k = reg.select("sparse_apply_adagrad", {"Tindices": index_dtype})
+    if use_torch:
+        torch = pytest.importorskip("torch")
+        var, accum, grad, idx = (torch.from_numpy(a) for a in (var, accum, grad, idx))
+    k(var=var, accum=accum, grad=grad, indices=idx, lr=lr)
+    np.testing.assert_allclose(np.asarray(var), want_var, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(np.asarray(accum), want_acc, rtol=RTOL, atol=ATOL)
+    with pytest.raises(opforge.OpforgeError, match="'indices'"):
+        other = "int64" if index_dtype == "int32" else "int32"
+        k(var=var, accum=accum, grad=grad, indices=np.asarray(idx).astype(other), lr=lr)
