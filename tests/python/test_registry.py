@@ -21,7 +21,6 @@ def storage(desc):
 
 
 # ------------------------------------------------------------------------------ listing
-
 def test_ops_match_the_index(reg, index):
     ops = reg.ops()
     assert ops == sorted(set(e["op"] for e in index["variants"]))
@@ -50,7 +49,6 @@ def test_registry_dir_is_the_opened_one(reg):
 
 
 # ------------------------------------------------------------------------------ selecting
-
 def test_select_by_attrs(reg):
     k = reg.select("apply_adam", {"epsilon_mode": "torch"})
     assert attr_values(k.descriptor)["epsilon_mode"] == "torch"
@@ -82,7 +80,6 @@ def test_bad_attr_is_named(reg):
 
 
 # ------------------------------------------------------------------------------ calls
-
 def adam_step(k, var, m, v, grad, t, **extra):
     k(var=var, m=m, v=v, grad=grad, **HYPER, **powers(t), **extra)
 
@@ -231,7 +228,6 @@ def test_shape_mismatch_and_read_only_and_non_arrays(reg):
 
 
 # ------------------------------------------------------------------------------ chunked
-
 @pytest.mark.parametrize("n,chunk", [(1, 1), (17, 5), (65543, 1000)])
 def test_call_chunked(reg, n, chunk):
     k = reg.select("apply_adam")
@@ -253,7 +249,6 @@ def test_call_chunked_refuses_bad_chunks_and_unsplittable_ops(reg):
 
 
 # ------------------------------------------------------------------------------ model layout
-
 def test_call_model_matches_per_tensor_calls_and_reference(reg):
     shapes = [("w1", (5,)), ("w2", (17, 3)), ("b", (1,)), ("w3", (1000,))]
     layout = opforge.ModelLayout(shapes)
@@ -291,7 +286,6 @@ def test_call_model_refuses_wrong_length_before_running(reg):
 
 
 # ------------------------------------------------------------------------------ prepared
-
 def test_prepared_call_steps_with_new_scalars(reg):
     k = reg.select("apply_adam", {"epsilon_mode": "torch"})
     var, m, v, _ = adam_inputs(17, seed=9)
@@ -317,7 +311,6 @@ def test_prepared_call_steps_with_new_scalars(reg):
 
 
 # ------------------------------------------------------------------------------ other dtypes
-
 @pytest.mark.parametrize("n", [1, 17, 65543])
 def test_adam_f16m_numpy_float16(reg, n):
     """f16m: fp32 master var/m/v, float16 gradient and model copy (the rounded var: within

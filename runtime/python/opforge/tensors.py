@@ -66,7 +66,6 @@ def array_info(name, x, wants=None, writes=False):
                        "numpy.ndarray or torch.Tensor, scalars Python or NumPy numbers")
 
 
-
 class Args:
     """A call's tensors and scalars as the C ABI arrays (kept alive with the arrays)."""
 
