@@ -56,3 +56,15 @@ def test_version_names_library_and_registry():
 def _registry_set():
     if not os.environ.get("OPFORGE_REGISTRY"):
         pytest.skip("OPFORGE_REGISTRY is not set")
+
+
+def test_describe_nn_op_shows_checks_algorithms_and_cost(reg):
+    d = reg.variants("conv2d")[0]
+    r = run("describe", "conv2d")
+    assert r.returncode == 0, r.stderr
+    for c in d["shape"]["checks"]:
+        assert c["message"] in r.stdout
+    names = {v["algorithm"]["name"] for v in reg.variants("conv2d")}
+    for name in names:
+        assert f"algorithm {name}:" in r.stdout
+    assert f"flops {d['cost']['flops']}" in r.stdout

@@ -69,6 +69,20 @@ def cmd_describe(reg, op, out):
     shape = d["shape"]
     out.write(f"shape: elementwise={shape['elementwise']} splittable={shape['splittable']} "
               f"multi_tensor={shape['multi_tensor']} max_elements={shape['max_elements']}\n")
+    for c in shape.get("checks", []):
+        out.write(f"  check: {c['condition']}  ({c['message']})\n")
+    algos = {}
+    for v in descs:
+        a = v.get("algorithm") or {}
+        if a.get("name") or a.get("applies_when"):
+            algos.setdefault(a.get("name"), a)
+    for name, a in algos.items():
+        out.write(f"algorithm {name or '(default)'}: priority {a.get('priority', 0)}, when "
+                  f"{a.get('applies_when') or 'always'}; {a.get('description', '')}\n")
+    cost = d.get("cost") or {}
+    if cost.get("flops") or cost.get("bytes"):
+        out.write(f"cost per call: flops {cost.get('flops') or '-'}; bytes "
+                  f"{cost.get('bytes') or '-'}\n")
     out.write("\nvariants:\n")
     for v in descs:
         attrs = ",".join(f"{a['name']}={json.dumps(a['value']).strip(chr(34))}"
