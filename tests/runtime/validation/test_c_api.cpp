@@ -87,7 +87,8 @@ TEST_CASE("C ABI: variant and ISA strings") {
 
   opforge_kernel* nest = nullptr;
   REQUIRE(opforge_select(r.reg, "apply_adam", "use_nesterov=true", "avx2", &nest) == 0);
-  CHECK(std::string(opforge_kernel_variant(nest)) == "apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2");
+  CHECK(std::string(opforge_kernel_variant(nest)) ==
+        "apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2");
 
   opforge_kernel* best = nullptr;
   REQUIRE(opforge_select(r.reg, "apply_gradient_descent", nullptr, nullptr, &best) == 0);
@@ -97,6 +98,42 @@ TEST_CASE("C ABI: variant and ISA strings") {
 
   CHECK(std::string(opforge_kernel_variant(nullptr)).empty());
   CHECK(std::string(opforge_kernel_isa(nullptr)).empty());
+}
+
+TEST_CASE("C ABI: listing ops and their descriptors as JSON") {
+  CRegistry r;
+  const auto cpp = Registry::open(test_registry_dir());
+  CHECK(std::string(opforge_registry_dir(r.reg)) == cpp->dir());
+  std::vector<std::string> ops;
+  for (size_t i = 0; const char* op = opforge_registry_op(r.reg, i); ++i) ops.push_back(op);
+  CHECK(ops == cpp->ops());
+  CHECK(opforge_registry_op(nullptr, 0) == nullptr);
+
+  const char* json = nullptr;
+  REQUIRE_MESSAGE(opforge_op_variants_json(r.reg, "apply_adam", &json) == 0, opforge_last_error());
+  const std::string text = json;
+  const auto variants = cpp->variants("apply_adam");
+  REQUIRE(!variants.empty());
+  // The array holds every variant's descriptor in variants() order, as to_json prints it.
+  size_t at = 0;
+  for (const auto& d : variants) {
+    const size_t pos = text.find(registry::to_json(d), at);
+    CHECK_MESSAGE(pos != std::string::npos, d.variant);
+    at = pos == std::string::npos ? at : pos + 1;
+  }
+  CHECK(text.front() == '[');
+
+  CHECK(opforge_op_variants_json(r.reg, "apply_adma", &json) != 0);
+  CHECK(json == nullptr);
+  CHECK(contains(opforge_last_error(), "did you mean 'apply_adam'"));
+  CHECK(opforge_op_variants_json(r.reg, nullptr, &json) != 0);
+
+  opforge_kernel* k = nullptr;
+  REQUIRE(opforge_select(r.reg, "apply_adam", "use_nesterov=true", "avx2", &k) == 0);
+  REQUIRE(opforge_kernel_descriptor_json(k, &json) == 0);
+  CHECK(std::string(json) == registry::to_json(cpp->descriptor(opforge_kernel_variant(k))));
+  CHECK(opforge_kernel_descriptor_json(nullptr, &json) != 0);
+  CHECK(contains(opforge_last_error(), "NULL"));
 }
 
 TEST_CASE("C ABI: a successful call matches a hand computation") {
