@@ -350,3 +350,19 @@ def test_sparse_adagrad_with_integer_indices(reg, index_dtype, use_torch):
     with pytest.raises(opforge.OpforgeError, match="'indices'"):
         other = "int64" if index_dtype == "int32" else "int32"
         k(var=var, accum=accum, grad=grad, indices=np.asarray(idx).astype(other), lr=lr)
+
+
+# ------------------------------------------------------------------------------ lifetime
+def test_threads_and_closing():
+    with opforge.open() as r:
+        r.set_num_threads(1)
+        k = r.select("apply_adam")
+        var, m, v, grad = adam_inputs(65543, seed=12)
+        want = adam_tf(var, m, v, grad, t=1, **HYPER)
+        adam_step(k, var, m, v, grad, 1)  # serial pool: the same values
+        np.testing.assert_allclose(var, want[0], rtol=RTOL, atol=ATOL)
+        r.set_num_threads(0)
+    with pytest.raises(opforge.OpforgeError, match="registry is closed"):
+        r.ops()
+    with pytest.raises(opforge.OpforgeError, match="its registry is closed"):
+        adam_step(k, var, m, v, grad, 2)
