@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs the README's two commands on a new Debian 12 machine: a minimal bookworm root made with
-# debootstrap under build/fresh/, the checkout copied in, each command chrooted into its own
-# pristine copy of that root (a new machine each), with its exit code and wall time printed.
+# debootstrap under build/fresh/, the checkout copied in, the commands chrooted into it one
+# after the other, as a new user runs them, with each one's exit code and wall time printed.
 # It proves that scripts/setup.sh installs everything: the host's hand-installed packages
-# are not there. Too slow for CI (about an hour on 2 cores); run it after any set-up change.
+# are not there. Too slow for CI (most of an hour on 2 cores); run it after any set-up change.
 #
-#   scripts/fresh-check.sh                 both commands, each in a fresh root
+#   scripts/fresh-check.sh                 regenerate.sh, then test.sh, in one new root
+#   scripts/fresh-check.sh --separate      each command in its own new root (both start cold)
 #   scripts/fresh-check.sh --only test     just scripts/test.sh (or: --only regenerate)
 #   scripts/fresh-check.sh --keep          keep the roots for a look afterwards
 #   scripts/fresh-check.sh --new-base      debootstrap again instead of reusing build/fresh/base
@@ -21,14 +22,15 @@ work=$src/build/fresh
 base=$work/base
 suite=bookworm
 
-only="" keep=0 new_base=0 base_only=0
+only="" keep=0 new_base=0 base_only=0 separate=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only) only=${2:?--only needs regenerate or test}; shift 2 ;;
     --keep) keep=1; shift ;;
+    --separate) separate=1; shift ;;
     --new-base) new_base=1; shift ;;
     --base-only) base_only=1; shift ;;
-    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fresh-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +64,7 @@ make_base() {
       { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
           --no-install-recommends debootstrap; }
   fi
-  rm -rf "$base"
+  remove_root "$base"
   mkdir -p "$work"
   local m
   m=$(mirror)
@@ -80,24 +82,33 @@ EOF
   echo "fresh-check: base ready in $((SECONDS - t0)) s"
 }
 
+# Unmounts everything mounted under $1 (deepest first): a root is never deleted while /dev or
+# /sys of the host is bound into it, and rm never crosses into another file system.
+unmount_under() {
+  local m
+  awk -v p="$1/" 'index($2 "/", p) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" || true; done
+}
+remove_root() {
+  unmount_under "$1"
+  rm -rf --one-file-system "$1"
+}
+
 root=""
 cleanup() {
   [[ -n "$root" ]] || return 0
-  local m
-  for m in dev/shm dev/pts dev sys proc; do
-    mountpoint -q "$root/$m" && umount -l "$root/$m"
-  done
-  if [[ $keep -eq 0 ]]; then rm -rf "$root"; fi
+  unmount_under "$root"
+  if [[ $keep -eq 0 ]]; then remove_root "$root"; fi
   root=""
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-# One command on a new machine: a copy of the base, the checkout (tracked and untracked files
-# that git does not ignore, as a clean clone plus your uncommitted work), and a chroot.
-run_fresh() {
-  local name=$1 cmd=$2
-  root=$work/root-$name
-  rm -rf "$root"
+# A new machine: a copy of the base with the checkout (tracked and untracked files that git
+# does not ignore: a clean clone plus your uncommitted work) and the mounts a system has.
+new_root() {
+  root=$work/root
+  remove_root "$root"
   cp -a "$base" "$root"
   mkdir -p "$root/root/opforge"
   # (A tracked file deleted in the work tree is not copied: a clean clone would have it.)
@@ -110,7 +121,12 @@ run_fresh() {
   mount --bind /dev "$root/dev"
   mount --bind /dev/pts "$root/dev/pts"
   mount -t tmpfs tmpfs "$root/dev/shm"
-  echo "fresh-check: $cmd in a new Debian 12 root ($root), log $work/$name.log"
+  echo "fresh-check: new Debian 12 root $root"
+}
+
+run_in_root() {
+  local name=$1 cmd=$2
+  echo "fresh-check: $cmd (log $work/$name.log)"
   local t0=$SECONDS rc=0
   chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -119,15 +135,22 @@ run_fresh() {
   results+=("$(printf '%-22s exit %d  %d min %02d s' "$cmd" "$rc" $((s / 60)) $((s % 60)))")
   [[ $rc -eq 0 ]] || { failed=1; tail -30 "$work/$name.log" | sed 's/^/  | /'; }
   echo "fresh-check: ${results[-1]}"
-  cleanup
 }
 
 results=() failed=0
 make_base
 [[ $base_only -eq 0 ]] || exit 0
-[[ -n "$only" && "$only" != regenerate ]] || run_fresh regenerate scripts/regenerate.sh
-[[ -n "$only" && "$only" != test ]] || run_fresh test scripts/test.sh
+if [[ -z "$only" || "$only" == regenerate ]]; then
+  new_root
+  run_in_root regenerate scripts/regenerate.sh
+fi
+if [[ -z "$only" || "$only" == test ]]; then
+  [[ -n "$root" && $separate -eq 0 ]] || { cleanup; new_root; }
+  run_in_root test scripts/test.sh
+fi
+cleanup
 echo
-echo "fresh-check summary (Debian 12 minbase, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')):"
+how="one root"; [[ $separate -eq 0 ]] || how="a new root each"
+echo "fresh-check summary ($how, Debian 12 minbase, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')):"
 printf '  %s\n' "${results[@]}"
 exit $failed
