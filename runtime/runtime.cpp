@@ -127,7 +127,10 @@ int64_t Tensor::elements() const {
   return n;
 }
 
-bool cpu_supports(const std::string& f) {
+namespace {
+
+// The CPU itself, unmasked.
+bool host_supports(const std::string& f) {
   __builtin_cpu_init();
   if (f == "sse4.1") return __builtin_cpu_supports("sse4.1");
   if (f == "sse4.2") return __builtin_cpu_supports("sse4.2");
@@ -143,6 +146,132 @@ bool cpu_supports(const std::string& f) {
   if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
   return false;  // unknown feature: never assume it
 }
+
+// Mask levels. avx512 is generators/isa.cpp's avx512 ISA (Skylake-server AVX-512); the test
+// suite checks that each registry ISA's features lie within its level.
+const std::map<std::string, std::vector<std::string>>& cpu_levels() {
+  static const std::map<std::string, std::vector<std::string>> levels = {
+      {"none", {}},
+      {"avx2", {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c"}},
+      {"avx512",
+       {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl",
+        "avx512bw", "avx512dq"}},
+  };
+  return levels;
+}
+
+std::string known_names_text() {
+  std::string s = "levels";
+  for (const auto& [name, features] : cpu_levels()) s += " " + name;
+  s += "; features";
+  for (const auto& f : known_cpu_features()) s += " " + f;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_cpu_features() {
+  static const std::vector<std::string> names = {"sse4.1",   "sse4.2",   "avx",      "avx2",
+                                                 "fma",      "f16c",     "avx512f",  "avx512cd",
+                                                 "avx512vl", "avx512bw", "avx512dq", "avx512bf16"};
+  return names;
+}
+
+std::vector<std::string> mask_cpu_features(const std::string& mask,
+                                           const std::vector<std::string>& host) {
+  const std::vector<std::string>& known = known_cpu_features();
+  auto is_known = [&](const std::string& f) {
+    return std::find(known.begin(), known.end(), f) != known.end();
+  };
+  auto fail = [&](const std::string& why) {
+    throw Error("OPFORGE_CPU_FEATURES='" + mask + "': " + why + " (known: " + known_names_text() +
+                ")");
+  };
+  std::set<std::string> allowed, removed;
+  bool any_allowed = false;
+  std::vector<std::string> items;  // every comma-separated item, empty ones included
+  size_t at = 0;
+  for (size_t comma; (comma = mask.find(',', at)) != std::string::npos; at = comma + 1) {
+    items.push_back(mask.substr(at, comma - at));
+  }
+  items.push_back(mask.substr(at));
+  for (std::string item : items) {
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (item.empty()) fail("empty item (two commas in a row, or one at an end)");
+    if (item[0] == '-') {
+      const std::string f = item.substr(1);
+      // A removal names one feature: "-avx2" hides avx2 alone, not the whole level.
+      if (!is_known(f)) {
+        fail("'" + item + "': '" + f + "' is not a CPU feature" +
+             (cpu_levels().count(f) ? " (a level: list the level to keep instead)"
+                                    : did_you_mean(f, known)));
+      }
+      removed.insert(f);
+      continue;
+    }
+    any_allowed = true;
+    auto level = cpu_levels().find(item);
+    if (level != cpu_levels().end()) {
+      allowed.insert(level->second.begin(), level->second.end());
+    } else if (is_known(item)) {
+      allowed.insert(item);
+    } else {
+      std::vector<std::string> all;  // levels first: on a tie, "avx3" suggests the level avx2
+      for (const auto& [name, features] : cpu_levels()) all.push_back(name);
+      all.insert(all.end(), known.begin(), known.end());
+      fail("unknown CPU feature or level '" + item + "'" + did_you_mean(item, all));
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& f : host) {
+    if ((!any_allowed || allowed.count(f)) && !removed.count(f)) out.push_back(f);
+  }
+  return out;
+}
+
+const CpuFeatures& cpu_features() {
+  struct State {
+    CpuFeatures features;
+    std::string error;
+  };
+  // Read once (thread-safe static): the mask cannot change under a process's selections.
+  static const State state = [] {
+    State s;
+    for (const auto& f : known_cpu_features()) {
+      if (host_supports(f)) s.features.host.push_back(f);
+    }
+    const char* env = std::getenv("OPFORGE_CPU_FEATURES");
+    s.features.mask = env ? env : "";
+    try {
+      s.features.visible = s.features.mask.empty()
+                               ? s.features.host
+                               : mask_cpu_features(s.features.mask, s.features.host);
+    } catch (const Error& e) {
+      s.error = e.what();
+    }
+    return s;
+  }();
+  if (!state.error.empty()) throw Error(state.error);
+  return state.features;
+}
+
+bool cpu_supports(const std::string& f) {
+  const std::vector<std::string>& v = cpu_features().visible;
+  return std::find(v.begin(), v.end(), f) != v.end();
+}
+
+namespace {
+
+// " (hidden by OPFORGE_CPU_FEATURES=...)" when the CPU has `f` and the mask hides it, so that a
+// "needs CPU feature" error under a mask does not read as a hardware limit.
+std::string mask_note(const std::string& f) {
+  const CpuFeatures& c = cpu_features();
+  if (std::find(c.host.begin(), c.host.end(), f) == c.host.end()) return "";
+  return " (hidden by OPFORGE_CPU_FEATURES=" + c.mask + ")";
+}
+
+}  // namespace
 
 std::map<std::string, std::string> parse_attr_list(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -268,7 +397,8 @@ std::string storage_tag(const Descriptor& d) {
 
 std::vector<Descriptor> Registry::candidates(const std::string& op,
                                              const std::map<std::string, std::string>& attrs,
-                                             const std::string& isa_in, std::string* algorithm) {
+                                             const std::string& isa_in, std::string* algorithm,
+                                             bool need_cpu) const {
   std::vector<Descriptor> all = variants(op);
   // Wanted attrs: the declaration's defaults, overridden by the caller's (canonicalized).
   std::map<std::string, std::string> wanted;
@@ -335,15 +465,21 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
     // A forced ISA can have several variants (a hand schedule and its autoscheduled twin):
     // the highest priority among them wins, as without a forced ISA.
     if (!isa.empty() && d.target.isa == isa) {
-      if (!ok) throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing);
+      if (!ok && need_cpu) {
+        throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing +
+                    mask_note(missing));
+      }
       out.push_back(std::move(d));
     } else if (isa.empty() && ok) {
       out.push_back(std::move(d));
     }
   }
+  if (out.empty() && isa.empty() && !need_cpu) out = std::move(matching);
   if (out.empty()) {
+    const std::string& mask = cpu_features().mask;
     throw Error("op '" + op + "': no variant " +
-                (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'"));
+                (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'") +
+                (isa.empty() && !mask.empty() ? " (OPFORGE_CPU_FEATURES=" + mask + ")" : ""));
   }
   // Best first: the algorithm's priority (NN ops), then the ISA's.
   std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
@@ -363,6 +499,17 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     if (d.algorithm.applies_when.empty()) return load_descriptor(d);
   }
   return load_descriptor(c.front());
+}
+
+Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
+                            const std::string& isa) const {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm, /*need_cpu=*/false);
+  // As select(): without shapes, an algorithm that applies to every shape.
+  for (auto& d : c) {
+    if (d.algorithm.applies_when.empty()) return std::move(d);
+  }
+  return std::move(c.front());
 }
 
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
@@ -409,7 +556,8 @@ Kernel& Registry::load(const std::string& variant) {
   const Descriptor d = descriptor(variant);
   for (const auto& f : d.target.cpu_features) {
     if (!cpu_supports(f)) {
-      throw Error("variant " + variant + " (ISA " + d.target.isa + ") needs CPU feature " + f);
+      throw Error("variant " + variant + " (ISA " + d.target.isa + ") needs CPU feature " + f +
+                  mask_note(f));
     }
   }
   return load_descriptor(d);

@@ -68,6 +68,7 @@ int cmd_list(const Args& a) {
     }
     return 0;
   }
+  const std::string host = host_summary();  // first: a bad OPFORGE_CPU_FEATURES fails before output
   std::vector<std::vector<std::string>> rows = {{"op", "kind", "isas", "attrs", "summary"}};
   for (const auto& op : reg->ops()) {
     auto vs = reg->variants(op);
@@ -91,6 +92,7 @@ int cmd_list(const Args& a) {
     std::printf("%s\n", r.back().c_str());
   }
   std::printf("%zu variants in %s\n", reg->index().variants.size(), reg->dir().c_str());
+  std::printf("%s\n", host.c_str());  // what variant selection sees here
   return 0;
 }
 

@@ -139,17 +139,6 @@ Point measure(Kernel& op, Kernel& bw, Kernel* twin, int64_t n, double budget,
   return p;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown CPU";
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -416,9 +405,9 @@ int cmd_report(const Args& a) {
        << "<h1>opforge op library</h1>\n<p class=\"meta\">registry <code>"
        << html_escape(reg->dir()) << "</code>, Halide " << html_escape(reg->index().halide_version)
        << "; " << pages.size() << " ops, " << bandwidth_pages.size() << " bandwidth kernels, "
-       << variants << " variants. Generated " << date << " on " << html_escape(cpu_model()) << " ("
-       << sysconf(_SC_NPROCESSORS_ONLN) << " cores), " << threads
-       << " threads. GB/s counts the bytes the op must read and write once.</p>\n";
+       << variants << " variants. Generated " << date << " on " << sysconf(_SC_NPROCESSORS_ONLN)
+       << " cores, " << threads << " threads; " << html_escape(host_summary())
+       << ". GB/s counts the bytes the op must read and write once.</p>\n";
   html << "<h2>Ops</h2>\n<table><tr><th>op</th><th>kind</th><th>variants</th><th>measured "
           "variant</th><th>% of bandwidth at N = "
        << sizes.back() << "</th></tr>\n";

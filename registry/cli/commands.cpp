@@ -1,5 +1,8 @@
 #include "registry/cli/commands.h"
 
+#include <algorithm>
+#include <fstream>
+
 #include "opforge/runtime.hpp"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/bench_model.h"
@@ -30,18 +33,47 @@ Kernel& op_kernel(Registry& reg, const Args& a, const std::string& op) {
   if (!a.has("variant")) return reg.select(op, attr_options(a), a.get("isa"));
   if (a.has("attr") || a.has("isa"))
     throw UsageError("--variant picks attrs and ISA: drop --attr/--isa");
-  Kernel& k = reg.load(a.get("variant"));
-  if (k.descriptor().op != op) {
-    throw UsageError("variant " + a.get("variant") + " is a variant of " + k.descriptor().op +
-                     ", not of " + op);
+  // The op first, from the index: naming another op's variant is a usage error even where
+  // that variant cannot load (an avx512 variant on an AVX2 host).
+  for (const auto& e : reg.index().variants) {
+    if (e.variant == a.get("variant") && e.op != op) {
+      throw UsageError("variant " + e.variant + " is a variant of " + e.op + ", not of " + op);
+    }
   }
-  return k;
+  return reg.load(a.get("variant"));
+}
+
+std::string host_summary() {
+  std::string model = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos) {
+      model = line.substr(colon + 2);
+      break;
+    }
+  }
+  const CpuFeatures& c = cpu_features();
+  std::string s = "host: " + model + ", CPU features:";
+  for (const auto& f : c.visible) s += " " + f;
+  if (c.visible.empty()) s += " none";
+  if (!c.mask.empty()) {
+    std::string hidden;
+    for (const auto& f : c.host) {
+      if (std::find(c.visible.begin(), c.visible.end(), f) == c.visible.end()) hidden += " " + f;
+    }
+    s += ", masked by OPFORGE_CPU_FEATURES=" + c.mask +
+         (hidden.empty() ? " (hides nothing)" : " (hides" + hidden + ")");
+  }
+  return s;
 }
 
 const std::vector<Command>& commands() {
   static const OptionSpec json{"json", "", "machine-readable output"};
   static const OptionSpec attr{"attr", "NAME=VALUE", "select the variant with this attr", true};
-  static const OptionSpec isa{"isa", "ISA", "force an ISA variant (avx512, avx2); default: best"};
+  static const OptionSpec isa{"isa", "ISA",
+                              "force an ISA variant (avx512, avx2); default: $OPFORGE_ISA, else "
+                              "the best one the CPU (as $OPFORGE_CPU_FEATURES masks it) runs"};
   static const std::vector<Command> table = {
       {{"build",
         "",

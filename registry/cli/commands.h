@@ -51,4 +51,8 @@ std::string default_schedules_dir();
 Kernel& op_kernel(Registry& reg, const Args& a, const std::string& op);
 OptionSpec variant_option();
 
+// "host: <cpu model>, CPU features: ...[, masked by OPFORGE_CPU_FEATURES=... (hides ...)]":
+// what variant selection sees on this machine.
+std::string host_summary();
+
 }  // namespace opforge::cli

@@ -49,7 +49,8 @@ InspectedKernel inspect_kernel(const Args& a, const std::string& name,
   if (is_variant) {
     k.descriptor = reg->descriptor(name);
   } else {
-    k.descriptor = reg->select(name, attr_options(a), a.get("isa")).descriptor();
+    // Descriptor and cache entry only: no load, so any ISA's variant reads on any host.
+    k.descriptor = reg->choose(name, attr_options(a), a.get("isa"));
   }
   if (set.empty()) {
     cache::CompileCache cache(cache_dir(a));

@@ -6,10 +6,21 @@
 #include <cmath>
 #include <cstdio>
 
+#include "generators/isa.h"
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
 namespace opforge::testing {
+
+std::vector<std::string> runnable_isas() {
+  std::vector<generators::Isa> table = generators::isas();
+  std::stable_sort(table.begin(), table.end(),
+                   [](const auto& a, const auto& b) { return a.priority < b.priority; });
+  std::vector<std::pair<std::string, std::vector<std::string>>> isas;
+  for (const auto& i : table) isas.emplace_back(i.name, i.cpu_features);
+  return host_isas(isas).runnable;
+}
 
 std::map<std::string, Reference>& references() {
   static std::map<std::string, Reference> m;
@@ -80,8 +91,7 @@ std::vector<std::map<std::string, std::vector<float>>> check_kernel(
     void (*update)(const Attrs&, const Scalars&, Tensors&)) {
   auto reg = Registry::open(test_registry_dir());
   std::vector<std::map<std::string, std::vector<float>>> results;
-  for (const std::string isa : {"avx2", "avx512"}) {
-    if (isa == "avx512" && !cpu_supports("avx512f")) continue;
+  for (const std::string& isa : runnable_isas()) {
     CAPTURE(isa);
     Kernel& k = reg->select(op, attrs, isa);
     std::map<std::string, std::vector<float>> got;

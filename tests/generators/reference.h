@@ -29,6 +29,10 @@ struct Reference {
 };
 
 std::map<std::string, Reference>& references();
+
+// The op table's ISAs (generators::isas()) this host runs, baseline first; the others are
+// noted once as "skipped: ..." (host_isa.h).
+std::vector<std::string> runnable_isas();
 // Bandwidth kernels (bandwidth_s<S>_g<G>) share one generic reference.
 const Reference* find_reference(const std::string& op);
 

@@ -62,12 +62,6 @@ struct Grad {
   }
 };
 
-std::vector<std::string> runnable_isas() {
-  std::vector<std::string> out = {"avx2"};
-  if (cpu_supports("avx512f")) out.push_back("avx512");
-  return out;
-}
-
 TEST_CASE("accumulate_grad: NaN and inf gradients propagate, every storage") {
   auto reg = Registry::open(test_registry_dir());
   const double nan = std::nan(""), inf = INFINITY;

@@ -175,8 +175,7 @@ TEST_CASE("apply_adamw: one step matches torch.optim.AdamW") {
       Tensors mine = in;
       if (!ams) mine.erase("v_max");
       adamw_update(attrs, s, mine);
-      for (const std::string isa : {"avx2", "avx512"}) {
-        if (isa == "avx512" && !cpu_supports("avx512f")) continue;
+      for (const std::string& isa : runnable_isas()) {
         CAPTURE(isa);
         Kernel& k = reg->select("apply_adamw", attrs, isa);
         double worst = 0;

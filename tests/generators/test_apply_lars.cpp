@@ -53,8 +53,7 @@ const RegisterReference reg("apply_lars",
 // The trust ratio's where-zero rules: ||var|| == 0 or ||grad|| == 0 gives trust 1.
 TEST_CASE("apply_lars: trust ratio is 1 where a norm is zero") {
   auto reg = Registry::open(test_registry_dir());
-  for (const char* isa : {"avx2", "avx512"}) {
-    if (std::string(isa) == "avx512" && !cpu_supports("avx512f")) continue;
+  for (const std::string& isa : runnable_isas()) {
     for (const char* nesterov : {"false", "true"}) {
       CAPTURE(isa);
       CAPTURE(nesterov);

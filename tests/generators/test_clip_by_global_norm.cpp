@@ -52,8 +52,7 @@ namespace {
 // infinite norm (clip / inf = 0) and gives NaN for a NaN norm. A zero norm leaves them as is.
 TEST_CASE("clip_by_global_norm: zero, infinite and NaN norms per convention, every ISA") {
   auto reg = Registry::open(test_registry_dir());
-  for (const char* isa : {"avx2", "avx512"}) {
-    if (std::string(isa) == "avx512" && !cpu_supports("avx512f")) continue;
+  for (const std::string& isa : runnable_isas()) {
     for (const char* conv : {"tf", "torch"}) {
       CAPTURE(isa);
       CAPTURE(conv);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "generators/op_table.h"
+#include "host_isa.h"
 #include "ieee_half.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
@@ -110,10 +111,7 @@ std::vector<std::string> scaled_variants(Registry& reg) {
     if (attrs.at("unscale") != "true" && attrs.at("skip_if_nonfinite") != "true") continue;
     for (const auto& isa : row.isas) {
       const std::string id = generators::variant_id(*row.decl, attrs, isa);
-      registry::Descriptor d = reg.descriptor(id);
-      bool ok = true;
-      for (const auto& f : d.target.cpu_features) ok = ok && cpu_supports(f);
-      if (ok) ids.push_back(id);
+      if (runs_here(reg.descriptor(id))) ids.push_back(id);
     }
   }
   return ids;

@@ -9,6 +9,7 @@
 
 #include "generators/op_table.h"
 #include "generators/reference.h"
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -32,13 +33,6 @@ struct Model {
     }
   }
 };
-
-bool runnable(const registry::Descriptor& d) {
-  for (const auto& f : d.target.cpu_features) {
-    if (!cpu_supports(f)) return false;
-  }
-  return true;
-}
 
 // Runs variant `id` of `op` over the model laid out with chunk `c`, per-tensor inputs from the
 // single-tensor op's reference, and checks each tensor against that reference.
@@ -119,7 +113,7 @@ void check_against_reference(Registry& reg, const std::string& id, const std::st
 std::vector<std::string> multi_variants(Registry& reg, const std::string& op) {
   std::vector<std::string> ids;
   for (const auto& e : reg.index().variants) {
-    if (e.op == op && runnable(reg.descriptor(e.variant))) ids.push_back(e.variant);
+    if (e.op == op && runs_here(reg.descriptor(e.variant))) ids.push_back(e.variant);
   }
   return ids;
 }

@@ -9,18 +9,12 @@
 #include <random>
 
 #include "generators/nn_reference.h"
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
 namespace opforge::testing {
 namespace {
-
-bool runs_here(const registry::Descriptor& d) {
-  for (const auto& f : d.target.cpu_features) {
-    if (!cpu_supports(f)) return false;
-  }
-  return true;
-}
 
 bool attrs_match(const registry::Descriptor& d, const NnAttrs& want) {
   for (const auto& a : d.attrs) {

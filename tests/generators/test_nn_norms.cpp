@@ -13,6 +13,7 @@
 
 #include "generators/isa.h"
 #include "generators/nn_reference.h"
+#include "generators/reference.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -174,16 +175,6 @@ void compare(const Kernel& k, const std::string& what, const std::vector<float>&
   CHECK_MESSAGE(worst <= 1, k.descriptor().variant << " " << what << ": y[" << at << "] = "
                                                    << got[at] << ", fp64 reference " << want[at]
                                                    << " (" << worst << "x the tolerance)");
-}
-
-std::vector<std::string> runnable_isas() {
-  std::vector<std::string> out;
-  for (const auto& isa : generators::isas()) {
-    bool ok = true;
-    for (const auto& f : isa.cpu_features) ok = ok && cpu_supports(f);
-    if (ok) out.push_back(isa.name);
-  }
-  return out;
 }
 
 TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row") {

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "generators/reference.h"
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -239,13 +240,6 @@ const std::vector<SparseOp>& sparse_ops() {
   return ops;
 }
 
-bool isa_runs(const registry::Descriptor& d) {
-  for (const auto& f : d.target.cpu_features) {
-    if (!cpu_supports(f)) return false;
-  }
-  return true;
-}
-
 int64_t product(const std::vector<int64_t>& s, size_t from) {
   int64_t p = 1;
   for (size_t k = from; k < s.size(); ++k) p *= s[k];
@@ -399,7 +393,7 @@ TEST_CASE("sparse ops: every variant matches the fp64 row-by-row reference") {
                       d.variant << ": attr " << attr << " has no reference here");
       }
       tindices_seen.insert(d.attr_values().at("Tindices"));
-      if (!isa_runs(d)) continue;
+      if (!runs_here(d)) continue;
       Kernel& k = reg->select(op.name, d.attr_values(), d.target.isa);
       REQUIRE(k.descriptor().variant == d.variant);
       Stats stats;
@@ -463,7 +457,7 @@ void for_each_sparse_variant(F f) {
   auto reg = Registry::open(test_registry_dir());
   for (const SparseOp& op : sparse_ops()) {
     for (const registry::Descriptor& d : reg->variants(op.name)) {
-      if (!isa_runs(d)) continue;
+      if (!runs_here(d)) continue;
       Kernel& k = reg->select(op.name, d.attr_values(), "");
       if (k.descriptor().variant != d.variant) continue;  // one ISA per attr combination
       CAPTURE(d.variant);

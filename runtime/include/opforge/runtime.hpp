@@ -174,6 +174,13 @@ class Registry {
   Kernel& select(const std::string& op, const std::map<std::string, std::string>& attrs,
                  const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                  size_t n_scalars, const std::string& isa = "");
+  // The descriptor select(op, attrs, isa) would load, without loading it: for commands that
+  // read only descriptors and cache entries (inspect, diff), so that they work for any variant
+  // on any host. A forced ISA (isa or $OPFORGE_ISA) need not run on this CPU; without one, the
+  // best variant that runs here, else the best of all.
+  registry::Descriptor choose(const std::string& op,
+                              const std::map<std::string, std::string>& attrs = {},
+                              const std::string& isa = "") const;
   // Loads one variant by id (e.g. an autoscheduled "..._avx512__auto", which select() never
   // prefers over its hand-scheduled twin). Throws Error for an unknown id (with a suggestion)
   // or a CPU without the variant's features.
@@ -185,10 +192,12 @@ class Registry {
   Registry() = default;
   void* runtime_handle();  // the shared Halide runtime, loaded once
   // The variants of `op` matching attrs (storage, algorithm) that run on this CPU (or the
-  // forced ISA), best first by ISA priority.
+  // forced ISA), best first by ISA priority. need_cpu false (choose()): a forced ISA's variants
+  // even where the CPU lacks its features, and without one every variant when none runs here.
   std::vector<registry::Descriptor> candidates(const std::string& op,
                                                const std::map<std::string, std::string>& attrs,
-                                               const std::string& isa, std::string* algorithm);
+                                               const std::string& isa, std::string* algorithm,
+                                               bool need_cpu = true) const;
   // dlopen + metadata check, once per variant.
   Kernel& load_descriptor(const registry::Descriptor& d);
   std::string dir_;
@@ -197,8 +206,33 @@ class Registry {
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
 };
 
-// CPU features by the names registry descriptors use (__builtin_cpu_supports spelling).
+// CPU features by the names registry descriptors use (__builtin_cpu_supports spelling), as the
+// runtime sees them: the CPU's own, less what $OPFORGE_CPU_FEATURES masks off. Variant
+// selection, load() and the CLI all ask here, so a mask makes an AVX-512 host behave as an
+// AVX2 one. The variable is read once, at first use; a malformed one throws Error (every call).
 bool cpu_supports(const std::string& feature);
+
+// What cpu_supports sees, for reports.
+struct CpuFeatures {
+  std::vector<std::string> host;     // the CPU's own, in known_cpu_features() order
+  std::vector<std::string> visible;  // what the mask leaves of them (host when unmasked)
+  std::string mask;                  // $OPFORGE_CPU_FEATURES as read; "" when unset or empty
+};
+const CpuFeatures& cpu_features();  // throws Error for a malformed $OPFORGE_CPU_FEATURES
+
+// The feature names cpu_supports and masks know, baseline first.
+const std::vector<std::string>& known_cpu_features();
+
+// The features of `host` that `mask` leaves visible (host order). The mask is a comma list of
+//   a level:       avx2 (sse4.1 sse4.2 avx avx2 fma f16c), avx512 (avx2's and avx512f avx512cd
+//                  avx512vl avx512bw avx512dq: the registry's avx512 ISA), none;
+//   a feature:     one of known_cpu_features();
+//   -FEATURE:      removes that feature (applied last).
+// The levels and features listed are the most the runtime may see; a list of removals only
+// starts from every host feature. A mask only hides features: one the host lacks stays absent.
+// Throws Error naming the offending item (unknown name, empty item, a level after '-').
+std::vector<std::string> mask_cpu_features(const std::string& mask,
+                                           const std::vector<std::string>& host);
 
 // Parses "a=1,b=true" into a map; throws Error on malformed text.
 std::map<std::string, std::string> parse_attr_list(const std::string& text);

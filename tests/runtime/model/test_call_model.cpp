@@ -103,13 +103,6 @@ bool padding_is(const ModelLayout& l, const FlatArgs& a, size_t k, uint8_t byte)
   return true;
 }
 
-bool cpu_runs(const Descriptor& d) {
-  for (const auto& f : d.target.cpu_features) {
-    if (!cpu_supports(f)) return false;
-  }
-  return true;
-}
-
 // Odd tensor sizes: vector tails, the serial path (below 16384) and the parallel one.
 const std::vector<TensorShape> kOdd = {
     {"a", {1}}, {"b", {5}}, {"c", {17}}, {"d", {10, 100}}, {"e", {65543}}};
@@ -127,17 +120,18 @@ bool position_dependent(const std::string& variant) {
 
 // Every optimizer op's default variant on each ISA this CPU runs, fp32 and bf16m storage.
 std::vector<Kernel*> flat_callable(Registry& reg) {
+  const std::vector<std::string> isas = host_isas(reg).runnable;  // says what it skips
   std::vector<Kernel*> out;
   for (const auto& op : reg.ops()) {
     const Descriptor first = reg.variants(op).front();
     if (first.kind != "optimizer" || !first.shape.splittable) continue;
     for (const std::string storage : {"f32", "bf16m"}) {
-      for (const char* isa : {"avx512", "avx2"}) {
+      for (const std::string& isa : isas) {
         try {
           Kernel& k = reg.select(op, {{"storage", storage}}, isa);
           if (!position_dependent(k.descriptor().variant)) out.push_back(&k);
         } catch (const Error&) {
-          // no such storage for this op, or the CPU lacks the ISA
+          // no such storage for this op
         }
       }
     }

@@ -18,9 +18,7 @@ namespace {}  // namespace
 TEST_CASE("bandwidth_copy copies odd sizes exactly on every ISA the CPU has") {
   auto reg = Registry::open(testing::test_registry_dir());
   for (const auto& d : reg->variants("bandwidth_copy")) {
-    bool runs = true;
-    for (const auto& f : d.target.cpu_features) runs = runs && cpu_supports(f);
-    if (!runs) continue;
+    if (!testing::runs_here(d)) continue;
     Kernel& k = reg->load(d.variant);
     for (int64_t n : {1, 5, 17, 1000, 8191, 8192, 65543}) {
       CAPTURE(d.variant);

@@ -140,20 +140,13 @@ std::string beyond_tolerance(const Descriptor& d, const DenseArgs& a, const Dens
   return "";
 }
 
-bool cpu_runs(const Descriptor& d) {
-  for (const auto& f : d.target.cpu_features) {
-    if (!cpu_supports(f)) return false;
-  }
-  return true;
-}
-
 // Every splittable variant of the registry this CPU runs: every op, attr combination, ISA
 // and autoscheduled twin, so a new op is covered by construction.
 std::vector<std::string> splittable_variants(Registry& reg) {
   std::vector<std::string> out;
   for (const auto& e : reg.index().variants) {
     const Descriptor d = reg.descriptor(e.variant);
-    if (d.shape.splittable && cpu_runs(d)) out.push_back(e.variant);
+    if (d.shape.splittable && runs_here(d)) out.push_back(e.variant);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
