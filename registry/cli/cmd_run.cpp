@@ -76,6 +76,26 @@ std::set<std::string> raw_bf16_names(const Args& a, const std::map<std::string, 
   return out;
 }
 
+// Without --attr storage: the one storage (bf16m, bf16s, ...) whose variants take every
+// --in tensor in its dtype, so bf16 files pick the bf16 variant; else none (the default).
+std::map<std::string, std::string> with_storage(std::map<std::string, std::string> attrs,
+                                                const Registry& reg, const std::string& op,
+                                                const std::vector<Tensor>& tensors) {
+  if (attrs.count("storage")) return attrs;
+  std::set<std::string> tags;
+  for (const auto& d : reg.variants(op)) {
+    if (d.shape.named_dims || d.find_attr("storage")) return attrs;
+    bool fits = true;
+    for (const auto& t : tensors) {
+      const registry::Input* in = d.find_input(t.name);
+      fits = fits && in && in->dtype == t.dtype;
+    }
+    if (fits) tags.insert(storage_tag(d));
+  }
+  if (tags.size() == 1 && *tags.begin() != "f32") attrs["storage"] = *tags.begin();
+  return attrs;
+}
+
 }  // namespace
 
 int cmd_run(const Args& a) {
@@ -105,7 +125,8 @@ int cmd_run(const Args& a) {
   const std::map<std::string, double> scalars = scalar_options(a);
   // NN ops pick their algorithm by the inputs' shapes (--attr algorithm=NAME forces one).
   Kernel& k = a.has("variant") ? op_kernel(*reg, a, op)
-                               : reg->select(op, attr_options(a), tensors, scalars, a.get("isa"));
+                               : reg->select(op, with_storage(attr_options(a), *reg, op, tensors),
+                                             tensors, scalars, a.get("isa"));
   const registry::Descriptor& d = k.descriptor();
   // NN ops write fresh outputs: allocated here with the shapes the descriptor's rule gives.
   std::map<std::string, npy::Array> outputs;

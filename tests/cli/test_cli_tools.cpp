@@ -137,7 +137,7 @@ struct SmallCache {
   std::vector<std::string> used;  // entry files the build uses
   std::vector<std::string> junk;  // old entries no build uses
   uint64_t used_bytes = 0;
-  SmallCache(int junk, size_t junk_bytes) {
+  SmallCache(int junk_files, size_t junk_bytes) {
     const Result r = opforge({"build", "--registry", dir / "reg0", "--cache-dir", test_cache_dir(),
                               "--only", "apply_gradient_descent", "--json"},
                              kNoPrune);
@@ -153,9 +153,10 @@ struct SmallCache {
       used_bytes += fs::file_size(used.back());
     }
     const auto old = fs::file_time_type::clock::now() - std::chrono::hours(24);
-    for (int i = 0; i < junk; ++i) {
+    for (int i = 0; i < junk_files; ++i) {
       const std::string p =
           root + "/v1/llvmcache-" + std::string(63, 'a') + static_cast<char>('0' + i) + ".opfc";
+      junk.push_back(p);
       std::ofstream(p) << std::string(junk_bytes, 'j');
       fs::last_write_time(p, old);
       // atime too: pruneCache orders by last access.
@@ -301,9 +302,14 @@ TEST_CASE("completion bash: valid bash, every command and option of the table, a
   CHECK(table.count("completion"));
   for (const auto& [name, opts] : table) {
     CAPTURE(name);
-    CHECK(contains(r.out, " " + name + " "));  // in the command list
+    CHECK(contains(r.out, "\n    " + name + ")\n"));  // its case arm
     CHECK(script_options(r.out, name) == std::set<std::string>(opts.begin(), opts.end()));
   }
+  // The first word: every command of the table (and --help).
+  const auto first = complete(r.out, {opforge_exe(), ""});
+  std::set<std::string> want = {"--help"};
+  for (const auto& [name, opts] : table) want.insert(name);
+  CHECK(std::set<std::string>(first.begin(), first.end()) == want);
   CHECK(complete(r.out, {opforge_exe(), "bu"}) == std::vector<std::string>{"build"});
   CHECK(complete(r.out, {opforge_exe(), "build", "--jo"}) == std::vector<std::string>{"--jobs"});
   CHECK(complete(r.out, {opforge_exe(), "cache", "con"}) == std::vector<std::string>{"config"});
