@@ -2,8 +2,10 @@
 // registry says what to run, ccache's cache policy (max-size, stats --zero, disable,
 // recache), and bash completion generated from the command table.
 #include <doctest/doctest.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -84,6 +86,84 @@ TEST_CASE("build: one line per variant when not a terminal, a counter that adds 
   const nlohmann::json j = parse_json(json);
   CHECK(j["variants"].size() == static_cast<size_t>(total - 1));
   CHECK(j["hits"] == total);
+}
+
+// `opforge args...` with stdout on a pseudo-terminal `columns` wide; what the terminal got.
+std::string on_terminal(const std::vector<std::string>& args, unsigned short columns) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(grantpt(master) == 0);
+  REQUIRE(unlockpt(master) == 0);
+  const std::string slave_name = ptsname(master);
+  winsize ws{};
+  ws.ws_col = columns;
+  ws.ws_row = 24;
+  REQUIRE(ioctl(master, TIOCSWINSZ, &ws) == 0);
+  std::vector<std::string> words = {opforge_exe()};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, slave_name.c_str(), O_WRONLY | O_NOCTTY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addclose(&fa, master);
+  pid_t pid = 0;
+  std::string env_max = "OPFORGE_CACHE_MAXSIZE=0";
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  envp.push_back(env_max.data());
+  envp.push_back(nullptr);
+  REQUIRE(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Read while it runs (a full terminal buffer would block it); EIO once it is gone.
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(master, buf, sizeof buf);
+    if (n > 0) {
+      got.append(buf, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(master);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  return got;
+}
+
+TEST_CASE("build on a terminal: one line rewritten in place, cut to the width, then the summary") {
+  TempDir dir;
+  const std::string out =
+      on_terminal({"build", "--registry", dir / "reg", "--cache-dir", test_cache_dir(), "--only",
+                   "apply_gradient_descent", "--jobs", "2"},
+                  40);
+  INFO(out);
+  // Each update is "\r<line>\033[K"; only the summary ends a line (the terminal's \r\n).
+  std::vector<std::string> updates;
+  for (size_t at = out.find('\r'); at != std::string::npos; at = out.find('\r', at + 1)) {
+    const size_t end = out.find("\033[K", at);
+    if (end == std::string::npos) break;
+    updates.push_back(out.substr(at + 1, end - at - 1));
+  }
+  REQUIRE(updates.size() >= 3);
+  const std::string& first = updates.front();
+  REQUIRE(first.rfind("[ 1/", 0) == 0);
+  const int total = std::stoi(first.substr(4));
+  CHECK(updates.size() == static_cast<size_t>(total) + 1);  // + the clear before the summary
+  for (size_t k = 0; k + 1 < updates.size(); ++k) {
+    CHECK(updates[k].size() < 40);
+    CHECK(updates[k].find('\n') == std::string::npos);
+  }
+  CHECK(updates.back().empty());
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  CHECK(contains(out, "\033[Kbuilt " + std::to_string(total) + " kernels ("));
 }
 
 TEST_CASE("a missing or empty registry says what to run") {
