@@ -34,7 +34,8 @@ constexpr int64_t kMaxDataBytes = int64_t{1} << 40;
 // NumPy aligns the start of the data to this many bytes.
 constexpr size_t kAlign = 64;
 
-const char* const kSupported = "'<f2', '<f4', '<f8', '<i4', '<i8', '|u1', '|b1'";
+const char* const kSupported =
+    "'<f2', '<f4', '<f8', '<i4', '<i8', '<u2', '|u1', '|b1', and '<V2'/'|V2' (ml_dtypes bfloat16)";
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw NpyError(origin + ": " + what);
@@ -69,9 +70,17 @@ bool lookup_descr(const std::string& descr, std::string* canonical, int* size) {
     if (size) *size = 1;
     return true;
   }
+  // ml_dtypes' bfloat16 registers with numpy as kind 'V', so np.save writes its dtype.str
+  // '<V2'; numpy's own 2-byte void is '|V2'. Both are kept as written.
+  if (kind == "V2") {
+    if (order != '<' && order != '|') return false;
+    if (canonical) *canonical = descr;
+    if (size) *size = 2;
+    return true;
+  }
   if (order != '<') return false;
   int n = 0;
-  if (kind == "f2") {
+  if (kind == "f2" || kind == "u2") {
     n = 2;
   } else if (kind == "f4" || kind == "i4") {
     n = 4;

@@ -1,8 +1,9 @@
 // NumPy .npy files: strict reader and atomic writer (format versions 1.0, 2.0, 3.0).
 //
-// Only what opforge exchanges: little-endian '<f2', '<f4', '<f8', '<i4', '<i8' ('|u1'/'|b1'
-// too), C order (fortran_order True is rejected). Every malformed file is an NpyError whose
-// message starts with the file name and says what is wrong.
+// Only what opforge exchanges: little-endian '<f2', '<f4', '<f8', '<i4', '<i8', '<u2' ('|u1'/
+// '|b1' too), and '<V2' / '|V2': what np.save writes for ml_dtypes.bfloat16 arrays (bf16), C order
+// (fortran_order True is rejected). Every malformed file is an NpyError whose message starts with
+// the file name and says what is wrong.
 #pragma once
 
 #include <cstdint>

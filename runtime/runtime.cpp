@@ -3,6 +3,7 @@
 #include <HalideRuntime.h>
 #include <cpuid.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -293,6 +294,14 @@ std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
   r->dir_ = dir_in.empty() ? default_dir() : dir_in;
   if (r->dir_.empty()) throw Error("no registry directory given and OPFORGE_REGISTRY is unset");
   const std::string path = r->dir_ + "/index.json";
+  // The common first-run mistake gets the command that fixes it, not "cannot open".
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    const std::string build =
+        r->dir_ == default_dir() ? "opforge build" : "opforge build --registry " + r->dir_;
+    throw Error("no op registry at " + r->dir_ + " (index.json missing); run '" + build +
+                "' to create it");
+  }
   try {
     r->index_ = registry::index_from_json(read_text(path), path);
   } catch (const registry::FormatError& e) {

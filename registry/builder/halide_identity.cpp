@@ -41,7 +41,7 @@ HalideIdentity halide_identity(const std::string& cache_root) {
                             std::to_string(st.st_mtim.tv_sec) + "." +
                             std::to_string(st.st_mtim.tv_nsec);
   const std::string memo = cache_root + "/halide-id.json";
-  {
+  if (!cache_root.empty()) {
     std::ifstream in(memo);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("stamp", "") == stamp && j.value("sha256", "").size() == 64) {
@@ -53,6 +53,7 @@ HalideIdentity halide_identity(const std::string& cache_root) {
   if (!h) throw std::runtime_error(id.library_path + ": cannot read libHalide to hash it");
   id.sha256 = *h;
   // Best effort: a missing memo only costs a re-hash next time.
+  if (cache_root.empty()) return id;
   try {
     cache::write_file_atomic(memo, nlohmann::json{{"stamp", stamp}, {"sha256", id.sha256}}.dump());
   } catch (const std::exception&) {

@@ -13,6 +13,7 @@ struct HalideIdentity {
   std::string sha256;
 };
 
+// `cache_root` empty: no memo (the cache is disabled), the library is hashed.
 HalideIdentity halide_identity(const std::string& cache_root);
 
 }  // namespace opforge::builder

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/cache/atomic_file.h"
+#include "registry/cache/cache_config.h"
 
 namespace opforge::builder {
 
@@ -435,30 +437,66 @@ BuildReport build_registry(const BuildOptions& opts) {
   BuildReport report;
   report.registry_dir = opts.registry_dir;
   report.cache_dir = opts.cache_dir.empty() ? cache::CompileCache::default_root() : opts.cache_dir;
-  // Rules are parsed first: a bad rule leaves the registry and the cache untouched.
+  report.cache_mode = opts.cache_mode;
+  const bool use_cache = opts.cache_mode != CacheMode::disabled;
+  // Rules and the cache settings are read first: a bad rule or setting leaves the registry
+  // and the cache untouched.
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> rule_decls;
   const std::vector<generators::VariantSpec> rows = table_with_rules(opts.rules, rule_decls);
+  if (use_cache) {
+    const cache::EffectiveSize max = cache::effective_max_size(report.cache_dir);
+    report.max_cache_size = max.bytes;
+    report.max_cache_size_source = max.source;
+  }
   check_registry_dir(opts.registry_dir);
   cache::CompileCache cache(report.cache_dir);
-  llvm::sys::fs::create_directories(report.cache_dir);
-  const HalideIdentity hid = halide_identity(report.cache_dir);
+  if (use_cache) llvm::sys::fs::create_directories(report.cache_dir);
+  const HalideIdentity hid = halide_identity(use_cache ? report.cache_dir : "");
   std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid, generators::nn_op_table());
+
+  // One variant's entry, from the cache or compiled, as the cache mode says.
+  auto obtain = [&](const std::string& id, const cache::KeyBuilder& key,
+                    const std::function<cache::Entry()>& compile,
+                    VariantResult& r) -> cache::Entry {
+    switch (opts.cache_mode) {
+      case CacheMode::disabled:
+        r.why = "cache disabled (OPFORGE_CACHE_DISABLE)";
+        return compile();
+      case CacheMode::recache:
+        r.why = "--recache";
+        return cache.rebuild(key.hex_digest(), compile);
+      case CacheMode::use:
+        break;
+    }
+    std::string why;
+    auto [entry, hit] = cache.get_or_build(key.hex_digest(), compile, &why);
+    r.hit = hit;
+    if (!hit) r.why = explain_miss(cache, id, key, why);
+    return std::move(entry);
+  };
+  // Progress: calls of on_variant are serialized, and `done` counts under the same lock.
+  std::mutex progress_mutex;
+  size_t done = 0;
+  const size_t total = plan.size() + 1;
+  auto finished = [&](const VariantResult& r) {
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    ++done;
+    if (opts.on_variant) opts.on_variant(r, done, total);
+  };
 
   // The shared runtime first: every kernel links against it.
   const cache::KeyBuilder rt_key = runtime_key(hid);
   const auto rt0 = Clock::now();
-  std::string rt_why;
-  auto [rt_entry, rt_hit] = cache.get_or_build(rt_key.hex_digest(), compile_runtime, &rt_why);
-  cache.count(rt_hit);
-  report.runtime = {"halide_runtime",
-                    "",
-                    "",
-                    rt_key.hex_digest(),
-                    rt_hit,
-                    rt_hit ? "" : explain_miss(cache, "halide_runtime", rt_key, rt_why),
-                    ms_since(rt0),
-                    rt_entry.artifacts.at("runtime.so").size()};
-  cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
+  report.runtime.variant = "halide_runtime";
+  report.runtime.key = rt_key.hex_digest();
+  const cache::Entry rt_entry = obtain("halide_runtime", rt_key, compile_runtime, report.runtime);
+  report.runtime.compile_ms = ms_since(rt0);
+  report.runtime.kernel_bytes = rt_entry.artifacts.at("runtime.so").size();
+  if (use_cache) {
+    cache.count(report.runtime.hit);
+    cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
+  }
+  finished(report.runtime);
   // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
   const LinkRuntime link_runtime(rt_entry);
   const std::string& rt_path = link_runtime.path();
@@ -478,19 +516,17 @@ BuildReport build_registry(const BuildOptions& opts) {
       r.key = v.key.hex_digest();
       try {
         const auto c0 = Clock::now();
-        std::string why;
-        auto [entry, hit] = cache.get_or_build(
-            r.key,
+        cache::Entry entry = obtain(
+            v.id, v.key,
             [&] {
               return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
                                     rt_path);
             },
-            &why);
-        r.hit = hit;
+            r);
         r.compile_ms = ms_since(c0);
-        if (!hit) r.why = explain_miss(cache, v.id, v.key, why);
         r.kernel_bytes = entry.artifacts.at("kernel.so").size();
         entries[k] = std::move(entry);
+        finished(r);
       } catch (const std::exception& e) {
         errors[k] = v.id + ": " + e.what();
       }
@@ -523,8 +559,10 @@ BuildReport build_registry(const BuildOptions& opts) {
   for (size_t k = 0; k < plan.size(); ++k) {
     const PlannedVariant& v = plan[k];
     const registry::Descriptor& d = descs[k];
-    cache.count(results[k].hit);
-    cache.record_variant(v.id, v.key.hex_digest(), v.key.parts());
+    if (use_cache) {
+      cache.count(results[k].hit);
+      cache.record_variant(v.id, v.key.hex_digest(), v.key.parts());
+    }
     install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
     const std::string desc_file = "ops/" + v.id + ".json";
     install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
@@ -535,6 +573,13 @@ BuildReport build_registry(const BuildOptions& opts) {
   for (const auto& e : index.variants) keep.insert(e.variant);
   remove_stale(opts.registry_dir, "kernels", ".so", keep);
   remove_stale(opts.registry_dir, "ops", ".json", keep);
+
+  // ccache's automatic cleanup, after every build: keeps the entries this registry uses.
+  if (use_cache) {
+    std::vector<std::string> used = {rt_key.hex_digest()};
+    for (const auto& v : plan) used.push_back(v.key.hex_digest());
+    report.pruned = cache.prune_keeping(report.max_cache_size, used, &report.cache_over);
+  }
 
   report.variants = std::move(results);
   report.seconds = ms_since(t0) / 1000.0;

@@ -5,6 +5,7 @@
 
 #include <Halide.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,14 +20,6 @@
 
 namespace opforge::builder {
 
-struct BuildOptions {
-  std::string registry_dir;
-  std::string cache_dir;           // empty: CompileCache::default_root()
-  int jobs = 0;                    // 0: hardware concurrency
-  std::vector<std::string> only;   // op names; empty = every op in the table
-  std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add
-};
-
 struct VariantResult {
   std::string variant, op, isa, key;
   bool hit = false;
@@ -35,11 +28,33 @@ struct VariantResult {
   size_t kernel_bytes = 0;
 };
 
+// ccache's modes: use the cache; compile everything and overwrite the entries (--recache);
+// compile everything without reading or writing the cache (OPFORGE_CACHE_DISABLE).
+enum class CacheMode { use, recache, disabled };
+
+struct BuildOptions {
+  std::string registry_dir;
+  std::string cache_dir;           // empty: CompileCache::default_root()
+  int jobs = 0;                    // 0: hardware concurrency
+  std::vector<std::string> only;   // op names; empty = every op in the table
+  std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add
+  CacheMode cache_mode = CacheMode::use;
+  // Called once per finished variant (the Halide runtime first), one call at a time, with
+  // how many have finished and how many there are.
+  std::function<void(const VariantResult&, size_t done, size_t total)> on_variant;
+};
+
 struct BuildReport {
   std::vector<VariantResult> variants;
   VariantResult runtime;
   double seconds = 0;
   std::string registry_dir, cache_dir;
+  CacheMode cache_mode = CacheMode::use;
+  // The automatic prune after the build (cache_config.h's max-size; not when disabled).
+  uint64_t max_cache_size = 0;
+  std::string max_cache_size_source;
+  uint64_t pruned = 0;      // entries removed
+  bool cache_over = false;  // the entries this build used alone exceed max_cache_size
 };
 
 BuildReport build_registry(const BuildOptions& opts);

@@ -458,6 +458,21 @@ std::pair<Entry, bool> CompileCache::get_or_build(const std::string& key,
   return build_and_store();
 }
 
+Entry CompileCache::rebuild(const std::string& key, const std::function<Entry()>& build) {
+  const std::string p = entry_path(key);
+  auto build_and_store = [&] {
+    Entry e = build();
+    store(key, e);
+    return e;
+  };
+  if (fs::create_directories(dir())) return build_and_store();
+  // Held while compiling, so a concurrent get_or_build waits for the new entry.
+  llvm::LockFileManager lock(p);
+  if (lock.getState() == llvm::LockFileManager::LFS_Shared)
+    lock.waitForUnlock(kBuildLockWaitSeconds);
+  return build_and_store();
+}
+
 void CompileCache::record_variant(const std::string& variant, const std::string& key,
                                   const std::vector<std::pair<std::string, std::string>>& parts) {
   require_variant(variant);
@@ -515,6 +530,18 @@ Stats CompileCache::stats() const {
   return s;
 }
 
+void CompileCache::zero_stats() {
+  const std::string d = dir();
+  if (std::error_code ec = fs::create_directories(d)) {
+    throw std::runtime_error("cannot create cache directory " + d + ": " + ec.message());
+  }
+  const std::string stats_path = join(d, kStatsFile);
+  with_file_lock(stats_path, kStatsLockWaitSeconds, [&] {
+    write_atomic(d, stats_path,
+                 nlohmann::json{{"hits", 0}, {"misses", 0}, {"corrupt", 0}}.dump(2) + "\n");
+  });
+}
+
 VerifyResult CompileCache::verify() {
   VerifyResult r;
   const std::string d = dir();
@@ -554,6 +581,25 @@ uint64_t CompileCache::prune(uint64_t max_bytes, uint64_t max_age_seconds) {
 
   const uint64_t after = list_entries(d).size();
   return before > after ? before - after : 0;
+}
+
+uint64_t CompileCache::prune_keeping(uint64_t max_bytes, const std::vector<std::string>& keep,
+                                     bool* kept_over) {
+  if (kept_over) *kept_over = false;
+  if (max_bytes == 0) return 0;
+  uint64_t keep_bytes = 0;
+  const auto now = std::chrono::system_clock::now();
+  for (const std::string& key : keep) {
+    const std::string p = entry_path(key);
+    int fd = -1;
+    if (fs::openFileForRead(p, fd)) continue;  // not stored (e.g. a failed store)
+    fs::file_status st;
+    if (!fs::status(fd, st)) keep_bytes += st.getSize();
+    (void)fs::setLastAccessAndModificationTime(fd, now);
+    close_fd(fd);
+  }
+  if (keep_bytes > max_bytes && kept_over) *kept_over = true;
+  return prune(std::max(max_bytes, keep_bytes), 0);
 }
 
 void CompileCache::clear() {

@@ -78,6 +78,8 @@ class CompileCache {
   // Returns the entry and whether it was a hit.
   std::pair<Entry, bool> get_or_build(const std::string& key, const std::function<Entry()>& build,
                                       std::string* why_miss = nullptr);
+  // `build` and store, replacing any entry of that key (`build --recache`); under the same lock.
+  Entry rebuild(const std::string& key, const std::function<Entry()>& build);
 
   // Key parts last built for a variant, for explaining a miss.
   void record_variant(const std::string& variant, const std::string& key,
@@ -87,9 +89,18 @@ class CompileCache {
 
   void count(bool hit);  // hit/miss counters (best effort, under a lock)
   Stats stats() const;
+  void zero_stats();      // resets the hit/miss/corrupt counters (under the same lock)
   VerifyResult verify();  // checks every entry; removes the bad ones
   // Removes entries by age/size with llvm::pruneCache; returns the number removed.
   uint64_t prune(uint64_t max_bytes, uint64_t max_age_seconds);
+  // The automatic prune after a build: least recently used entries go first until the cache
+  // is within `max_bytes` (0: no limit), but the entries of `keep` (the keys the build just
+  // used) stay. They are touched first, so they are the newest by access time, and the
+  // limit handed to llvm::pruneCache is raised to their total size when they alone exceed
+  // it: pruneCache stops before reaching them (unless another process touches other entries
+  // meanwhile). `kept_over`, when given, is set when the kept entries alone exceed max_bytes.
+  uint64_t prune_keeping(uint64_t max_bytes, const std::vector<std::string>& keep,
+                         bool* kept_over = nullptr);
   void clear();
 
  private:

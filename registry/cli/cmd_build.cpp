@@ -1,10 +1,14 @@
 // opforge build: the main job.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "opforge/runtime.hpp"
 #include "registry/builder/registry_builder.h"
+#include "registry/cli/build_progress.h"
 #include "registry/cli/commands.h"
 
 namespace opforge::cli {
@@ -32,43 +36,56 @@ int cmd_build(const Args& a) {
   o.jobs = static_cast<int>(a.get_int("jobs", 0));
   o.only = a.all("only");
   o.rules = a.all("rules");
-  builder::BuildReport r = builder::build_registry(o);
-  verify_loadable(r.registry_dir);
+  const char* disable = std::getenv("OPFORGE_CACHE_DISABLE");
+  if (disable && *disable && std::string(disable) != "0") {
+    o.cache_mode = builder::CacheMode::disabled;
+  } else if (a.has("recache")) {
+    o.cache_mode = builder::CacheMode::recache;
+  }
+  const bool json = a.has("json");
+  BuildProgress progress(
+      BuildProgress::style_for(a.has("quiet") || json, a.has("explain"), STDOUT_FILENO),
+      a.has("explain"), stdout, STDOUT_FILENO);
+  o.on_variant = [&](const builder::VariantResult& v, size_t done, size_t total) {
+    progress.variant(v, done, total);
+  };
+  builder::BuildReport r;
+  try {
+    r = builder::build_registry(o);
+    verify_loadable(r.registry_dir);
+  } catch (...) {
+    progress.abort();
+    throw;
+  }
 
-  int hits = 0;
-  for (const auto& v : r.variants) hits += v.hit;
-  if (a.has("json")) {
-    nlohmann::json j = {{"registry", r.registry_dir},
-                        {"cache", r.cache_dir},
-                        {"seconds", r.seconds},
-                        {"variants", nlohmann::json::array()}};
-    for (const auto& v : r.variants) {
-      j["variants"].push_back({{"variant", v.variant},
-                               {"op", v.op},
-                               {"isa", v.isa},
-                               {"cache", v.hit ? "hit" : "miss"},
-                               {"why", v.why},
-                               {"ms", v.compile_ms},
-                               {"bytes", v.kernel_bytes},
-                               {"key", v.key}});
-    }
-    std::cout << j.dump(2) << "\n";
+  if (!json) {
+    progress.summary(r);
     return 0;
   }
-  std::printf("%-52s %-7s %-5s %9s %8s\n", "variant", "isa", "cache", "ms", "bytes");
-  auto row = [&](const builder::VariantResult& v) {
-    std::printf("%-52s %-7s %-5s %9.1f %8zu\n", v.variant.c_str(), v.isa.c_str(),
-                v.hit ? "hit" : "miss", v.compile_ms, v.kernel_bytes);
-    if (a.has("explain")) {
-      std::printf("    key %.16s  %s\n", v.key.c_str(),
-                  v.hit ? "hit: same key as an entry in the cache" : ("miss: " + v.why).c_str());
-    }
-  };
-  row(r.runtime);
-  for (const auto& v : r.variants) row(v);
-  std::printf("built %zu variants (%d cache hits, %zu compiled) + runtime in %.2f s\n",
-              r.variants.size(), hits, r.variants.size() - hits, r.seconds);
-  std::printf("registry: %s\ncache:    %s\n", r.registry_dir.c_str(), r.cache_dir.c_str());
+  int hits = r.runtime.hit;
+  for (const auto& v : r.variants) hits += v.hit;
+  const char* modes[] = {"use", "recache", "disabled"};
+  nlohmann::json j = {{"registry", r.registry_dir},
+                      {"cache", r.cache_dir},
+                      {"cache_mode", modes[static_cast<int>(r.cache_mode)]},
+                      {"runtime_key", r.runtime.key},
+                      {"seconds", r.seconds},
+                      {"hits", hits},
+                      {"misses", static_cast<int>(r.variants.size()) + 1 - hits},
+                      {"max_cache_size", r.max_cache_size},
+                      {"pruned", r.pruned},
+                      {"variants", nlohmann::json::array()}};
+  for (const auto& v : r.variants) {
+    j["variants"].push_back({{"variant", v.variant},
+                             {"op", v.op},
+                             {"isa", v.isa},
+                             {"cache", v.hit ? "hit" : "miss"},
+                             {"why", v.why},
+                             {"ms", v.compile_ms},
+                             {"bytes", v.kernel_bytes},
+                             {"key", v.key}});
+  }
+  std::cout << j.dump(2) << "\n";
   return 0;
 }
 

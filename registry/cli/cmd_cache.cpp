@@ -1,9 +1,10 @@
-// opforge cache stats|verify|prune|clear
+// opforge cache stats|verify|prune|clear|config
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "registry/cache/cache_config.h"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/commands.h"
 
@@ -11,45 +12,87 @@ namespace opforge::cli {
 
 namespace {
 
-uint64_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  double mult = 1;
-  std::string suffix = end ? end : "";
-  if (suffix == "K" || suffix == "k")
-    mult = 1024;
-  else if (suffix == "M" || suffix == "m")
-    mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g")
-    mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty())
-    throw UsageError("--max-size " + s + ": expected BYTES[K|M|G]");
-  if (s.empty() || v < 0) throw UsageError("--max-size " + s + ": expected BYTES[K|M|G]");
-  return static_cast<uint64_t>(v * mult);
+uint64_t size_option(const Args& a, const std::string& name) {
+  try {
+    return cache::parse_size(a.get(name), "--" + name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void no_more_words(const Args& a, size_t allowed) {
+  if (a.positional.size() > allowed) {
+    throw UsageError("cache " + a.positional[0] + ": unexpected '" + a.positional[allowed] + "'");
+  }
+}
+
+int stats(cache::CompileCache& c, const Args& a) {
+  no_more_words(a, 1);
+  if (a.has("zero")) {
+    c.zero_stats();
+    std::printf("statistics zeroed (%s)\n", c.root().c_str());
+    return 0;
+  }
+  const cache::Stats s = c.stats();
+  const cache::EffectiveSize max = cache::effective_max_size(c.root());
+  if (a.has("json")) {
+    std::cout << nlohmann::json{{"root", c.root()},
+                                {"entries", s.entries},
+                                {"bytes", s.bytes},
+                                {"max_size", max.bytes},
+                                {"max_size_source", max.source},
+                                {"hits", s.hits},
+                                {"misses", s.misses},
+                                {"corrupt", s.corrupt}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  const uint64_t lookups = s.hits + s.misses;
+  std::printf("cache %s\n", c.root().c_str());
+  std::printf("  entries %llu, %s of max-size %s", (unsigned long long)s.entries,
+              cache::format_size(s.bytes).c_str(), cache::format_limit(max.bytes).c_str());
+  if (max.bytes) std::printf(" (%.1f%%)", 100.0 * s.bytes / max.bytes);
+  std::printf(", max-size from %s\n", max.source.c_str());
+  std::printf("  hits %llu, misses %llu", (unsigned long long)s.hits, (unsigned long long)s.misses);
+  if (lookups) std::printf(" (%.1f%% hits)", 100.0 * s.hits / lookups);
+  std::printf(", corrupt entries dropped %llu\n", (unsigned long long)s.corrupt);
+  return 0;
+}
+
+int config(cache::CompileCache& c, const Args& a) {
+  no_more_words(a, 3);
+  if (a.positional.size() == 2)
+    throw UsageError("cache config " + a.positional[1] + ": needs a VALUE");
+  if (a.positional.size() == 3) {
+    try {
+      cache::set_config(c.root(), a.positional[1], a.positional[2]);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    std::printf("%s = %s (%s)\n", a.positional[1].c_str(), a.positional[2].c_str(),
+                cache::config_path(c.root()).c_str());
+    return 0;
+  }
+  const cache::EffectiveSize max = cache::effective_max_size(c.root());
+  std::printf("max-size = %s (%s; from %s)\n", max.bytes ? std::to_string(max.bytes).c_str() : "0",
+              cache::format_limit(max.bytes).c_str(), max.source.c_str());
+  return 0;
 }
 
 }  // namespace
 
 int cmd_cache(const Args& a) {
   const std::string verb = a.positional.at(0);
-  cache::CompileCache c(cache_dir(a));
-  if (verb == "stats") {
-    cache::Stats s = c.stats();
-    if (a.has("json")) {
-      std::cout << nlohmann::json{{"root", c.root()},   {"entries", s.entries},
-                                  {"bytes", s.bytes},   {"hits", s.hits},
-                                  {"misses", s.misses}, {"corrupt", s.corrupt}}
-                       .dump(2)
-                << "\n";
-    } else {
-      std::printf(
-          "cache %s\n  entries %llu, %.1f MiB\n  hits %llu, misses %llu, corrupt "
-          "entries dropped %llu\n",
-          c.root().c_str(), (unsigned long long)s.entries, s.bytes / 1048576.0,
-          (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.corrupt);
-    }
-    return 0;
+  if (a.has("zero") && verb != "stats") throw UsageError("--zero is an option of cache stats");
+  if ((a.has("max-size") || a.has("max-age")) && verb != "prune") {
+    throw UsageError(std::string("--") + (a.has("max-size") ? "max-size" : "max-age") +
+                     " is an option of cache prune (persistent: cache config max-size SIZE)");
   }
+  cache::CompileCache c(cache_dir(a));
+  if (verb == "stats") return stats(c, a);
+  if (verb == "config") return config(c, a);
+  no_more_words(a, 1);
   if (verb == "verify") {
     cache::VerifyResult r = c.verify();
     std::printf("%llu entries intact, %zu corrupt (removed)\n", (unsigned long long)r.ok,
@@ -58,10 +101,10 @@ int cmd_cache(const Args& a) {
     return r.bad.empty() ? 0 : 1;
   }
   if (verb == "prune") {
-    if (!a.has("max-size") && !a.has("max-age")) {
-      throw UsageError("cache prune needs --max-size and/or --max-age");
-    }
-    const uint64_t bytes = a.has("max-size") ? parse_size(a.get("max-size")) : 0;
+    // Without limits: down to the configured max-size, as after a build.
+    const uint64_t bytes = a.has("max-size")  ? size_option(a, "max-size")
+                           : a.has("max-age") ? 0
+                                              : cache::effective_max_size(c.root()).bytes;
     const uint64_t age = static_cast<uint64_t>(a.get_int("max-age", 0)) * 86400;
     std::printf("removed %llu entries\n", (unsigned long long)c.prune(bytes, age));
     return 0;
@@ -71,7 +114,7 @@ int cmd_cache(const Args& a) {
     std::printf("cleared %s\n", c.root().c_str());
     return 0;
   }
-  throw UsageError("opforge cache: unknown action '" + verb + "' (stats, verify, prune, clear)");
+  throw UsageError("unknown action '" + verb + "' (stats, verify, prune, clear, config)");
 }
 
 }  // namespace opforge::cli

@@ -29,6 +29,10 @@ std::string attrs_text(const std::map<std::string, std::string>& m) {
 
 int cmd_list(const Args& a) {
   auto reg = Registry::open(registry_dir(a));
+  if (a.has("names")) {  // for shell completion
+    for (const auto& op : reg->ops()) std::printf("%s\n", op.c_str());
+    return 0;
+  }
   if (a.has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& e : reg->index().variants) {

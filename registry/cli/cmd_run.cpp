@@ -1,4 +1,5 @@
 // opforge run OP --in NAME=FILE.npy ... --scalar NAME=VALUE ... [--attr NAME=VALUE] --out DIR
+// An in-place output is written in its input's .npy dtype (bf16: '<V2' or '<u2' as given).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,16 +13,36 @@ namespace opforge::cli {
 
 namespace {
 
-registry::DType dtype_of(const npy::Array& arr, const std::string& file) {
+// bf16 tensors come in two .npy conventions: ml_dtypes.bfloat16 arrays saved with np.save
+// ('<V2', numpy's '|V2' too), or raw bits as uint16 ('<u2') named by --dtype NAME=bf16.
+constexpr const char* kRawBits = "<u2";
+constexpr const char* kMlDtypes = "<V2";
+
+registry::DType dtype_of(const npy::Array& arr, const std::string& name, const std::string& file,
+                         bool raw_bf16) {
+  if (raw_bf16) {
+    if (arr.descr != kRawBits) {
+      throw UsageError("--dtype " + name + "=bf16: " + file + " holds '" + arr.descr +
+                       "', not raw bf16 bits ('<u2')");
+    }
+    return registry::DType::bf16;
+  }
   if (arr.descr == "<f4") return registry::DType::f32;
   if (arr.descr == "<f8") return registry::DType::f64;
   if (arr.descr == "<f2") return registry::DType::f16;
   if (arr.descr == "<i4") return registry::DType::i32;
   if (arr.descr == "<i8") return registry::DType::i64;
+  if (arr.descr == "<V2" || arr.descr == "|V2") return registry::DType::bf16;
+  if (arr.descr == kRawBits) {
+    throw UsageError("--in " + name + ": " + file +
+                     " holds uint16 ('<u2'); if those are bf16 bits, add --dtype " + name +
+                     "=bf16");
+  }
   throw std::runtime_error(file + ": dtype " + arr.descr + " is not an opforge tensor dtype");
 }
 
-std::string descr_of(registry::DType t, const std::string& output) {
+// `bf16_descr`: the convention fresh bf16 outputs are written in.
+std::string descr_of(registry::DType t, const std::string& output, const std::string& bf16_descr) {
   switch (t) {
     case registry::DType::f32:
       return "<f4";
@@ -29,6 +50,8 @@ std::string descr_of(registry::DType t, const std::string& output) {
       return "<f8";
     case registry::DType::f16:
       return "<f2";
+    case registry::DType::bf16:
+      return bf16_descr;
     case registry::DType::i32:
       return "<i4";
     case registry::DType::i64:
@@ -37,6 +60,40 @@ std::string descr_of(registry::DType t, const std::string& output) {
       throw std::runtime_error("output '" + output + "' has dtype " + registry::dtype_name(t) +
                                ", which .npy cannot hold");
   }
+}
+
+// --dtype NAME=bf16 for each NAME given with --in.
+std::set<std::string> raw_bf16_names(const Args& a, const std::map<std::string, std::string>& in) {
+  std::set<std::string> out;
+  for (const auto& s : a.all("dtype")) {
+    auto [name, dtype] = split_assignment(s, "dtype");
+    if (dtype != "bf16" && dtype != "bfloat16") {
+      throw UsageError("--dtype " + s + ": only bf16 (raw bf16 bits in a '<u2' file) is supported");
+    }
+    if (!in.count(name)) throw UsageError("--dtype " + name + ": no --in " + name + "=FILE.npy");
+    if (!out.insert(name).second) throw UsageError("--dtype " + name + " given twice");
+  }
+  return out;
+}
+
+// Without --attr storage: the one storage (bf16m, bf16s, ...) whose variants take every
+// --in tensor in its dtype, so bf16 files pick the bf16 variant; else none (the default).
+std::map<std::string, std::string> with_storage(std::map<std::string, std::string> attrs,
+                                                const Registry& reg, const std::string& op,
+                                                const std::vector<Tensor>& tensors) {
+  if (attrs.count("storage")) return attrs;
+  std::set<std::string> tags;
+  for (const auto& d : reg.variants(op)) {
+    if (d.shape.named_dims || d.find_attr("storage")) return attrs;
+    bool fits = true;
+    for (const auto& t : tensors) {
+      const registry::Input* in = d.find_input(t.name);
+      fits = fits && in && in->dtype == t.dtype;
+    }
+    if (fits) tags.insert(storage_tag(d));
+  }
+  if (tags.size() == 1 && *tags.begin() != "f32") attrs["storage"] = *tags.begin();
+  return attrs;
 }
 
 }  // namespace
@@ -52,18 +109,24 @@ int cmd_run(const Args& a) {
   std::map<std::string, std::string> files;
   for (const auto& s : a.all("in")) {
     auto [name, file] = split_assignment(s, "in");
-    if (arrays.count(name)) throw UsageError("--in " + name + " given twice");
-    arrays[name] = npy::read(file);
+    if (files.count(name)) throw UsageError("--in " + name + " given twice");
     files[name] = file;
   }
+  const std::set<std::string> raw_bf16 = raw_bf16_names(a, files);
+  for (const auto& [name, file] : files) arrays[name] = npy::read(file);
   std::vector<Tensor> tensors;
+  // Fresh bf16 outputs follow the inputs' convention: raw bits when those came raw.
+  std::string bf16_descr = kMlDtypes;
   for (auto& [name, arr] : arrays) {
-    tensors.push_back({name, arr.data.data(), dtype_of(arr, files[name]), arr.shape});
+    tensors.push_back(
+        {name, arr.data.data(), dtype_of(arr, name, files[name], raw_bf16.count(name)), arr.shape});
+    if (raw_bf16.count(name)) bf16_descr = kRawBits;
   }
   const std::map<std::string, double> scalars = scalar_options(a);
   // NN ops pick their algorithm by the inputs' shapes (--attr algorithm=NAME forces one).
   Kernel& k = a.has("variant") ? op_kernel(*reg, a, op)
-                               : reg->select(op, attr_options(a), tensors, scalars, a.get("isa"));
+                               : reg->select(op, with_storage(attr_options(a), *reg, op, tensors),
+                                             tensors, scalars, a.get("isa"));
   const registry::Descriptor& d = k.descriptor();
   // NN ops write fresh outputs: allocated here with the shapes the descriptor's rule gives.
   std::map<std::string, npy::Array> outputs;
@@ -73,12 +136,14 @@ int cmd_run(const Args& a) {
       if (arrays.count(d.outputs[j].name))
         throw UsageError("--in " + d.outputs[j].name + ": that is an output of " + op);
       npy::Array& out = outputs[d.outputs[j].name];
-      out.descr = descr_of(d.outputs[j].dtype, d.outputs[j].name);
+      out.descr = descr_of(d.outputs[j].dtype, d.outputs[j].name, bf16_descr);
       out.shape = shapes[j];
       out.data.assign(out.elements() * out.item_size(), 0);
     }
-    for (auto& [name, arr] : outputs)
-      tensors.push_back({name, arr.data.data(), dtype_of(arr, name), arr.shape});
+    for (const auto& o : d.outputs) {
+      npy::Array& arr = outputs.at(o.name);
+      tensors.push_back({o.name, arr.data.data(), o.dtype, arr.shape});
+    }
   }
   k.call(tensors, scalars);  // validates every argument first; in-place ops update the arrays
 

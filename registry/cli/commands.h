@@ -34,6 +34,7 @@ int cmd_cache(const Args& a);
 int cmd_new(const Args& a);
 int cmd_check(const Args& a);
 int cmd_autoschedule(const Args& a);
+int cmd_completion(const Args& a);
 
 // An op's arguments and attrs, from its descriptor (for `opforge run OP --help`).
 std::string op_help(const Args& a, const std::string& op);

@@ -67,8 +67,8 @@ struct Result {
   std::string all() const { return out + err; }
 };
 
-// Runs `opforge args...` (no shell), capturing stdout and stderr; `env` sets (or overrides)
-// environment variables of that process only.
+// Runs `opforge args...` (no shell), capturing stdout and stderr; `env` sets (or, with an
+// empty value, unsets) environment variables for it.
 inline Result opforge(const std::vector<std::string>& args,
                       const std::map<std::string, std::string>& env = {}) {
   TempDir tmp;
@@ -78,20 +78,22 @@ inline Result opforge(const std::vector<std::string>& args,
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_words;
-  for (char** e = environ; *e; ++e) {
-    const std::string w = *e;
-    if (!env.count(w.substr(0, w.find('=')))) env_words.push_back(w);
-  }
-  for (const auto& [name, value] : env) env_words.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& w : env_words) envp.push_back(w.data());
-  envp.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> env_words;
+  for (char** e = environ; *e; ++e) {
+    const std::string w = *e;
+    if (!env.count(w.substr(0, w.find('=')))) env_words.push_back(w);
+  }
+  for (const auto& [name, value] : env) {
+    if (!value.empty()) env_words.push_back(name + "=" + value);
+  }
+  std::vector<char*> envp;
+  for (auto& w : env_words) envp.push_back(w.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
   const int spawn_rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);

@@ -266,6 +266,8 @@ np.save('b1.npy', np.array([True, False, True]))
 np.save('fortran.npy', np.asfortranarray(m))
 np.save('big.npy', m.astype('>f4'))
 np.save('c8.npy', np.array([1 + 2j], dtype='<c8'))
+np.save('u2.npy', np.array([0x3FC0, 0xBF80], dtype='<u2'))
+np.save('v2.npy', np.array([0x3FC0, 0xBF80], dtype='<u2').view('V2'))
 for v in [(2, 0), (3, 0)]:
     with open('f4_v%d.npy' % v[0], 'wb') as f:
         fmt.write_array(f, m, version=v)
@@ -331,6 +333,11 @@ for v in [(2, 0), (3, 0)]:
     CHECK(starts_with(error_of([&] { read(big); }), big + ": big-endian dtype '>f4'"));
     const std::string c8 = dir / "c8.npy";
     CHECK(starts_with(error_of([&] { read(c8); }), c8 + ": unsupported dtype descr '<c8'"));
+    // Raw bf16 bits as uint16, and numpy's 2-byte void (what an ml_dtypes array becomes).
+    CHECK(read(dir / "u2.npy").descr == "<u2");
+    CHECK(bytes_of(read(dir / "u2.npy")) == le(0x3FC0, 2) + le(0xBF80, 2));
+    CHECK(read(dir / "v2.npy").descr == "|V2");
+    CHECK(bytes_of(read(dir / "v2.npy")) == le(0x3FC0, 2) + le(0xBF80, 2));
   }
 
   TEST_CASE("we write, NumPy reads") {

@@ -174,6 +174,10 @@ TEST_SUITE("npy.parse") {
         {"=u1", "|u1", 1, le(1, 1)},
         {"<b1", "|b1", 1, le(1, 1)},
         {"=b1", "|b1", 1, le(1, 1)},
+        {"<u2", "<u2", 2, le(1, 2)},
+        // bf16 1.5 (0x3FC0): ml_dtypes.bfloat16 saved by np.save, and numpy's plain V2.
+        {"<V2", "<V2", 2, le(0x3FC0, 2)},
+        {"|V2", "|V2", 2, le(0x3FC0, 2)},
     };
     for (const Case& c : cases) {
       CAPTURE(c.descr);
@@ -416,7 +420,7 @@ TEST_SUITE("npy.parse.errors") {
   }
 
   TEST_CASE("unsupported descr") {
-    for (const char* d : {"<c8", "<u2", "<i2", "<U3", "|O", "<f16", "f4", "", "<V8"}) {
+    for (const char* d : {"<c8", "<u4", "<i2", "<U3", "|O", "<f16", "f4", "", "<V8", "<V1"}) {
       CAPTURE(d);
       CHECK_NPY_ERROR(
           v1(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (2,), }",

@@ -31,12 +31,20 @@ void write_file(const fs::path& p, const std::string& text) {
 
 const char* const kAdamAvx2 = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2";
 
-TEST_CASE("corrupt registry: a missing directory or index is named") {
+TEST_CASE("corrupt registry: a missing directory or index is named, with the command to run") {
   TempDir tmp;
   const std::string missing = (tmp.path() / "nothing-here").string();
-  CHECK(contains(error_of([&] { Registry::open(missing); }), missing + "/index.json"));
+  CHECK(error_of([&] { Registry::open(missing); }) ==
+        "no op registry at " + missing + " (index.json missing); run 'opforge build --registry " +
+            missing + "' to create it");
   const std::string empty = tmp.path().string();
-  CHECK(contains(error_of([&] { Registry::open(empty); }), "index.json"));
+  CHECK(error_of([&] { Registry::open(empty); }) ==
+        "no op registry at " + empty + " (index.json missing); run 'opforge build --registry " +
+            empty + "' to create it");
+  // A file where the directory should be: still no registry there.
+  const std::string file = (tmp.path() / "a-file").string();
+  write_file(file, "x");
+  CHECK(contains(error_of([&] { Registry::open(file); }), "no op registry at " + file));
 }
 
 TEST_CASE("corrupt registry: a truncated index.json names the file and a line:col") {
