@@ -14,35 +14,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "cache_test_util.h"
 #include "registry/cache/cache_config.h"
 #include "registry/cache/compile_cache.h"
 
 using namespace opforge::cache;
+using namespace opforge::cache::testing;
 namespace fs = llvm::sys::fs;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/opforge-cache-policy-XXXXXX";
-    char* p = mkdtemp(tmpl);
-    REQUIRE(p != nullptr);
-    path = p;
-  }
-  ~TempDir() { fs::remove_directories(path); }
-};
-
-std::string read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_all(const std::string& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  REQUIRE(out.good());
-}
 
 // Names in `dir`, for checking that no temp file is left behind.
 size_t files_in(const std::string& dir) {

@@ -19,34 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "cache_test_util.h"
 #include "registry/cache/compile_cache.h"
 
 using namespace opforge::cache;
+using namespace opforge::cache::testing;
 namespace fs = llvm::sys::fs;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/opforge-cache-test-XXXXXX";
-    char* p = mkdtemp(tmpl);
-    REQUIRE(p != nullptr);
-    path = p;
-  }
-  ~TempDir() { fs::remove_directories(path); }
-};
-
-std::string read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_all(const std::string& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 bool exists(const std::string& p) {
   return fs::exists(p);
