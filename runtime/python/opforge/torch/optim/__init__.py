@@ -1,10 +1,16 @@
 """torch.optim.Optimizer subclasses updating fp32 CPU parameters with opforge kernels: one
 kernel call per parameter group per step over flat buffers (fused=True, the default), or one
 call per parameter (fused=False). Constructor arguments, defaults, update formulas and
-state_dict keys follow torch.optim (1.13), so checkpoints load both ways."""
+state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion and LAMB (no
+torch class) follow the references their kernels name."""
 
+from .adadelta import Adadelta, adadelta
+from .adagrad import Adagrad, adagrad
 from .adam import Adam, adam
 from .adamw import AdamW
+from .lamb import LAMB, lamb
+from .lion import Lion, lion
 from .sgd import SGD, sgd
 
-__all__ = ["Adam", "AdamW", "SGD", "adam", "sgd"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "LAMB", "Lion", "SGD", "adadelta",
+           "adagrad", "adam", "lamb", "lion", "sgd"]

@@ -145,3 +145,109 @@ def check_hyper(name, value, low=0.0, high=None):
     """torch.optim's range checks, before anything is built."""
     if not low <= value or (high is not None and not value < high):
         raise ValueError(f"Invalid {name}: {value}")
+
+
+def call_kernel(kernel, args, layout=None):
+    """One kernel call: over a whole group's flat buffers with `layout`, else one tensor."""
+    if layout is not None:
+        kernel.call_model(layout, args)
+    else:
+        kernel.call(args)
+
+
+class ElementwiseOptimizer(OpforgeOptimizer):
+    """An optimizer whose kernel updates var and a few state tensors from one gradient.
+    Subclasses say which kernel (`kernel_for`), which state tensors (`slots`: kernel
+    argument, torch state_dict key, initial value), the scalars for a step (`scalars`) and
+    how the gradient is folded (`grad_fold`, torch's maximize / L2 order; None: the raw
+    gradient). fused: one call per group when every parameter has a gradient and all are at
+    the same step (call_model over flat buffers), else one call per parameter.
+    step_type: torch's type for state['step'] (tensor, int, or None for no step)."""
+
+    step_type = torch.Tensor
+
+    def slots(self, group):
+        raise NotImplementedError
+
+    def kernel_for(self, group, multi):
+        raise NotImplementedError
+
+    def scalars(self, group, step):
+        raise NotImplementedError
+
+    def grad_fold(self, group):
+        return dict(negate=bool(group.get("maximize", False)),
+                    weight_decay=group.get("weight_decay", 0.0))
+
+    def _new_step(self):
+        return torch.tensor(0.0) if self.step_type is torch.Tensor else 0
+
+    def _count(self, state):
+        if self.step_type is None:
+            return 0
+        state.setdefault("step", self._new_step())
+        state["step"] += 1
+        return float(state["step"])
+
+    def group_step(self, group):
+        slots = self.slots(group)
+        fold = self.grad_fold(group)
+        params = group["params"]
+        if self._fused:
+            fg = self.flat_group(params, ["var", "grad"] + [arg for arg, _, _ in slots])
+            steps = []
+            for i, p in enumerate(params):
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                for arg, key, init in slots:
+                    v = fg.view(arg, i)
+                    t = state.get(key)
+                    if t is None:
+                        v.fill_(init)
+                    elif t.data_ptr() != v.data_ptr():
+                        v.copy_(t)
+                    state[key] = v
+                steps.append(self._count(state))
+                fold_grad(fg.view("grad", i), p.grad, p, **fold)
+            if len(steps) == len(params) and len(set(steps)) == 1:
+                args = {arg: fg.flat[arg] for arg, _, _ in slots}
+                args.update(var=fg.flat["var"], grad=fg.flat["grad"])
+                args.update(self.scalars(group, steps[0]))
+                self.functional(self.kernel_for(group, True), args, fg.layout)
+                return
+            # Some parameters without gradients or at other steps: one call each.
+            kernel = self.kernel_for(group, False)
+            for i, p in enumerate(params):
+                if p.grad is not None:
+                    state = self.state[p]
+                    args = {arg: state[key] for arg, key, _ in slots}
+                    args.update(var=fg.view("var", i), grad=fg.view("grad", i))
+                    step = float(state["step"]) if self.step_type is not None else 0
+                    args.update(self.scalars(group, step))
+                    self.functional(kernel, args)
+            return
+        kernel = self.kernel_for(group, False)
+        for pi, p in enumerate(params):
+            if p.grad is None:
+                continue
+            if not p.is_contiguous():
+                raise RuntimeError(f"{type(self).__name__}: parameter {pi} is not contiguous "
+                                   "(fused=False updates parameters in place)")
+            state = self.state[p]
+            for arg, key, init in slots:
+                t = state.get(key)
+                if t is None or not t.is_contiguous():
+                    state[key] = torch.full_like(p, init, memory_format=torch.contiguous_format) \
+                        if t is None else t.contiguous()
+            step = self._count(state)
+            grad = fold_grad(torch.empty_like(p, memory_format=torch.contiguous_format),
+                             p.grad, p, **fold)
+            args = {arg: state[key] for arg, key, _ in slots}
+            args.update(var=p, grad=grad)
+            args.update(self.scalars(group, step))
+            self.functional(kernel, args)
+
+    @staticmethod
+    def functional(kernel, args, layout=None):
+        call_kernel(kernel, args, layout)

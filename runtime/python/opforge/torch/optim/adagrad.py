@@ -1,0 +1,58 @@
+"""Adagrad (torch.optim.Adagrad semantics) on opforge's apply_adagrad_v2 kernel (epsilon
+outside the square root, as torch)."""
+
+import torch
+
+from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+
+
+def adagrad(kernel, var, state_sum, grad, *, lr, eps, layout=None):
+    """One step through apply_adagrad_v2, in place: sum += grad^2;
+    var -= lr * grad / (sqrt(sum) + eps). lr is torch's clr = lr / (1 + (step-1)*lr_decay);
+    maximize and the L2 term are in `grad` already. One tensor, or flat buffers + layout."""
+    call_kernel(kernel, dict(var=var, accum=state_sum, grad=grad, lr=lr, epsilon=eps), layout)
+
+
+class Adagrad(ElementwiseOptimizer):
+    """torch.optim.Adagrad's arguments, defaults and state ('step', 'sum', created in the
+    constructor as torch does). apply_adagrad_v2 supports multi-tensor calls: fused=True
+    (default) is one kernel call per group per step, fused=False one per parameter."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
+                 initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
+                 fused=None, registry=None, isa=None):
+        check_hyper("learning rate", lr)
+        check_hyper("lr_decay value", lr_decay)
+        check_hyper("weight_decay value", weight_decay)
+        check_hyper("initial_accumulator_value value", initial_accumulator_value)
+        check_hyper("epsilon value", eps)
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                        maximize=maximize)
+        super().__init__(params, defaults, fused, registry, isa)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = torch.tensor(0.0)
+                state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
+                                               memory_format=torch.preserve_format)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+
+    def slots(self, group):
+        return [("accum", "sum", group["initial_accumulator_value"])]
+
+    def kernel_for(self, group, multi):
+        return self.kernel("apply_adagrad_v2", {"update_slots": True})
+
+    def scalars(self, group, step):
+        return dict(lr=group["lr"] / (1 + (step - 1) * group["lr_decay"]), epsilon=group["eps"])
+
+    @staticmethod
+    def functional(kernel, args, layout=None):
+        adagrad(kernel, args["var"], args["accum"], args["grad"], lr=args["lr"],
+                eps=args["epsilon"], layout=layout)

@@ -1,0 +1,49 @@
+"""Lion on opforge's apply_lion kernel, following the reference its descriptor names
+(google/automl lion_pytorch.py): no torch.optim class exists."""
+
+from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+
+
+def lion(kernel, var, exp_avg, grad, *, lr, beta1, beta2, weight_decay, layout=None):
+    """One step through apply_lion, in place: c = beta1*m + (1-beta1)*g;
+    var -= lr*(sign(c) + weight_decay*var); m = beta2*m + (1-beta2)*g.
+    One tensor, or flat buffers + layout."""
+    call_kernel(kernel, dict(var=var, m=exp_avg, grad=grad, lr=lr, beta1=beta1, beta2=beta2,
+                             weight_decay=weight_decay), layout)
+
+
+class Lion(ElementwiseOptimizer):
+    """Lion as google/automl's lion_pytorch.Lion (the reference apply_lion names): its
+    arguments lr=1e-4, betas=(0.9, 0.99), weight_decay=0 (decoupled: var *= 1 - lr*wd), its
+    state key 'exp_avg', no step count. apply_lion supports multi-tensor calls: fused=True
+    (default) is one kernel call per group per step, fused=False one per parameter."""
+
+    step_type = None
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *, fused=None,
+                 registry=None, isa=None):
+        check_hyper("learning rate", lr)
+        check_hyper("beta parameter at index 0", betas[0], high=1.0)
+        check_hyper("beta parameter at index 1", betas[1], high=1.0)
+        check_hyper("weight_decay value", weight_decay)
+        defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
+        super().__init__(params, defaults, fused, registry, isa)
+
+    def slots(self, group):
+        return [("m", "exp_avg", 0.0)]
+
+    def grad_fold(self, group):
+        return {}  # weight decay is decoupled, in the kernel
+
+    def kernel_for(self, group, multi):
+        return self.kernel("apply_lion", {})
+
+    def scalars(self, group, step):
+        beta1, beta2 = group["betas"]
+        return dict(lr=group["lr"], beta1=beta1, beta2=beta2,
+                    weight_decay=group["weight_decay"])
+
+    @staticmethod
+    def functional(kernel, args, layout=None):
+        lion(kernel, args["var"], args["m"], args["grad"], lr=args["lr"], beta1=args["beta1"],
+             beta2=args["beta2"], weight_decay=args["weight_decay"], layout=layout)
