@@ -1,0 +1,143 @@
+"""What the per-optimizer tests of opforge.torch.optim share: the MLP, the data, training
+loops, tolerances, and checks run once per class (a side-by-side run against a reference
+optimizer, param groups, StepLR, checkpoints, one kernel call per group, refusals)."""
+
+import io
+
+import pytest
+import torch
+
+import opforge
+from test_torch_optim import (LOSS_RTOL, PARAM_RTOL, assert_close_losses,  # noqa: F401
+                              assert_close_models, count_calls, data, mlp, state_keys, train)
+
+
+def side_by_side(ref_cls, cls, kwargs, steps=200, fused=True, groups=None, scheduler=None,
+                 ref_dtype=torch.float32):
+    """Trains the MLP with ref_cls (on a ref_dtype copy) and cls from the same seed; compares
+    the loss at every step and the final parameters. groups: a function (params) -> param
+    groups; scheduler: a function (optimizer) -> lr scheduler stepped after each step."""
+    X, Y = data()
+    ref_model, model = mlp().to(ref_dtype), mlp()
+    # maximize: ascend -loss, the same descent through the maximize paths of both.
+    sign = -1.0 if kwargs.get("maximize") else 1.0
+    runs = []
+    for m, c, extra, x, y in ((ref_model, ref_cls, {}, X.to(ref_dtype), Y.to(ref_dtype)),
+                              (model, cls, {"fused": fused}, X, Y)):
+        params = groups(list(m.parameters())) if groups else m.parameters()
+        opt = c(params, **kwargs, **extra)
+        sched = scheduler(opt) if scheduler else None
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = sign * torch.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            opt.step()
+            if sched:
+                sched.step()
+            losses.append(loss.item())
+        runs.append((losses, opt))
+    assert_close_losses(runs[0][0], runs[1][0])
+    assert_close_models(ref_model, model)
+    assert abs(runs[0][0][-1]) < abs(runs[0][0][0])  # it trained
+    return runs[0][1], runs[1][1]
+
+
+def max_rel_diffs(ref_cls, cls, kwargs, steps=200, ref_dtype=torch.float32):
+    """(max relative loss difference, max parameter difference relative to each tensor's
+    largest |value|): what the tolerances are set from."""
+    X, Y = data()
+    a, b = mlp().to(ref_dtype), mlp()
+    ra = train(a, ref_cls(a.parameters(), **kwargs), steps, X.to(ref_dtype), Y.to(ref_dtype))
+    rb = train(b, cls(b.parameters(), **kwargs), steps, X, Y)
+    loss = max(abs(x - y) / abs(x) for x, y in zip(ra, rb))
+    par = max(((p.float() - q).abs().max() / p.abs().max()).item()
+              for p, q in zip(a.parameters(), b.parameters()))
+    return loss, par
+
+
+def check_two_groups(ref_cls, cls, kwargs, group_kwargs, ref_dtype=torch.float32):
+    """Two groups, the second with its own hyperparameters."""
+    side_by_side(ref_cls, cls, kwargs, steps=100, ref_dtype=ref_dtype,
+                 groups=lambda p: [{"params": p[:3]}, {"params": p[3:], **group_kwargs}])
+
+
+def check_step_lr(ref_cls, cls, kwargs, ref_dtype=torch.float32):
+    """torch's StepLR changes group['lr'] between steps; the opforge class reads it anew."""
+    ref, got = side_by_side(ref_cls, cls, kwargs, steps=60, ref_dtype=ref_dtype,
+                            scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 20, 0.3))
+    assert got.param_groups[0]["lr"] == pytest.approx(kwargs["lr"] * 0.3 ** 3)
+
+
+def check_checkpoints(name, kwargs, keys):
+    """20 steps in one implementation, a checkpoint (model and optimizer, through
+    torch.save), 30 more in the other; against 50 steps in torch alone."""
+    import opforge.torch.optim as oo
+    X, Y = data()
+    ref_model = mlp()
+    ref = train(ref_model, getattr(torch.optim, name)(ref_model.parameters(), **kwargs), 50,
+                X, Y)
+    for first, second in ((oo, torch.optim), (torch.optim, oo)):
+        m1 = mlp()
+        o1 = getattr(first, name)(m1.parameters(), **kwargs)
+        head = train(m1, o1, 20, X, Y)
+        assert state_keys(o1) == keys
+        buf = io.BytesIO()
+        torch.save({"model": m1.state_dict(), "opt": o1.state_dict()}, buf)
+        buf.seek(0)
+        ckpt = torch.load(buf)
+        m2 = mlp()
+        m2.load_state_dict(ckpt["model"])
+        o2 = getattr(second, name)(m2.parameters(), **kwargs)
+        o2.load_state_dict(ckpt["opt"])
+        tail = train(m2, o2, 30, X, Y)
+        assert_close_losses(ref, head + tail)
+        assert_close_models(ref_model, m2)
+        assert state_keys(o2) == keys
+
+
+def check_one_call_per_group(monkeypatch, cls, kwargs):
+    """fused: one call_model per group per step; fused=False: one call per parameter."""
+    model = mlp()
+    params = list(model.parameters())
+    X, Y = data()
+    opt = cls([{"params": params[:3]}, {"params": params[3:]}], **kwargs)
+    calls = count_calls(monkeypatch)
+    train(model, opt, 3, X, Y)
+    assert calls == {"call": 0, "call_model": 2 * 3}
+    opt = cls(model.parameters(), fused=False, **kwargs)
+    calls = count_calls(monkeypatch)
+    train(model, opt, 2, X, Y)
+    assert calls == {"call": 2 * len(params), "call_model": 0}
+
+
+def check_refusals(cls, kwargs):
+    """Bad input refused with a clear error before any state exists or a parameter moves."""
+    model = mlp()
+    with pytest.raises(TypeError, match="no_such_hyper"):
+        cls(model.parameters(), no_such_hyper=1, **kwargs)
+    p = list(model.parameters())
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        cls([{"params": p[:2]}, {"params": p[1:]}], **kwargs)
+    with pytest.raises(ValueError, match="parameter 1 of group 0 is torch.float64"):
+        cls([torch.nn.Parameter(torch.ones(3)),
+             torch.nn.Parameter(torch.ones(3, dtype=torch.float64))], **kwargs)
+    with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float16"):
+        cls([torch.nn.Parameter(torch.ones(3, dtype=torch.float16))], **kwargs)
+    # meta: a non-CPU device that exists without a GPU.
+    with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float32 on meta"):
+        cls([torch.nn.Parameter(torch.ones(3, device="meta"))], **kwargs)
+    q, r = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+    opt = cls([q, r], **kwargs)
+    before = {k: [t.clone() if torch.is_tensor(t) else t for t in s.values()]
+              for k, s in opt.state.items()}
+    q.grad = torch.ones(3)
+    r.grad = torch.ones(2).to_sparse()  # torch refuses other dtypes on assignment
+    with pytest.raises(RuntimeError, match="parameter 1 of group 0 has a sparse gradient"):
+        opt.step()
+    assert torch.equal(q.detach(), torch.ones(3))
+    after = {k: list(s.values()) for k, s in opt.state.items()}
+    assert before.keys() == after.keys()
+    for k in before:
+        for x, y in zip(before[k], after[k]):
+            assert torch.equal(x, y) if torch.is_tensor(x) else x == y
