@@ -69,17 +69,15 @@ def check_step_lr(ref_cls, cls, kwargs, ref_dtype=torch.float32):
     assert got.param_groups[0]["lr"] == pytest.approx(kwargs["lr"] * 0.3 ** 3)
 
 
-def check_checkpoints(name, kwargs, keys):
+def check_checkpoints(ref_cls, cls, kwargs, keys):
     """20 steps in one implementation, a checkpoint (model and optimizer, through
-    torch.save), 30 more in the other; against 50 steps in torch alone."""
-    import opforge.torch.optim as oo
+    torch.save), 30 more in the other; against 50 steps in the reference alone."""
     X, Y = data()
     ref_model = mlp()
-    ref = train(ref_model, getattr(torch.optim, name)(ref_model.parameters(), **kwargs), 50,
-                X, Y)
-    for first, second in ((oo, torch.optim), (torch.optim, oo)):
+    ref = train(ref_model, ref_cls(ref_model.parameters(), **kwargs), 50, X, Y)
+    for first, second in ((cls, ref_cls), (ref_cls, cls)):
         m1 = mlp()
-        o1 = getattr(first, name)(m1.parameters(), **kwargs)
+        o1 = first(m1.parameters(), **kwargs)
         head = train(m1, o1, 20, X, Y)
         assert state_keys(o1) == keys
         buf = io.BytesIO()
@@ -88,7 +86,7 @@ def check_checkpoints(name, kwargs, keys):
         ckpt = torch.load(buf)
         m2 = mlp()
         m2.load_state_dict(ckpt["model"])
-        o2 = getattr(second, name)(m2.parameters(), **kwargs)
+        o2 = second(m2.parameters(), **kwargs)
         o2.load_state_dict(ckpt["opt"])
         tail = train(m2, o2, 30, X, Y)
         assert_close_losses(ref, head + tail)

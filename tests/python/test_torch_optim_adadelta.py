@@ -31,7 +31,8 @@ def test_step_lr(reg):
 
 
 def test_checkpoints(reg):
-    oc.check_checkpoints("Adadelta", dict(lr=0.2), ["acc_delta", "square_avg", "step"])
+    oc.check_checkpoints(torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2),
+                         ["acc_delta", "square_avg", "step"])
 
 
 def test_one_call_per_group(reg, monkeypatch):

@@ -30,7 +30,8 @@ def test_step_lr(reg):
 
 
 def test_checkpoints(reg):
-    oc.check_checkpoints("Adagrad", dict(lr=0.05, lr_decay=0.01), ["step", "sum"])
+    oc.check_checkpoints(torch.optim.Adagrad, oo.Adagrad, dict(lr=0.05, lr_decay=0.01),
+                         ["step", "sum"])
 
 
 def test_one_call_per_group(reg, monkeypatch):

@@ -1,0 +1,55 @@
+"""Plain fp64-capable references, written from the published formulas, for the optimizers
+without a torch.optim class (torch.optim.Optimizer subclasses, so param groups, StepLR and
+state_dict work on them as on torch's own)."""
+
+import torch
+
+
+class RefLion(torch.optim.Optimizer):
+    """google/automl lion_pytorch.py: p *= 1 - lr*wd; p -= lr*sign(b1*m + (1-b1)*g);
+    m = b2*m + (1-b2)*g."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, wd, (b1, b2) = group["lr"], group["weight_decay"], group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
+                p.mul_(1 - lr * wd)
+                p.add_(torch.sign(m * b1 + p.grad * (1 - b1)), alpha=-lr)
+                m.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
+class RefLAMB(torch.optim.Optimizer):
+    """tfa.optimizers.LAMB (_resource_apply_dense), no exclusions:
+    u = m_hat / (sqrt(v_hat) + eps) + wd*p; p -= lr * (||p|| / ||u|| if both > 0 else 1) * u."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, wd, eps, (b1, b2) = (group["lr"], group["weight_decay"], group["eps"],
+                                     group["betas"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                s = self.state[p]
+                if not s:
+                    s.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                s["step"] += 1
+                t, g = s["step"], p.grad
+                s["exp_avg"].mul_(b1).add_(g, alpha=1 - b1)
+                s["exp_avg_sq"].mul_(b2).add_(g * g, alpha=1 - b2)
+                m_hat = s["exp_avg"] / (1 - b1 ** t)
+                v_hat = s["exp_avg_sq"] / (1 - b2 ** t)
+                u = m_hat / (v_hat.sqrt() + eps) + wd * p
+                w_norm, u_norm = p.norm().item(), u.norm().item()
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+                p.add_(u, alpha=-lr * ratio)
