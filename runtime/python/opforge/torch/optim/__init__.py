@@ -7,10 +7,12 @@ torch class) follow the references their kernels name."""
 from .adadelta import Adadelta, adadelta
 from .adagrad import Adagrad, adagrad
 from .adam import Adam, adam
+from .adamax import Adamax, adamax
 from .adamw import AdamW
 from .lamb import LAMB, lamb
 from .lion import Lion, lion
+from .rmsprop import RMSprop, rmsprop
 from .sgd import SGD, sgd
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "LAMB", "Lion", "SGD", "adadelta",
-           "adagrad", "adam", "lamb", "lion", "sgd"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LAMB", "Lion", "RMSprop", "SGD",
+           "adadelta", "adagrad", "adam", "adamax", "lamb", "lion", "rmsprop", "sgd"]
