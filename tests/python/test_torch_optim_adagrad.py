@@ -42,3 +42,21 @@ def test_refusals(reg):
     oc.check_refusals(oo.Adagrad, dict(lr=0.05))
     with pytest.raises(ValueError, match="Invalid initial_accumulator_value"):
         oo.Adagrad(oc.mlp().parameters(), initial_accumulator_value=-1)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_initial_accumulator_value_in_added_group(reg, fused):
+    """State made with the group (as torch's constructor does), also for a group added
+    later: sum starts at initial_accumulator_value, then grows by grad^2."""
+    p, q = torch.nn.Parameter(torch.ones(5)), torch.nn.Parameter(torch.ones(3))
+    opt = oo.Adagrad([p], lr=0.1, initial_accumulator_value=0.25, fused=fused)
+    opt.add_param_group({"params": [q], "initial_accumulator_value": 0.5})
+    assert torch.equal(opt.state[p]["sum"], torch.full((5,), 0.25))
+    assert torch.equal(opt.state[q]["sum"], torch.full((3,), 0.5))
+    p.grad, q.grad = torch.full((5,), 0.5), torch.full((3,), 2.0)
+    opt.step()
+    assert torch.equal(opt.state[p]["sum"], torch.full((5,), 0.5))  # 0.25 + 0.5^2
+    assert torch.equal(opt.state[q]["sum"], torch.full((3,), 4.5))  # 0.5 + 2^2
+    # var -= 0.1 * g / (sqrt(sum) + 1e-10): 1 - 0.1*0.5/sqrt(0.5), 1 - 0.1*2/sqrt(4.5)
+    assert torch.allclose(p.detach(), torch.full((5,), 1 - 0.05 / 0.5 ** 0.5), rtol=1e-6)
+    assert torch.allclose(q.detach(), torch.full((3,), 1 - 0.2 / 4.5 ** 0.5), rtol=1e-6)

@@ -14,8 +14,11 @@ def adagrad(kernel, var, state_sum, grad, *, lr, eps, layout=None):
 
 
 class Adagrad(ElementwiseOptimizer):
-    """torch.optim.Adagrad's arguments, defaults and state ('step', 'sum', created in the
-    constructor as torch does). apply_adagrad_v2 supports multi-tensor calls: fused=True
+    """torch.optim.Adagrad's arguments, defaults and state ('step', 'sum'; made with the
+    group, as torch's constructor does, also for groups added later). apply_adagrad_v2
+    supports multi-tensor calls: fused=True (default) is one kernel call per group per
+    step, fused=False one per parameter."""torch.optim.Adagrad's arguments, defaults and state ('step', 'sum', created in the
+    constructor as torch does, and by add_param_group). apply_adagrad_v2 supports multi-tensor calls: fused=True
     (default) is one kernel call per group per step, fused=False one per parameter."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
@@ -30,12 +33,17 @@ class Adagrad(ElementwiseOptimizer):
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize)
         super().__init__(params, defaults, fused, registry, isa)
-        for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state[p]
-                state["step"] = torch.tensor(0.0)
-                state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
-                                               memory_format=torch.preserve_format)
+
+    def add_param_group(self, param_group):
+        # torch makes the state in the constructor; here also for groups added later
+        # (torch's step would fail on those).
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for p in group["params"]:
+            state = self.state[p]
+            state["step"] = torch.tensor(0.0)
+            state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
+                                           memory_format=torch.preserve_format)
 
     def __setstate__(self, state):
         super().__setstate__(state)
