@@ -17,9 +17,7 @@ class Adagrad(ElementwiseOptimizer):
     """torch.optim.Adagrad's arguments, defaults and state ('step', 'sum'; made with the
     group, as torch's constructor does, also for groups added later). apply_adagrad_v2
     supports multi-tensor calls: fused=True (default) is one kernel call per group per
-    step, fused=False one per parameter."""torch.optim.Adagrad's arguments, defaults and state ('step', 'sum', created in the
-    constructor as torch does, and by add_param_group). apply_adagrad_v2 supports multi-tensor calls: fused=True
-    (default) is one kernel call per group per step, fused=False one per parameter."""
+    step, fused=False one per parameter."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
