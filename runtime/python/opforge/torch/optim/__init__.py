@@ -9,10 +9,12 @@ from .adagrad import Adagrad, adagrad
 from .adam import Adam, adam
 from .adamax import Adamax, adamax
 from .adamw import AdamW
+from .from_op import FromOp, from_op
 from .lamb import LAMB, lamb
 from .lion import Lion, lion
 from .rmsprop import RMSprop, rmsprop
 from .sgd import SGD, sgd
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LAMB", "Lion", "RMSprop", "SGD",
-           "adadelta", "adagrad", "adam", "adamax", "lamb", "lion", "rmsprop", "sgd"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "Lion", "RMSprop",
+           "SGD", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lion", "rmsprop",
+           "sgd"]

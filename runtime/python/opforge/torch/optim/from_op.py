@@ -1,0 +1,89 @@
+"""from_op: an optimizer for any dense elementwise optimizer op of the registry, built from
+its descriptor alone (states, gradient, scalars), with no per-op code."""
+
+from ._base import ElementwiseOptimizer, default_registry
+
+_STEP_SCALARS = ("step", "global_step")
+
+
+class FromOp(ElementwiseOptimizer):
+    """The op's formula as its descriptor states it (TensorFlow's or torch's conventions,
+    whichever the op has: see `opforge describe OP`). State tensors: the op's state
+    arguments other than var, under their descriptor names, zero-initialized (descriptors
+    name no other initial value). Scalars: each from the hyperparameter of its name (a group
+    entry, so schedulers and param groups work); 'step' / 'global_step' from the step count;
+    'X_power' as X ** step when the hyperparameter X is given. One call_model per group per
+    step when the op is multi-tensor (descriptor shape.multi_tensor), else one call per
+    parameter. The gradient is passed unchanged."""
+
+    def __init__(self, op, params, attrs=None, *, fused=None, registry=None, isa=None,
+                 **hypers):
+        reg = registry or default_registry()
+        kernel = reg.select(op, attrs or {}, isa)
+        d = kernel.descriptor
+        if d["kind"] != "optimizer":
+            raise ValueError(f"from_op: {op} is a {d['kind']} op, not an optimizer")
+        bad = [f"{i['name']} ({i['role']} {i['dtype']})" for i in d["inputs"]
+               if i["role"] not in ("state", "gradient", "scalar")
+               or (i["role"] != "scalar" and i["dtype"] != "float32")]
+        states = [i["name"] for i in d["inputs"] if i["role"] == "state"]
+        grads = [i["name"] for i in d["inputs"] if i["role"] == "gradient"]
+        if "var" not in states or len(grads) != 1:
+            bad.append(f"var/gradient (states {states}, gradients {grads})")
+        if bad:
+            raise ValueError(f"from_op: {op} has arguments opforge.torch.optim cannot map: "
+                             + ", ".join(bad))
+        scalars = [i["name"] for i in d["inputs"] if i["role"] == "scalar"]
+        used, missing = set(), []
+        for name in scalars:
+            if name in hypers:
+                used.add(name)
+            elif name.endswith("_power") and name[:-6] in hypers:
+                used.add(name[:-6])
+            elif name not in _STEP_SCALARS:
+                missing.append(name)
+        unknown = sorted(set(hypers) - used)
+        if unknown or missing:
+            raise ValueError(f"from_op: {op}: " + "; ".join(
+                ([f"unknown hyperparameters {unknown} (scalars: {scalars})"] if unknown else [])
+                + ([f"no value for scalars {missing}"] if missing else [])))
+        self._op, self._attrs = op, dict(attrs or {})
+        self._grad_arg = grads[0]
+        self._state_args = [s for s in states if s != "var"]
+        self._scalar_names = scalars
+        counts = any(n in _STEP_SCALARS or (n.endswith("_power") and n not in hypers)
+                     for n in scalars)
+        self.step_type = type(self).step_type if counts else None
+        multi = bool(d["shape"].get("multi_tensor"))
+        super().__init__(params, dict(hypers), fused if multi else False, registry, isa)
+
+    def slots(self, group):
+        return [(name, name, 0.0) for name in self._state_args]
+
+    def grad_fold(self, group):
+        return {}
+
+    def kernel_for(self, group, multi):
+        return self.kernel(self._op, self._attrs)
+
+    def scalars(self, group, step):
+        out = {}
+        for name in self._scalar_names:
+            if name in group:
+                out[name] = group[name]
+            elif name in _STEP_SCALARS:
+                out[name] = int(step) if name == "global_step" else step
+            else:
+                out[name] = group[name[:-6]] ** step
+        return out
+
+    def functional(self, kernel, args, layout=None):
+        args[self._grad_arg] = args.pop("grad")
+        super().functional(kernel, args, layout)
+
+
+def from_op(op, params, attrs=None, *, fused=None, registry=None, isa=None, **hypers):
+    """An optimizer stepping `params` with registry op `op` (attrs select the variant):
+    see FromOp. Unknown hyperparameters, scalars without a value and arguments that are not
+    dense float32 states / one gradient / scalars are refused, naming them."""
+    return FromOp(op, params, attrs, fused=fused, registry=registry, isa=isa, **hypers)
