@@ -61,6 +61,8 @@ def test_refusals(reg):
         oo.from_op("apply_momentum", p, lr=0.1)
     with pytest.raises(ValueError, match=r"cannot map: indices \(tensor int32\)"):
         oo.from_op("sparse_apply_adagrad", p, lr=0.1)
+    with pytest.raises(ValueError, match=r"cannot map: global_norm \(result float32\)"):
+        oo.from_op("global_norm", p)
     with pytest.raises(ValueError, match="layer_norm is a nn op"):
         oo.from_op("layer_norm", p)
     with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float64"):
