@@ -1,0 +1,50 @@
+"""The new opforge.torch.optim classes on a tiny transformer block (self-attention, layer
+norms, feed-forward) for 100 steps beside torch.optim or the fp32 reference (optim_refs).
+
+The key projection's bias (in_proj_bias[16:32]) does not change the output (softmax is
+invariant to it): its gradient is rounding noise, whose sign Lion follows (a 2*lr step either
+way from the first step on), so that slice is left out of the parameter comparison; the loss
+shows it has no effect. References in fp32 (LAMB's eps-sized denominators make that slice
+noise-driven too). RMSprop and Adamax are absent: with eps=0 (all they accept) that bias's
+exactly-zero gradient entries give 0/0 = NaN, in torch as well."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import opforge.torch.optim as oo  # noqa: E402
+import optim_common as oc  # noqa: E402
+from optim_refs import RefLAMB, RefLion  # noqa: E402
+
+# Lion's sign(c) flips where c is within rounding of 0 (kernel and torch round
+# b1*m + (1-b1)*g differently): each flip is a 2*lr = 2e-4 step, ~6e-4 of the largest
+# |weight| here; 2e-3 allows a few such elements, far below a wrong formula's drift.
+CASES = {
+    "Adagrad": (torch.optim.Adagrad, oo.Adagrad, dict(lr=0.01, weight_decay=0.01), 1e-4),
+    "Adadelta": (torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2), 1e-4),
+    "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 2e-3),
+    "LAMB": (RefLAMB, oo.LAMB, dict(lr=1e-3, weight_decay=0.01), 1e-4),
+}
+
+
+def block():
+    torch.manual_seed(2)
+    return torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32,
+                                            dropout=0.0, batch_first=True)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_transformer_block_100_steps(reg, case):
+    ref_cls, cls, kwargs, param_rtol = CASES[case]
+    g = torch.Generator().manual_seed(3)
+    X, Y = torch.randn(8, 6, 16, generator=g), torch.randn(8, 6, 16, generator=g)
+    ref_model, model = block(), block()
+    runs = []
+    for m, opt in ((ref_model, ref_cls(ref_model.parameters(), **kwargs)),
+                   (model, cls(model.parameters(), **kwargs))):
+        runs.append(oc.train(m, opt, 100, X, Y))
+    oc.assert_close_losses(*runs)
+    for m in (ref_model, model):
+        with torch.no_grad():
+            m.self_attn.in_proj_bias[16:32] = 0  # the key bias: no effect (see above)
+    oc.assert_close_models(ref_model, model, rtol=param_rtol)
+    assert runs[0][-1] < 0.95 * runs[0][0]  # it trained
