@@ -35,13 +35,15 @@ def test_checkpoints(reg):
 
 
 def test_one_call_per_group(reg, monkeypatch):
-    oc.check_one_call_per_group(monkeypatch, oo.Adamax, dict(lr=2e-3))
+    oc.check_one_call_per_group(monkeypatch, oo.Adamax, dict(lr=2e-3, eps=0))
 
 
 def test_refusals(reg):
-    oc.check_refusals(oo.Adamax, dict(lr=2e-3))
+    oc.check_refusals(oo.Adamax, dict(lr=2e-3, eps=0))
     p = list(oc.mlp().parameters())
     with pytest.raises(ValueError, match="eps=1e-08 is not supported.*inside the max"):
         oo.Adamax(p, eps=1e-8)
     with pytest.raises(ValueError, match="eps=0.1 is not supported"):
-        oo.Adamax([{"params": p[:2]}, {"params": p[2:], "eps": 0.1}])
+        oo.Adamax([{"params": p[:2]}, {"params": p[2:], "eps": 0.1}], eps=0)
+    with pytest.raises(ValueError, match="eps=1e-08 is not supported.*pass eps=0"):
+        oo.Adamax(p)  # torch's default eps: refused, never silently replaced by 0

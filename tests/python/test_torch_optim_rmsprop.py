@@ -43,19 +43,22 @@ def test_checkpoints(reg, kwargs, keys):
     oc.check_checkpoints(torch.optim.RMSprop, oo.RMSprop, kwargs, keys)
 
 
-@pytest.mark.parametrize("kwargs", [dict(lr=1e-3), dict(lr=1e-3, momentum=0.9, centered=True)])
+@pytest.mark.parametrize("kwargs", [dict(lr=1e-3, eps=0),
+                                    dict(lr=1e-3, eps=0, momentum=0.9, centered=True)])
 def test_one_call_per_group(reg, monkeypatch, kwargs):
     oc.check_one_call_per_group(monkeypatch, oo.RMSprop, kwargs)
 
 
 def test_refusals(reg):
-    oc.check_refusals(oo.RMSprop, dict(lr=1e-3))
+    oc.check_refusals(oo.RMSprop, dict(lr=1e-3, eps=0))
     p = list(oc.mlp().parameters())
     with pytest.raises(ValueError, match="eps=1e-08 is not supported.*inside the square root"):
         oo.RMSprop(p, eps=1e-8)
     with pytest.raises(ValueError, match="eps=0.1 is not supported"):
-        oo.RMSprop([{"params": p[:2]}, {"params": p[2:], "eps": 0.1}])
-    opt = oo.RMSprop(p)
+        oo.RMSprop([{"params": p[:2]}, {"params": p[2:], "eps": 0.1}], eps=0)
+    with pytest.raises(ValueError, match="eps=1e-08 is not supported.*pass eps=0"):
+        oo.RMSprop(p)  # torch's default eps: refused, never silently replaced by 0
+    opt = oo.RMSprop(p, eps=0)
     opt.param_groups[0]["eps"] = 1e-8  # changed after construction: refused at the step
     for q in p:
         q.grad = torch.ones_like(q)

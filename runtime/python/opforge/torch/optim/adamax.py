@@ -20,11 +20,11 @@ def adamax(kernel, var, exp_avg, exp_inf, grad, *, step, lr, beta1, beta2, layou
 
 class Adamax(ElementwiseOptimizer):
     """torch.optim.Adamax's arguments and state ('step' tensor, 'exp_avg', 'exp_inf'),
-    except eps: it must be 0 (see the module), so the default is 0 and any other value is
-    refused. apply_ada_max supports multi-tensor calls: fused=True (default) is one kernel
+    except eps: it must be 0 (see the module). The default is torch's 1e-8, so that
+    Adamax(params) fails loudly instead of silently running with eps=0: pass eps=0. apply_ada_max supports multi-tensor calls: fused=True (default) is one kernel
     call per group per step, fused=False one per parameter."""
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=0.0, weight_decay=0,
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, fused=None, registry=None, isa=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
@@ -34,7 +34,7 @@ class Adamax(ElementwiseOptimizer):
         if eps != 0:
             raise ValueError(f"Adamax: eps={eps} is not supported: torch adds epsilon to "
                              "|grad| inside the max, opforge's apply_ada_max adds it to the "
-                             "divisor; only eps=0 gives torch's update")
+                             "divisor; only eps=0 gives torch's update: pass eps=0 to accept it")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize)
         super().__init__(params, defaults, fused, registry, isa)

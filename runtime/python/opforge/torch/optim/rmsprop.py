@@ -37,14 +37,15 @@ def rmsprop(kernel, var, square_avg, grad, *, lr, alpha, momentum=0.0, momentum_
 class RMSprop(ElementwiseOptimizer):
     """torch.optim.RMSprop's arguments and state ('step' as an int, 'square_avg',
     'momentum_buffer' with momentum > 0, 'grad_avg' when centered), except eps: it must be
-    0 (the kernels' epsilon sits inside the square root, torch's outside), so the default
-    is 0 and any other value is refused. Both kernels support multi-tensor calls:
+    0 (the kernels' epsilon sits inside the square root, torch's outside). The default is
+    torch's 1e-8, so that RMSprop(params) fails loudly instead of silently running with
+    eps=0 (0/0 = NaN on an exactly-zero gradient): pass eps=0 explicitly. Both kernels support multi-tensor calls:
     fused=True (default) is one kernel call per group per step, fused=False one per
     parameter."""
 
     step_type = int
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=0.0, weight_decay=0, momentum=0,
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, foreach=None, maximize=False, differentiable=False, *,
                  fused=None, registry=None, isa=None):
         check_hyper("learning rate", lr)
@@ -55,7 +56,8 @@ class RMSprop(ElementwiseOptimizer):
         if eps != 0:
             raise ValueError(f"RMSprop: eps={eps} is not supported: opforge's RMSProp kernels "
                              "add epsilon inside the square root (TensorFlow), torch adds it "
-                             "outside; only eps=0 gives torch's update")
+                             "outside; only eps=0 gives torch's update: pass eps=0 to accept it (an exactly-zero "
+                             "gradient then gives NaN, as in torch with eps=0)")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, foreach=foreach, maximize=maximize,
                         differentiable=differentiable)
