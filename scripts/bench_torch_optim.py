@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""One optimizer step over a whole model: opforge.torch.optim vs torch.optim (issue 14 item 4).
+
+    /usr/bin/python3 scripts/bench_torch_optim.py [--models gpt2-small,resnet-1001]
+        [--optims adam,adamw,sgd] [--reps N] [--threads 2] [--quick]
+
+The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
+For each model (parameter shapes from the runtime's presets: gpt2-small is "transformer-small",
+148 tensors, 124,439,808 elements; resnet-1001 has 3005 tensors) and each optimizer (Adam,
+AdamW, SGD with momentum 0.9), one process holds:
+
+  opforge    opforge.torch.optim.<Opt> (fused, the default): optimizer.step()
+  foreach    torch.optim.<Opt>(foreach=True): optimizer.step()
+  for-loop   torch.optim.<Opt>(foreach=False): optimizer.step()
+  kernel     the raw kernel opforge's step runs (Kernel.call_model) on opforge's flat buffers
+  bandwidth  the same-traffic bandwidth kernel on the same flat buffers (Adam/AdamW: 4 fp32
+             reads + 3 writes, bandwidth_s3_g1; SGD momentum: 3 reads + 2 writes,
+             bandwidth_s2_g1), states = var/state buffers, g0 = a zero buffer (so values stay)
+
+Parameters and gradients are generated once and copied for each contender, so all start
+equal. Each rep times one step of every contender (time.perf_counter_ns), the order rotated
+every rep; medians, min and max over reps are reported. "% bw" is bandwidth median /
+contender median (100% = as fast as the same-traffic ceiling). "Python" is opforge's step
+minus the raw kernel, as % of the kernel. opforge's step also copies every p.grad into the
+flat gradient buffer (2 more fp32 streams than the kernel moves), which counts as Python
+side here.
+"""
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+
+# See scripts/bench_torch.py: idle OpenMP workers spinning steal the 2 cores from Halide's
+# thread pool (and vice versa) when both run in one process; set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - environment problem
+    sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
+             f"e.g. /usr/bin/python3")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
+                                "python"))
+import opforge  # noqa: E402
+import opforge.torch.optim as of_optim  # noqa: E402
+from opforge import OpforgeError  # noqa: E402
+
+MODELS = {"gpt2-small": "transformer-small", "resnet-1001": "resnet-1001"}
+OPTIMS = {
+    # name: (torch class, opforge class, kwargs, same-traffic bandwidth op)
+    "adam": (torch.optim.Adam, of_optim.Adam, dict(lr=1e-3), "bandwidth_s3_g1"),
+    "adamw": (torch.optim.AdamW, of_optim.AdamW, dict(lr=1e-3, weight_decay=0.01),
+              "bandwidth_s3_g1"),
+    "sgd": (torch.optim.SGD, of_optim.SGD, dict(lr=1e-3, momentum=0.9), "bandwidth_s2_g1"),
+}
+CONTENDERS = ("opforge", "foreach", "for-loop", "kernel", "bandwidth")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def make_params(shapes, seed):
+    g = torch.Generator().manual_seed(seed)
+    params, grads = [], []
+    for shape in shapes:
+        params.append(torch.randn(shape, generator=g) * 0.02)
+        grads.append(torch.randn(shape, generator=g) * 0.01)
+    return params, grads
+
+
+def clone_params(params, grads):
+    out = []
+    for p0, g0 in zip(params, grads):
+        p = torch.nn.Parameter(p0.clone())
+        p.grad = g0.clone()
+        out.append(p)
+    return out
+
+
+def kernel_args(name, opt, fg):
+    """The arguments opforge's step passes to its kernel, on its flat buffers (step 2)."""
+    group = opt.param_groups[0]
+    f = fg.flat
+    if name == "sgd":
+        return dict(var=f["var"], accum=f["accum"], grad=f["grad"], lr=group["lr"],
+                    momentum=group["momentum"])
+    b1, b2 = group["betas"]
+    return dict(var=f["var"], m=f["exp_avg"], v=f["exp_avg_sq"], grad=f["grad"], step=2.0,
+                lr=group["lr"], beta1=b1, beta2=b2, epsilon=group["eps"],
+                weight_decay=group["weight_decay"] if name == "adamw" else 0.0)
+
+
+def timed(fn):
+    t0 = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t0
+
+
+def bench(model, name, reps, reg, seed):
+    torch_cls, of_cls, kw, bw_op = OPTIMS[name]
+    shapes = preset_shapes(model)
+    p0, g0 = make_params(shapes, seed)
+
+    of_params = clone_params(p0, g0)
+    of_opt = of_cls(of_params, registry=reg, **kw)
+    fe_opt = torch_cls(clone_params(p0, g0), foreach=True, **kw)
+    fl_opt = torch_cls(clone_params(p0, g0), foreach=False, **kw)
+    del p0, g0
+    gc.collect()
+
+    of_opt.step()  # builds the flat group and the state; the others' lazy state likewise
+    fe_opt.step()
+    fl_opt.step()
+    (fg,) = of_opt._flat_groups.values()
+    (kernel,) = of_opt._kernels.values()
+    kargs = kernel_args(name, of_opt, fg)
+    bw = reg.select(bw_op)
+    zeros = torch.zeros(fg.layout.total_elements)
+    states = [fg.flat[k] for k in (["var", "accum"] if name == "sgd"
+                                   else ["var", "exp_avg", "exp_avg_sq"])]
+    bw_args = {f"s{i}": s for i, s in enumerate(states)}
+    bw_args["g0"] = zeros
+
+    fns = {
+        "opforge": of_opt.step,
+        "foreach": fe_opt.step,
+        "for-loop": fl_opt.step,
+        "kernel": lambda: kernel.call_model(fg.layout, kargs),
+        "bandwidth": lambda: bw.call_model(fg.layout, bw_args),
+    }
+    for c in CONTENDERS:  # warm-up
+        fns[c]()
+    times = {c: [] for c in CONTENDERS}
+    for r in range(reps):
+        k = r % len(CONTENDERS)
+        for c in CONTENDERS[k:] + CONTENDERS[:k]:
+            times[c].append(timed(fns[c]))
+    for p in of_params:
+        if not torch.isfinite(p.detach()).all():
+            raise RuntimeError(f"{model} {name}: non-finite parameters after the steps")
+    res = {c: {"median": statistics.median(t) / 1e6, "min": min(t) / 1e6,
+               "max": max(t) / 1e6} for c, t in times.items()}
+    info = {"tensors": len(shapes), "elements": fg.layout.total_elements,
+            "variant": kernel.variant, "isa": kernel.isa, "bw_variant": bw.variant}
+    return res, info
+
+
+def preset_shapes(model):
+    """A preset's tensors as 1-D shapes of their element counts: the C ABI gives a layout's
+    names, offsets and element counts, not the shapes (every contender is elementwise, so
+    the shape does not change the work)."""
+    layout = opforge.ModelLayout.preset(MODELS[model])
+    return [(n,) for n in layout.elements]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="gpt2-small,resnet-1001",
+                    help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--optims", default="adam,adamw,sgd",
+                    help=f"comma-separated, of {', '.join(OPTIMS)}")
+    ap.add_argument("--reps", type=int, default=None, help="timed reps (default 15; quick 3)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 3 reps, resnet-1001 only unless --models is given")
+    args = ap.parse_args()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    optims = [o.strip() for o in args.optims.split(",") if o.strip()]
+    if args.quick and "--models" not in " ".join(sys.argv):
+        models = ["resnet-1001"]
+    for m in models:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r} (have {', '.join(MODELS)})")
+    for o in optims:
+        if o not in OPTIMS:
+            ap.error(f"unknown optimizer {o!r} (have {', '.join(OPTIMS)})")
+    reps = args.reps or (3 if args.quick else 15)
+    if reps < 1 or args.threads < 1:
+        ap.error("--reps and --threads must be >= 1")
+
+    torch.set_num_threads(args.threads)
+    try:
+        reg = opforge.open()
+        reg.set_num_threads(args.threads)
+    except OpforgeError as e:
+        sys.exit(f"error: {e}")
+
+    rows, isa = [], None
+    try:
+        for mi, model in enumerate(models):
+            for oi, name in enumerate(optims):
+                res, info = bench(model, name, reps, reg, seed=100 + 10 * mi + oi)
+                isa = info["isa"]
+                rows.append((model, name, res, info))
+                print(f"  {model} {name}: " + ", ".join(
+                    f"{c} {res[c]['median']:.1f} ms" for c in CONTENDERS),
+                    file=sys.stderr, flush=True)
+                gc.collect()
+    except (OpforgeError, RuntimeError, ValueError) as e:
+        sys.exit(f"error: {e}")
+
+    print(f"\nCPU: {cpu_model()} ({os.cpu_count()} logical CPUs); ISA: {isa}; "
+          f"threads: {args.threads} (torch {torch.get_num_threads()}); torch "
+          f"{torch.__version__}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; "
+          f"reps: {reps}; times in ms, median (min-max)\n")
+    print("| model | optimizer | opforge | % bw | torch foreach | torch for-loop "
+          "| foreach/opforge | kernel | bandwidth | kernel % bw | Python (% of kernel) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def cell(r):
+        return f"{r['median']:.1f} ({r['min']:.1f}-{r['max']:.1f})"
+
+    for model, name, res, info in rows:
+        m = {c: res[c]["median"] for c in CONTENDERS}
+        py = m["opforge"] - m["kernel"]
+        print(f"| {model} ({info['tensors']} tensors, {info['elements']:,}) | {name} "
+              f"| {cell(res['opforge'])} | {100 * m['bandwidth'] / m['opforge']:.0f}% "
+              f"| {cell(res['foreach'])} | {cell(res['for-loop'])} "
+              f"| {m['foreach'] / m['opforge']:.2f}x | {cell(res['kernel'])} "
+              f"| {cell(res['bandwidth'])} | {100 * m['bandwidth'] / m['kernel']:.0f}% "
+              f"| {py:.1f} ms ({100 * py / m['kernel']:.1f}%) |")
+
+
+if __name__ == "__main__":
+    main()
