@@ -67,17 +67,20 @@ class Adam(OpforgeOptimizer):
         params = group["params"]
         if self._fused:
             fg = self.flat_group(params, ["var", "grad"] + keys)
-            steps = []
+            step_ts = []
             for i, p in enumerate(params):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                state.setdefault("step", torch.tensor(0.0))
+                if "step" not in state:  # (setdefault would build a tensor every step)
+                    state["step"] = torch.tensor(0.0)
                 for key in keys:
                     fg.bind_state(state, key, i)
-                state["step"] += 1
-                steps.append(float(state["step"]))
+                step_ts.append(state["step"])
                 fold_grad(fg.view("grad", i), p.grad, p, **grad_fold)
+            if step_ts:  # one op for every step count (per-tensor += costs µs each)
+                torch._foreach_add_(step_ts, 1)
+            steps = [float(t) for t in step_ts]
             if len(steps) == len(params) and len(set(steps)) == 1:
                 adam(kernel, fg.flat["var"], fg.flat["exp_avg"], fg.flat["exp_avg_sq"],
                      fg.flat["grad"], v_max=fg.flat.get("max_exp_avg_sq"), step=steps[0],
