@@ -168,8 +168,9 @@ def preset_shapes(model):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="gpt2-small,resnet-1001",
-                    help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--models", default=None,
+                    help=f"comma-separated, of {', '.join(MODELS)} (default: all; --quick: "
+                    "resnet-1001)")
     ap.add_argument("--optims", default="adam,adamw,sgd",
                     help=f"comma-separated, of {', '.join(OPTIMS)}")
     ap.add_argument("--reps", type=int, default=None, help="timed reps (default 15; quick 3)")
@@ -177,10 +178,10 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 3 reps, resnet-1001 only unless --models is given")
     args = ap.parse_args()
+    if args.models is None:
+        args.models = "resnet-1001" if args.quick else ",".join(MODELS)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     optims = [o.strip() for o in args.optims.split(",") if o.strip()]
-    if args.quick and "--models" not in " ".join(sys.argv):
-        models = ["resnet-1001"]
     for m in models:
         if m not in MODELS:
             ap.error(f"unknown model {m!r} (have {', '.join(MODELS)})")
