@@ -10,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # A consumer sees only the prefix: no build-tree registry, no user overrides.
-unset OPFORGE_REGISTRY OPFORGE_ISA
+unset OPFORGE_REGISTRY OPFORGE_ISA OPFORGE_LIBRARY PYTHONPATH
 
 cmake --install "$build" --prefix "$tmp/first" >"$tmp/install.log" || {
   cat "$tmp/install.log"; fail "cmake --install"; }
