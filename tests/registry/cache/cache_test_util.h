@@ -1,13 +1,16 @@
-// Helpers shared by the compile-cache tests: a temp directory and whole-file reads/writes.
+// Helpers shared by the compile-cache tests: a temp directory, whole-file reads/writes and
+// an environment variable restored on scope exit.
 #pragma once
 
 #include <doctest/doctest.h>
 #include <llvm/Support/FileSystem.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 namespace opforge::cache::testing {
 
@@ -32,5 +35,24 @@ inline void write_all(const std::string& p, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   REQUIRE(out.good());
 }
+
+// Saves an environment variable and restores it on scope exit.
+struct EnvGuard {
+  std::string name;
+  bool had;
+  std::string value;
+  explicit EnvGuard(std::string n) : name(std::move(n)) {
+    const char* v = std::getenv(name.c_str());
+    had = v != nullptr;
+    if (had) value = v;
+  }
+  ~EnvGuard() {
+    if (had) {
+      setenv(name.c_str(), value.c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+};
 
 }  // namespace opforge::cache::testing

@@ -62,24 +62,6 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-struct EnvGuard {
-  std::string name;
-  bool had;
-  std::string value;
-  explicit EnvGuard(std::string n) : name(std::move(n)) {
-    const char* v = std::getenv(name.c_str());
-    had = v != nullptr;
-    if (had) value = v;
-  }
-  ~EnvGuard() {
-    if (had) {
-      setenv(name.c_str(), value.c_str(), 1);
-    } else {
-      unsetenv(name.c_str());
-    }
-  }
-};
-
 }  // namespace
 
 TEST_CASE("parse_size: bytes, K/M/G/T as powers of 1024, 0 for no limit") {

@@ -78,25 +78,6 @@ std::string vdir(const CompileCache& c) {
   return c.root() + "/v" + std::to_string(kFormatVersion);
 }
 
-// Saves an environment variable and restores it on scope exit.
-struct EnvGuard {
-  std::string name;
-  bool had;
-  std::string value;
-  explicit EnvGuard(std::string n) : name(std::move(n)) {
-    const char* v = std::getenv(name.c_str());
-    had = v != nullptr;
-    if (had) value = v;
-  }
-  ~EnvGuard() {
-    if (had) {
-      setenv(name.c_str(), value.c_str(), 1);
-    } else {
-      unsetenv(name.c_str());
-    }
-  }
-};
-
 }  // namespace
 
 TEST_CASE("sha256 test vectors") {
