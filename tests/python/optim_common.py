@@ -8,8 +8,62 @@ import pytest
 import torch
 
 import opforge
-from test_torch_optim import (LOSS_RTOL, PARAM_RTOL, assert_close_losses,  # noqa: F401
-                              assert_close_models, count_calls, data, mlp, state_keys, train)
+
+# fp32 kernels vs torch's fp32 ops: the same formulas with other roundings (e.g. fused
+# multiply-adds), a few ulp per step; over 200 steps on this well-conditioned problem the
+# drift stays far below these bounds (measured ~1e-6).
+LOSS_RTOL = 1e-4
+PARAM_RTOL = 1e-4  # relative to the largest |parameter| of each tensor
+
+
+def mlp():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(13, 17), torch.nn.Tanh(),
+                               torch.nn.Linear(17, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(256, 13, generator=g), torch.randn(256, 1, generator=g)
+
+
+def train(model, opt, steps, X, Y):
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(X), Y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def assert_close_models(a, b, rtol=PARAM_RTOL):
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        scale = pa.detach().abs().max().item()
+        diff = (pa.detach() - pb.detach()).abs().max().item()
+        assert diff <= rtol * scale, f"{name}: max diff {diff:.3g} > {rtol} * {scale:.3g}"
+
+
+def assert_close_losses(ref, got, rtol=LOSS_RTOL):
+    for step, (r, g) in enumerate(zip(ref, got)):
+        assert abs(r - g) <= rtol * abs(r), f"step {step}: loss {g!r} vs torch {r!r}"
+
+
+def count_calls(monkeypatch):
+    calls = {"call": 0, "call_model": 0}
+    for name in calls:
+        orig = getattr(opforge.Kernel, name)
+
+        def wrapped(self, *a, _orig=orig, _name=name, **k):
+            calls[_name] += 1
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(opforge.Kernel, name, wrapped)
+    return calls
+
+
+def state_keys(opt):
+    return sorted({k for s in opt.state_dict()["state"].values() for k in s})
 
 
 def side_by_side(ref_cls, cls, kwargs, steps=200, fused=True, groups=None, scheduler=None,

@@ -2,54 +2,12 @@
 MLP trained 200 steps from the same seed by both, losses compared every step and the final
 parameters at the end; param groups, state_dict interchange both ways, refusals."""
 
-import io
-
 import pytest
 
 torch = pytest.importorskip("torch")
-import opforge  # noqa: E402
 import opforge.torch.optim as oo  # noqa: E402
-
-# fp32 kernels vs torch's fp32 ops: the same formulas with other roundings (e.g. fused
-# multiply-adds), a few ulp per step; over 200 steps on this well-conditioned problem the
-# drift stays far below these bounds (measured ~1e-6).
-LOSS_RTOL = 1e-4
-PARAM_RTOL = 1e-4  # relative to the largest |parameter| of each tensor
-
-
-def mlp():
-    torch.manual_seed(1)
-    return torch.nn.Sequential(torch.nn.Linear(13, 17), torch.nn.Tanh(),
-                               torch.nn.Linear(17, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
-
-
-def data():
-    g = torch.Generator().manual_seed(0)
-    return torch.randn(256, 13, generator=g), torch.randn(256, 1, generator=g)
-
-
-def train(model, opt, steps, X, Y):
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(X), Y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
-def assert_close_models(a, b, rtol=PARAM_RTOL):
-    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
-        scale = pa.detach().abs().max().item()
-        diff = (pa.detach() - pb.detach()).abs().max().item()
-        assert diff <= rtol * scale, f"{name}: max diff {diff:.3g} > {rtol} * {scale:.3g}"
-
-
-def assert_close_losses(ref, got, rtol=LOSS_RTOL):
-    for step, (r, g) in enumerate(zip(ref, got)):
-        assert abs(r - g) <= rtol * abs(r), f"step {step}: loss {g!r} vs torch {r!r}"
-
+from optim_common import (assert_close_losses, assert_close_models,  # noqa: E402
+                          check_checkpoints, count_calls, data, mlp, train)
 
 CONFIGS = {
     "adam": ("Adam", dict(lr=3e-3)),
@@ -94,18 +52,6 @@ def test_matches_torch_over_200_steps(reg, config, fused):
     assert abs(ref[-1]) < abs(ref[0])  # it trained (maximize: -loss grew towards 0)
 
 
-def count_calls(monkeypatch):
-    calls = {"call": 0, "call_model": 0}
-    for name in calls:
-        orig = getattr(opforge.Kernel, name)
-
-        def wrapped(self, *a, _orig=orig, _name=name, **k):
-            calls[_name] += 1
-            return _orig(self, *a, **k)
-        monkeypatch.setattr(opforge.Kernel, name, wrapped)
-    return calls
-
-
 @pytest.mark.parametrize("cls", ["Adam", "AdamW", "SGD"])
 def test_one_kernel_call_per_group_per_step(reg, monkeypatch, cls):
     model = mlp()
@@ -142,10 +88,6 @@ def test_param_groups_and_params_without_grads(reg):
     assert models[1][4].bias not in opts[1].state
 
 
-def state_keys(opt):
-    return sorted({k for s in opt.state_dict()["state"].values() for k in s})
-
-
 @pytest.mark.parametrize("cls,kwargs,keys", [
     ("Adam", dict(lr=3e-3), ["exp_avg", "exp_avg_sq", "step"]),
     ("Adam", dict(lr=3e-3, amsgrad=True), ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"]),
@@ -153,30 +95,7 @@ def state_keys(opt):
     ("SGD", dict(lr=0.05, momentum=0.9), ["momentum_buffer"]),
 ])
 def test_checkpoints_interchange_both_ways(reg, cls, kwargs, keys):
-    """20 steps in one implementation, a checkpoint (model and optimizer, through
-    torch.save), 30 more steps in the other; against 50 steps in torch alone."""
-    X, Y = data()
-    ref_model = mlp()
-    ref_opt = getattr(torch.optim, cls)(ref_model.parameters(), **kwargs)
-    ref = train(ref_model, ref_opt, 50, X, Y)
-
-    for first, second in ((oo, torch.optim), (torch.optim, oo)):
-        m1 = mlp()
-        o1 = getattr(first, cls)(m1.parameters(), **kwargs)
-        head = train(m1, o1, 20, X, Y)
-        assert state_keys(o1) == keys
-        buf = io.BytesIO()
-        torch.save({"model": m1.state_dict(), "opt": o1.state_dict()}, buf)
-        buf.seek(0)
-        ckpt = torch.load(buf)
-        m2 = mlp()
-        m2.load_state_dict(ckpt["model"])
-        o2 = getattr(second, cls)(m2.parameters(), **kwargs)
-        o2.load_state_dict(ckpt["opt"])
-        tail = train(m2, o2, 30, X, Y)
-        assert_close_losses(ref, head + tail)
-        assert_close_models(ref_model, m2)
-        assert state_keys(o2) == keys
+    check_checkpoints(getattr(torch.optim, cls), getattr(oo, cls), kwargs, keys)
 
 
 def test_refusals(reg):

@@ -63,6 +63,16 @@ class OpforgeOptimizer(torch.optim.Optimizer):
     """The shared part: fp32 CPU dense parameters only (checked when a group is added),
     kernels cached by attrs, flat groups rebuilt when a group's parameters change."""
 
+    # Group keys a checkpoint from an older torch may lack, filled on unpickling as each torch
+    # class's own __setstate__ does.
+    group_defaults = {}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for key, value in self.group_defaults.items():
+                group.setdefault(key, value)
+
     def __init__(self, params, defaults, fused, registry, isa):
         for flag in ("capturable", "differentiable"):
             if defaults.pop(flag, False):

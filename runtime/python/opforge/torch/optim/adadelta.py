@@ -31,11 +31,7 @@ class Adadelta(ElementwiseOptimizer):
                         maximize=maximize, foreach=foreach)
         super().__init__(params, defaults, fused, registry, isa)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
+    group_defaults = {"foreach": None, "maximize": False}
 
     def slots(self, group):
         return [("accum", "square_avg", 0.0), ("accum_update", "acc_delta", 0.0)]

@@ -43,11 +43,7 @@ class Adagrad(ElementwiseOptimizer):
             state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
                                            memory_format=torch.preserve_format)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
+    group_defaults = {"foreach": None, "maximize": False}
 
     def slots(self, group):
         return [("accum", "sum", group["initial_accumulator_value"])]

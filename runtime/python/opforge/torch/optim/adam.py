@@ -43,11 +43,7 @@ class Adam(OpforgeOptimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults, fused, registry, isa)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
+    group_defaults = {"amsgrad": False, "maximize": False}
 
     def _fold(self, group):
         """Adam's L2 term goes into the gradient copy (and maximize with it)."""

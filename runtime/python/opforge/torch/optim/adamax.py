@@ -21,8 +21,9 @@ def adamax(kernel, var, exp_avg, exp_inf, grad, *, step, lr, beta1, beta2, layou
 class Adamax(ElementwiseOptimizer):
     """torch.optim.Adamax's arguments and state ('step' tensor, 'exp_avg', 'exp_inf'),
     except eps: it must be 0 (see the module). The default is torch's 1e-8, so that
-    Adamax(params) fails loudly instead of silently running with eps=0: pass eps=0. apply_ada_max supports multi-tensor calls: fused=True (default) is one kernel
-    call per group per step, fused=False one per parameter."""
+    Adamax(params) fails loudly instead of silently running with eps=0: pass eps=0.
+    apply_ada_max supports multi-tensor calls: fused=True (default) is one kernel call per
+    group per step, fused=False one per parameter."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, fused=None, registry=None, isa=None):
@@ -39,11 +40,7 @@ class Adamax(ElementwiseOptimizer):
                         foreach=foreach, maximize=maximize)
         super().__init__(params, defaults, fused, registry, isa)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
+    group_defaults = {"foreach": None, "maximize": False}
 
     def add_param_group(self, param_group):
         if param_group.get("eps", 0) != 0:

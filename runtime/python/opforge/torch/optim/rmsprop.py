@@ -39,9 +39,9 @@ class RMSprop(ElementwiseOptimizer):
     'momentum_buffer' with momentum > 0, 'grad_avg' when centered), except eps: it must be
     0 (the kernels' epsilon sits inside the square root, torch's outside). The default is
     torch's 1e-8, so that RMSprop(params) fails loudly instead of silently running with
-    eps=0 (0/0 = NaN on an exactly-zero gradient): pass eps=0 explicitly. Both kernels support multi-tensor calls:
-    fused=True (default) is one kernel call per group per step, fused=False one per
-    parameter."""
+    eps=0 (0/0 = NaN on an exactly-zero gradient): pass eps=0 explicitly. Both kernels
+    support multi-tensor calls: fused=True (default) is one kernel call per group per step,
+    fused=False one per parameter."""
 
     step_type = int
 
@@ -56,21 +56,16 @@ class RMSprop(ElementwiseOptimizer):
         if eps != 0:
             raise ValueError(f"RMSprop: eps={eps} is not supported: opforge's RMSProp kernels "
                              "add epsilon inside the square root (TensorFlow), torch adds it "
-                             "outside; only eps=0 gives torch's update: pass eps=0 to accept it (an exactly-zero "
-                             "gradient then gives NaN, as in torch with eps=0)")
+                             "outside; only eps=0 gives torch's update: pass eps=0 to accept "
+                             "it (an exactly-zero gradient then gives NaN, as in torch with "
+                             "eps=0)")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, foreach=foreach, maximize=maximize,
                         differentiable=differentiable)
         super().__init__(params, defaults, fused, registry, isa)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
+    group_defaults = {"momentum": 0, "centered": False, "foreach": None, "maximize": False,
+                      "differentiable": False}
 
     def add_param_group(self, param_group):
         if param_group.get("eps", 0) != 0:

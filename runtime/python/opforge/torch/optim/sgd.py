@@ -40,11 +40,7 @@ class SGD(OpforgeOptimizer):
                         foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults, fused, registry, isa)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
+    group_defaults = {"nesterov": False, "maximize": False}
 
     def group_step(self, group):
         momentum = group["momentum"]
