@@ -1,11 +1,18 @@
 """What the opforge optimizers share: the registry and kernels, parameter checks, and the
 flat buffers a parameter group lives in for fused steps."""
 
+import operator
+
 import torch
 
 import opforge
 
 _registry = None
+
+_GRAD = operator.attrgetter("grad")
+
+# Low-precision parameter dtypes with fp32 master weights, and the kernels' storage names.
+MASTER_STORAGE = {torch.bfloat16: "bf16m", torch.float16: "f16m"}
 
 
 def default_registry():
@@ -17,51 +24,123 @@ def default_registry():
 
 
 class FlatGroup:
-    """A parameter group's tensors back to back in flat fp32 buffers (an opforge
-    ModelLayout): the parameters' .data and their state tensors become views of them, so one
-    kernel call (call_model) updates the whole group. Padding stays zero."""
+    """A parameter group's tensors back to back in flat buffers (an opforge ModelLayout):
+    parameters (p.data), their gradients (p.grad) and their state tensors become views of
+    them, so one kernel call (call_model) updates the whole group. Padding stays zero.
 
-    def __init__(self, params, buffers):
+    Gradients: backward accumulates into an existing p.grad in place, so once p.grad is a
+    view here (and zero_grad keeps it: set_to_none=False, torch 1.13's default) a step
+    reads the gradients where backward left them, with no copy. A p.grad that is not the
+    view (the first step, set_to_none, a gradient set by hand) is copied in and replaced.
+
+    'var' holds the parameters (fp32), or with master weights the fp32 masters while the
+    parameters live in 'model' (bf16/f16) and the gradients in 'grad' of the same dtype."""
+
+    def __init__(self, params, dtype=torch.float32):
         self.params = list(params)
-        self.key = tuple(id(p) for p in self.params)
+        self.dtype = dtype
+        self.master = dtype != torch.float32
         self.layout = opforge.ModelLayout([(str(i), tuple(p.shape))
                                            for i, p in enumerate(self.params)])
-        n = self.layout.total_elements
-        self.flat = {name: torch.zeros(n, dtype=torch.float32) for name in buffers}
+        self.flat = {}
         self._views = {}  # (buffer, i) -> view, made once (a slice costs ~µs every step)
+        # state['step'] of every parameter as a 0-dim view of this (torch's float32 step
+        # tensors): one add_ advances them all (_foreach_add_ over 3005 costs ~10 ms).
+        self.steps = torch.zeros(len(self.params))
+        self._step_views = None
+        self.bound = None  # (optimizer state, slot keys) while everything is bound
+        self.fresh = {}  # parameter index -> whether _bind created its states this step
+        self._grad_views = None
+        self._param_ptrs = None
+
+    def buffer(self, name):
+        buf = self.flat.get(name)
+        if buf is None:
+            dtype = self.dtype if name in ("model", "grad", "grad_folded") else torch.float32
+            buf = self.flat[name] = torch.zeros(self.layout.total_elements, dtype=dtype)
+        return buf
 
     def view(self, name, i):
         v = self._views.get((name, i))
         if v is None:
             off, n = self.layout.offsets[i], self.layout.elements[i]
-            v = self._views[name, i] = self.flat[name][off:off + n].view(self.params[i].shape)
+            v = self.buffer(name)[off:off + n].view(self.params[i].shape)
+            self._views[name, i] = v
         return v
+
+    def step_view(self, i):
+        if self._step_views is None:
+            self._step_views = list(self.steps.unbind())
+        return self._step_views[i]
+
+    @property
+    def param_buffer(self):
+        return "model" if self.master else "var"
 
     def bind_param(self, i):
         """Makes parameter i's data the flat view (copying it in when it moved)."""
-        p, v = self.params[i], self.view("var", i)
+        p, v = self.params[i], self.view(self.param_buffer, i)
         if p.data.data_ptr() != v.data_ptr():
             v.copy_(p.data)
             p.data = v
 
-    def bind_state(self, state, key, i):
-        """state[key] as the flat view: a loaded or fresh tensor is copied in, none zeroes it.
-        Returns whether the state existed."""
-        v = self.view(key, i)
+    def bind_grad(self, i):
+        """Makes parameter i's gradient the flat view (copying it in when it is not)."""
+        p = self.params[i]
+        v = self.view("grad", i)
+        if p.grad is not v:
+            if p.grad.data_ptr() != v.data_ptr():
+                v.copy_(p.grad)
+            p.grad = v
+
+    def bind_state(self, state, key, arg, i, init):
+        """state[key] as the view of buffer `arg`: a loaded or fresh tensor is copied in,
+        none is initialized (a number, or "param": the parameter's value in fp32). Returns
+        whether the state existed."""
+        v = self.view(arg, i)
         t = state.get(key)
         if t is v:
             return True
         if t is None:
-            v.zero_()
+            if init == "param":
+                v.copy_(self.params[i].data)
+            else:
+                v.fill_(init)
         elif t.data_ptr() != v.data_ptr():
             v.copy_(t)
         state[key] = v
         return t is not None
 
+    def bind_step(self, state, i):
+        """state['step'] as the view of steps[i] (its value kept); returns the value."""
+        v = self.step_view(i)
+        t = state.get("step")
+        if t is not v:
+            v.fill_(0.0 if t is None else float(t))
+            state["step"] = v
+        return float(v)
+
+    def mark_bound(self, state, keys):
+        """Everything is bound now: until the optimizer's state is replaced
+        (load_state_dict), a parameter moves or a gradient is replaced, steps skip binding."""
+        self.bound = (state, keys)
+        self._grad_views = [self.view("grad", i) for i in range(len(self.params))]
+        self._param_ptrs = [p.data_ptr() for p in self.params]
+
+    def is_bound(self, state, keys):
+        """The cheap check: two C-level passes over the parameters (~0.2 µs each)."""
+        return (self.bound is not None and self.bound[0] is state and self.bound[1] == keys
+                and all(map(operator.is_, map(_GRAD, self.params), self._grad_views))
+                and list(map(torch.Tensor.data_ptr, self.params)) == self._param_ptrs)
+
+    def zero_grad(self):
+        self.flat["grad"].zero_()
+
 
 class OpforgeOptimizer(torch.optim.Optimizer):
-    """The shared part: fp32 CPU dense parameters only (checked when a group is added),
-    kernels cached by attrs, flat groups rebuilt when a group's parameters change."""
+    """The shared part: dense CPU parameters (fp32; bf16/f16 with master_weights=True),
+    checked when a group is added; kernels cached by attrs; flat groups rebuilt when a
+    group's parameters change."""
 
     # Group keys a checkpoint from an older torch may lack, filled on unpickling as each torch
     # class's own __setstate__ does.
@@ -73,29 +152,40 @@ class OpforgeOptimizer(torch.optim.Optimizer):
             for key, value in self.group_defaults.items():
                 group.setdefault(key, value)
 
-    def __init__(self, params, defaults, fused, registry, isa):
+    def __init__(self, params, defaults, fused, registry, isa, master_weights=False):
         for flag in ("capturable", "differentiable"):
             if defaults.pop(flag, False):
                 raise ValueError(f"{type(self).__name__}: {flag}=True is not supported by "
                                  "opforge (CPU kernels, no autograd through the step)")
         self._fused = True if fused is None else bool(fused)
+        self._master = bool(master_weights)
         self._registry = registry
         self._isa = isa
         self._kernels = {}
         self._flat_groups = {}  # tuple of parameter ids -> FlatGroup
+        self._group_flat = {}  # id(param group) -> (its params list, FlatGroup)
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group):
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
         gi = len(getattr(self, "param_groups", []))
+        name = type(self).__name__
+        dtypes = set()
         for pi, p in enumerate(params):
             if not isinstance(p, torch.Tensor):
                 continue  # torch's own check names it
-            if p.dtype != torch.float32 or p.device.type != "cpu" or p.is_sparse:
-                raise ValueError(f"{type(self).__name__}: parameter {pi} of group {gi} is "
+            ok = (torch.float32,) + (tuple(MASTER_STORAGE) if self._master else ())
+            if p.dtype not in ok or p.device.type != "cpu" or p.is_sparse:
+                want = ("float32, bfloat16 or float16" if self._master else
+                        "float32 (bfloat16/float16 with master_weights=True)")
+                raise ValueError(f"{name}: parameter {pi} of group {gi} is "
                                  f"{p.dtype} on {p.device}{' (sparse)' if p.is_sparse else ''};"
-                                 " opforge optimizers take dense float32 CPU parameters")
+                                 f" opforge optimizers take dense {want} CPU parameters")
+            dtypes.add(p.dtype)
+        if len(dtypes) > 1:
+            raise ValueError(f"{name}: group {gi} mixes parameter dtypes "
+                             f"{sorted(map(str, dtypes))}; put each dtype in its own group")
         super().add_param_group(param_group)
 
     def kernel(self, op, attrs):
@@ -106,29 +196,41 @@ class OpforgeOptimizer(torch.optim.Optimizer):
             k = self._kernels[key] = reg.select(op, attrs, self._isa)
         return k
 
-    def flat_group(self, params, buffers):
+    def flat_group(self, params):
         key = tuple(id(p) for p in params)
         fg = self._flat_groups.get(key)
         if fg is None:
-            fg = self._flat_groups[key] = FlatGroup(params, buffers)
-        for i in range(len(params)):
-            fg.bind_param(i)
+            fg = self._flat_groups[key] = FlatGroup(params, params[0].dtype)
         return fg
 
-    def check_grads(self):
-        """Every gradient usable, checked before any state changes."""
-        for gi, group in enumerate(self.param_groups):
-            for pi, p in enumerate(group["params"]):
-                g = p.grad
-                if g is None:
-                    continue
-                if g.is_sparse:
-                    raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
-                                       "has a sparse gradient, which opforge does not take")
-                if g.dtype != torch.float32 or g.shape != p.shape or g.device != p.device:
-                    raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
-                                       f"has a {g.dtype} gradient of shape {tuple(g.shape)} on "
-                                       f"{g.device}; expected float32 {tuple(p.shape)} on cpu")
+    def group_flat(self, group):
+        """The group's FlatGroup, found without a pass over its parameters."""
+        params = group["params"]
+        hit = self._group_flat.get(id(group))
+        if hit is not None and hit[0] is params and len(hit[1].params) == len(params):
+            return hit[1]
+        fg = self.flat_group(params)
+        self._group_flat[id(group)] = (params, fg)
+        return fg
+
+    def group_ready(self, group):
+        """Whether the group's parameters, gradients and states are all bound to its flat
+        buffers (then its gradients need no checks: they are the buffers' views)."""
+        return False
+
+    def check_grads(self, gi, group):
+        """Every gradient of the group usable, checked before any state changes."""
+        for pi, p in enumerate(group["params"]):
+            g = p.grad
+            if g is None:
+                continue
+            if g.is_sparse:
+                raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
+                                   "has a sparse gradient, which opforge does not take")
+            if g.dtype != p.dtype or g.shape != p.shape or g.device != p.device:
+                raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
+                                   f"has a {g.dtype} gradient of shape {tuple(g.shape)} on "
+                                   f"{g.device}; expected {p.dtype} {tuple(p.shape)} on cpu")
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -136,11 +238,35 @@ class OpforgeOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self.check_grads()
-        for group in self.param_groups:
-            if any(p.grad is not None for p in group["params"]):
-                self.group_step(group)
+        ready = [self.group_ready(group) for group in self.param_groups]
+        for gi, group in enumerate(self.param_groups):
+            if not ready[gi]:
+                self.check_grads(gi, group)
+        for gi, group in enumerate(self.param_groups):
+            if ready[gi]:
+                self.group_step(group, True)
+            elif any(p.grad is not None for p in group["params"]):
+                self.group_step(group, False)
         return loss
+
+    def zero_grad(self, set_to_none=False):
+        """torch's zero_grad; gradients that are views of a group's flat buffer (fused
+        steps) are zeroed with one fill of the buffer and stay views."""
+        if set_to_none:
+            return super().zero_grad(set_to_none=True)
+        for group in self.param_groups:
+            hit = self._group_flat.get(id(group))
+            fg = hit[1] if hit is not None and hit[0] is group["params"] else None
+            if fg is not None and fg.bound is not None and fg.is_bound(*fg.bound):
+                fg.zero_grad()
+            else:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        if p.grad.grad_fn is not None:
+                            p.grad.detach_()
+                        else:
+                            p.grad.requires_grad_(False)
+                        p.grad.zero_()
 
 
 def fold_grad(dst, grad, param, negate=False, weight_decay=0.0, scale=1.0):
@@ -151,10 +277,16 @@ def fold_grad(dst, grad, param, negate=False, weight_decay=0.0, scale=1.0):
     else:
         dst.copy_(grad)
     if weight_decay != 0:
-        dst.add_(param, alpha=weight_decay)
+        dst.add_(param.to(dst.dtype), alpha=weight_decay)
     if scale != 1:
         dst.mul_(scale)
     return dst
+
+
+def folds(fold):
+    """Whether fold_grad with these arguments changes the gradient."""
+    return bool(fold.get("negate")) or fold.get("weight_decay", 0) != 0 \
+        or fold.get("scale", 1) != 1
 
 
 def check_hyper(name, value, low=0.0, high=None):
@@ -175,10 +307,14 @@ class ElementwiseOptimizer(OpforgeOptimizer):
     """An optimizer whose kernel updates var and a few state tensors from one gradient.
     Subclasses say which kernel (`kernel_for`), which state tensors (`slots`: kernel
     argument, torch state_dict key, initial value), the scalars for a step (`scalars`) and
-    how the gradient is folded (`grad_fold`, torch's maximize / L2 order; None: the raw
-    gradient). fused: one call per group when every parameter has a gradient and all are at
-    the same step (call_model over flat buffers), else one call per parameter.
-    step_type: torch's type for state['step'] (tensor, int, or None for no step)."""
+    how the gradient is folded (`grad_fold`, torch's maximize / L2 order; {}: the raw
+    gradient). step_type: torch's type for state['step'] (tensor, int, or None).
+
+    fused=True: one call_model per group per step over the flat buffers when every
+    parameter has a gradient and all are at the same step, else one call per parameter.
+    Once bound, a step costs the kernel, one add_ for the step counts and two C-level
+    passes over the parameters checking nothing moved. fused=False: one call per parameter
+    on the parameters themselves."""
 
     step_type = torch.Tensor
 
@@ -195,74 +331,162 @@ class ElementwiseOptimizer(OpforgeOptimizer):
         return dict(negate=bool(group.get("maximize", False)),
                     weight_decay=group.get("weight_decay", 0.0))
 
+    def fold_for(self, group, first):
+        """grad_fold for a step where the states are new (first) or not (SGD's dampening)."""
+        return self.grad_fold(group)
+
+    def all_slots(self, group):
+        """slots(), plus the fp32 master weights ('var', state 'master_param') when the
+        group's parameters are bf16/f16."""
+        slots = list(self.slots(group))
+        if group["params"][0].dtype != torch.float32:
+            slots.insert(0, ("var", "master_param", "param"))
+        return slots
+
+    def init_state(self, group, state):
+        """Hook: torch state entries without a tensor (SGD's momentum_buffer=None)."""
+
     def _new_step(self):
         return torch.tensor(0.0) if self.step_type is torch.Tensor else 0
 
     def _count(self, state):
         if self.step_type is None:
             return 0
-        state.setdefault("step", self._new_step())
+        if "step" not in state:
+            state["step"] = self._new_step()
         state["step"] += 1
         return float(state["step"])
 
-    def group_step(self, group):
-        slots = self.slots(group)
-        fold = self.grad_fold(group)
-        params = group["params"]
+    def group_ready(self, group):
+        return self._fused and self.group_flat(group).is_bound(self.state,
+                                                               tuple(self.all_slots(group)))
+
+    def group_step(self, group, ready=False):
         if self._fused:
-            fg = self.flat_group(params, ["var", "grad"] + [arg for arg, _, _ in slots])
-            steps = []
-            for i, p in enumerate(params):
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                for arg, key, init in slots:
-                    v = fg.view(arg, i)
-                    t = state.get(key)
-                    if t is None:
-                        v.fill_(init)
-                    elif t.data_ptr() != v.data_ptr():
-                        v.copy_(t)
-                    state[key] = v
-                steps.append(self._count(state))
-                fold_grad(fg.view("grad", i), p.grad, p, **fold)
-            if len(steps) == len(params) and len(set(steps)) == 1:
-                args = {arg: fg.flat[arg] for arg, _, _ in slots}
-                args.update(var=fg.flat["var"], grad=fg.flat["grad"])
-                args.update(self.scalars(group, steps[0]))
-                self.functional(self.kernel_for(group, True), args, fg.layout)
-                return
-            # Some parameters without gradients or at other steps: one call each.
-            kernel = self.kernel_for(group, False)
-            for i, p in enumerate(params):
-                if p.grad is not None:
-                    state = self.state[p]
-                    args = {arg: state[key] for arg, key, _ in slots}
-                    args.update(var=fg.view("var", i), grad=fg.view("grad", i))
-                    step = float(state["step"]) if self.step_type is not None else 0
-                    args.update(self.scalars(group, step))
-                    self.functional(kernel, args)
-            return
+            self._fused_step(group, ready)
+        else:
+            self._unfused_step(group)
+
+    def _bind(self, group, fg, slots):
+        """Binds every parameter with a gradient (data, gradient, states, step) to the flat
+        buffers. Returns (step, first) when one call can update the whole group, else None:
+        step the common count before this step, first whether every state is new."""
+        params = group["params"]
+        steps, fresh = set(), set()
+        complete = True
+        for i, p in enumerate(params):
+            fg.bind_param(i)
+            if p.grad is None:
+                complete = False
+                continue
+            fg.bind_grad(i)
+            state = self.state[p]
+            new = [not fg.bind_state(state, key, arg, i, init) for arg, key, init in slots]
+            fg.fresh[i] = any(new)
+            fresh.update(new)
+            self.init_state(group, state)
+            if self.step_type is torch.Tensor:
+                steps.add(fg.bind_step(state, i))
+            elif self.step_type is int:
+                steps.add(state.setdefault("step", 0))
+        if not complete or len(steps) > 1 or len(fresh) > 1:
+            return None
+        fg.mark_bound(self.state, tuple(slots))
+        return (steps.pop() if steps else 0), (fresh.pop() if fresh else False)
+
+    def _fused_step(self, group, ready):
+        params = group["params"]
+        fg = self.group_flat(group)
+        slots = self.all_slots(group)
+        if ready:
+            first = False
+        else:
+            bound = self._bind(group, fg, slots)
+            if bound is None:
+                return self._per_param_step(group, fg, slots)
+            first = bound[1]
+        # Step counts: torch's tensors advance with one add_ (they are views of fg.steps).
+        if self.step_type is torch.Tensor:
+            fg.steps.add_(1)
+            step = float(fg.steps[0])
+        elif self.step_type is int:
+            for p in params:
+                self.state[p]["step"] += 1
+            step = self.state[params[0]]["step"]
+        else:
+            step = 0
+        fold = self.fold_for(group, first)
+        grad = fg.flat["grad"]
+        if folds(fold):  # the gradient stays as backward left it; the kernel reads a copy
+            grad = fold_grad(fg.buffer("grad_folded"), grad, fg.flat["var"], **fold)
+        args = {arg: fg.flat[arg] for arg, _, _ in slots}
+        args.update(var=fg.flat["var"], grad=grad)
+        if fg.master:
+            args["model"] = fg.flat["model"]
+        args.update(self.scalars(group, step))
+        self.functional(self.kernel_for(group, True), args, fg.layout)
+
+    def _per_param_step(self, group, fg, slots):
+        """Some parameters without gradients or at other steps: one call each on the views
+        (bound by _bind)."""
         kernel = self.kernel_for(group, False)
-        for pi, p in enumerate(params):
+        for i, p in enumerate(group["params"]):
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            first = fg.fresh.get(i, False)
+            step = self._count(state)
+            fold = self.fold_for(group, first)
+            grad = fg.view("grad", i)
+            if folds(fold):
+                grad = fold_grad(fg.view("grad_folded", i), grad, fg.view("var", i), **fold)
+            args = {arg: state[key] for arg, key, _ in slots}
+            args.update(var=fg.view("var", i), grad=grad)
+            if fg.master:
+                args["model"] = fg.view("model", i)
+            args.update(self.scalars(group, step))
+            self.functional(kernel, args)
+
+    def _unfused_step(self, group):
+        kernel = self.kernel_for(group, False)
+        slots = self.all_slots(group)
+        for pi, p in enumerate(group["params"]):
             if p.grad is None:
                 continue
             if not p.is_contiguous():
                 raise RuntimeError(f"{type(self).__name__}: parameter {pi} is not contiguous "
                                    "(fused=False updates parameters in place)")
             state = self.state[p]
+            first = False
             for arg, key, init in slots:
                 t = state.get(key)
-                if t is None or not t.is_contiguous():
-                    state[key] = torch.full_like(p, init, memory_format=torch.contiguous_format) \
-                        if t is None else t.contiguous()
+                if t is None:
+                    first = True
+                    t = p.detach().float().contiguous() if init == "param" else \
+                        torch.full_like(p, init, dtype=torch.float32,
+                                        memory_format=torch.contiguous_format)
+                    state[key] = t
+                elif not t.is_contiguous():
+                    state[key] = t.contiguous()
+            self.init_state(group, state)
             step = self._count(state)
-            grad = fold_grad(torch.empty_like(p, memory_format=torch.contiguous_format),
-                             p.grad, p, **fold)
+            fold = self.fold_for(group, first)
+            grad = p.grad.contiguous()
+            if folds(fold):
+                grad = fold_grad(torch.empty_like(grad), p.grad, p, **fold)
             args = {arg: state[key] for arg, key, _ in slots}
-            args.update(var=p, grad=grad)
+            args.update(grad=grad)
+            if p.dtype == torch.float32:
+                args["var"] = p
+            else:
+                args["model"] = p
             args.update(self.scalars(group, step))
             self.functional(kernel, args)
+
+    def storage_attrs(self, group):
+        """The kernel attrs for the group's parameter dtype (master weights: bf16m / f16m)."""
+        dtype = group["params"][0].dtype
+        return {} if dtype == torch.float32 else {"storage": MASTER_STORAGE[dtype]}
 
     @staticmethod
     def functional(kernel, args, layout=None):

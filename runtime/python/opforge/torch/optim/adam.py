@@ -2,37 +2,40 @@
 
 import torch
 
-from ._base import OpforgeOptimizer, check_hyper, fold_grad
+from ._base import ElementwiseOptimizer, call_kernel, check_hyper
 
 
 def adam(kernel, var, m, v, grad, *, step, lr, beta1, beta2, eps, weight_decay=0.0,
-         v_max=None, layout=None):
+         v_max=None, model=None, layout=None):
     """One Adam step through apply_adamw (convention=torch, epsilon_mode=torch):
     var *= 1 - lr*weight_decay; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
     var -= lr/(1-b1^t) * m / (sqrt(v_or_v_max)/sqrt(1-b2^t) + eps), in place.
-    var, m, v, grad (and v_max with amsgrad): one parameter's tensors, or with `layout` the
+    var, m, v, grad (and v_max with amsgrad; model, the bf16/f16 copy of the fp32 master
+    var, with a storage=bf16m/f16m kernel): one parameter's tensors, or with `layout` the
     flat buffers of a whole group (one kernel call). maximize is the kernel's attr."""
     args = dict(var=var, m=m, v=v, grad=grad, step=float(step), lr=lr, beta1=beta1,
                 beta2=beta2, epsilon=eps, weight_decay=weight_decay)
     if v_max is not None:
         args["v_max"] = v_max
-    if layout is not None:
-        kernel.call_model(layout, args)
-    else:
-        kernel.call(args)
+    if model is not None:
+        args["model"] = model
+    call_kernel(kernel, args, layout)
 
 
-class Adam(OpforgeOptimizer):
+class Adam(ElementwiseOptimizer):
     """torch.optim.Adam with its arguments and defaults; the L2 weight_decay term is added to
     a copy of the gradient. fused=True (default): one kernel call per group over flat
-    buffers (the parameters become views of them); False: one call per parameter.
-    registry / isa: where kernels come from (default: opforge.open()) and a forced ISA."""
+    buffers (the parameters and their gradients become views of them); False: one call per
+    parameter. master_weights=True: bf16/f16 parameters, updated through fp32 masters
+    (state 'master_param') by the kernels' bf16m/f16m variants. registry / isa: where
+    kernels come from (default: opforge.open()) and a forced ISA."""
 
     _decoupled = False  # AdamW: weight decay applied to the parameter by the kernel
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None, registry=None, isa=None):
+                 differentiable=False, fused=None, master_weights=False, registry=None,
+                 isa=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
         check_hyper("beta parameter at index 0", betas[0], high=1.0)
@@ -41,69 +44,38 @@ class Adam(OpforgeOptimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, master_weights)
 
     group_defaults = {"amsgrad": False, "maximize": False}
 
-    def _fold(self, group):
-        """Adam's L2 term goes into the gradient copy (and maximize with it)."""
+    def _l2(self, group):
+        """Adam's L2 term goes into the gradient copy."""
         return not self._decoupled and group["weight_decay"] != 0
 
-    def group_step(self, group):
-        fold = self._fold(group)
-        keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group["amsgrad"] else [])
-        kernel = self.kernel("apply_adamw", {
-            "amsgrad": bool(group["amsgrad"]), "maximize": bool(group["maximize"]) and not fold,
-            "convention": "torch", "epsilon_mode": "torch"})
+    def _maximize_in_kernel(self, group):
+        # The kernels negate the gradient for fp32 only; else it is folded into the copy.
+        return (bool(group["maximize"]) and not self._l2(group)
+                and group["params"][0].dtype == torch.float32)
+
+    def slots(self, group):
+        slots = [("m", "exp_avg", 0.0), ("v", "exp_avg_sq", 0.0)]
+        if group["amsgrad"]:
+            slots.append(("v_max", "max_exp_avg_sq", 0.0))
+        return slots
+
+    def grad_fold(self, group):
+        negate = bool(group["maximize"]) and not self._maximize_in_kernel(group)
+        return dict(negate=negate, weight_decay=group["weight_decay"] if self._l2(group) else 0)
+
+    def kernel_for(self, group, multi):
+        attrs = {"amsgrad": bool(group["amsgrad"]),
+                 "maximize": self._maximize_in_kernel(group),
+                 "convention": "torch", "epsilon_mode": "torch"}
+        attrs.update(self.storage_attrs(group))
+        return self.kernel("apply_adamw", attrs)
+
+    def scalars(self, group, step):
         beta1, beta2 = group["betas"]
-        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                     weight_decay=group["weight_decay"] if self._decoupled else 0.0)
-        grad_fold = dict(negate=bool(group["maximize"]) and fold,
-                         weight_decay=group["weight_decay"] if fold else 0.0)
-        params = group["params"]
-        if self._fused:
-            fg = self.flat_group(params, ["var", "grad"] + keys)
-            step_ts = []
-            for i, p in enumerate(params):
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "step" not in state:  # (setdefault would build a tensor every step)
-                    state["step"] = torch.tensor(0.0)
-                for key in keys:
-                    fg.bind_state(state, key, i)
-                step_ts.append(state["step"])
-                fold_grad(fg.view("grad", i), p.grad, p, **grad_fold)
-            if step_ts:  # one op for every step count (per-tensor += costs µs each)
-                torch._foreach_add_(step_ts, 1)
-            steps = [float(t) for t in step_ts]
-            if len(steps) == len(params) and len(set(steps)) == 1:
-                adam(kernel, fg.flat["var"], fg.flat["exp_avg"], fg.flat["exp_avg_sq"],
-                     fg.flat["grad"], v_max=fg.flat.get("max_exp_avg_sq"), step=steps[0],
-                     layout=fg.layout, **hyper)
-                return
-            # Some parameters without gradients or at other steps: one call each.
-            for i, p in enumerate(params):
-                if p.grad is not None:
-                    s = self.state[p]
-                    adam(kernel, fg.view("var", i), s["exp_avg"], s["exp_avg_sq"],
-                         fg.view("grad", i), v_max=s.get("max_exp_avg_sq"),
-                         step=float(s["step"]), **hyper)
-            return
-        for pi, p in enumerate(params):
-            if p.grad is None:
-                continue
-            if not p.is_contiguous():
-                raise RuntimeError(f"Adam: parameter {pi} is not contiguous (fused=False "
-                                   "updates parameters in place)")
-            state = self.state[p]
-            if "step" not in state:
-                state["step"] = torch.tensor(0.0)
-                for key in keys:
-                    state[key] = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            state["step"] += 1
-            grad = p.grad.contiguous()
-            if fold:
-                grad = fold_grad(torch.empty_like(grad), p.grad, p, **grad_fold)
-            adam(kernel, p, state["exp_avg"], state["exp_avg_sq"], grad,
-                 v_max=state.get("max_exp_avg_sq"), step=float(state["step"]), **hyper)
+        return dict(lr=group["lr"], beta1=beta1, beta2=beta2, epsilon=group["eps"],
+                    weight_decay=group["weight_decay"] if self._decoupled else 0.0,
+                    step=float(step))

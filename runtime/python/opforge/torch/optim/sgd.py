@@ -1,34 +1,37 @@
 """SGD with momentum (torch.optim.SGD semantics) on opforge's apply_momentum (momentum > 0,
 Nesterov as its attr) and apply_gradient_descent (no momentum) kernels."""
 
-import torch
 from torch.optim.optimizer import required
 
-from ._base import OpforgeOptimizer, check_hyper, fold_grad
+from ._base import ElementwiseOptimizer, call_kernel, check_hyper
 
 
-def sgd(kernel, var, grad, *, lr, momentum_buffer=None, momentum=0.0, layout=None):
+def sgd(kernel, var, grad, *, lr, momentum_buffer=None, momentum=0.0, model=None,
+        layout=None):
     """One step, in place. momentum_buffer None: apply_gradient_descent, var -= lr*grad.
     Else apply_momentum: buf = momentum*buf + grad; var -= lr*buf (nesterov attr:
     var -= lr*(grad + momentum*buf)). torch's maximize, weight decay and dampening are in
-    `grad` already (fold_grad). One parameter's tensors, or flat buffers with `layout`."""
+    `grad` already (fold_grad). model: the bf16/f16 copy of the fp32 master var (storage
+    bf16m/f16m kernels). One parameter's tensors, or flat buffers with `layout`."""
     if momentum_buffer is None:
         args = dict(var=var, delta=grad, alpha=lr)
     else:
         args = dict(var=var, accum=momentum_buffer, grad=grad, lr=lr, momentum=momentum)
-    if layout is not None:
-        kernel.call_model(layout, args)
-    else:
-        kernel.call(args)
+    if model is not None:
+        args["model"] = model
+    call_kernel(kernel, args, layout)
 
 
-class SGD(OpforgeOptimizer):
-    """torch.optim.SGD's arguments and defaults; fused, registry and isa as for
+class SGD(ElementwiseOptimizer):
+    """torch.optim.SGD's arguments and defaults (state 'momentum_buffer', None without
+    momentum, as torch); fused, master_weights, registry and isa as for
     opforge.torch.optim.Adam."""
+
+    step_type = None
 
     def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None, registry=None, isa=None):
+                 fused=None, master_weights=False, registry=None, isa=None):
         if lr is not required:
             check_hyper("learning rate", lr)
         check_hyper("momentum value", momentum)
@@ -38,64 +41,35 @@ class SGD(OpforgeOptimizer):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                         foreach=foreach, differentiable=differentiable)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, master_weights)
 
     group_defaults = {"nesterov": False, "maximize": False}
 
-    def group_step(self, group):
-        momentum = group["momentum"]
-        if momentum != 0:
-            kernel = self.kernel("apply_momentum", {"use_nesterov": bool(group["nesterov"])})
-        else:
-            kernel = self.kernel("apply_gradient_descent", {})
-        params = group["params"]
+    def slots(self, group):
+        return [("accum", "momentum_buffer", 0.0)] if group["momentum"] != 0 else []
 
-        def grad_into(dst, p, first):
-            # torch: the first step's buffer is the gradient itself (no dampening).
-            scale = 1.0 if momentum == 0 or first else 1.0 - group["dampening"]
-            return fold_grad(dst, p.grad, p, negate=bool(group["maximize"]),
-                             weight_decay=group["weight_decay"], scale=scale)
+    def init_state(self, group, state):
+        if group["momentum"] == 0:
+            state["momentum_buffer"] = None
 
-        if self._fused:
-            fg = self.flat_group(params, ["var", "grad"] + (["accum"] if momentum else []))
-            for i, p in enumerate(params):
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                first = True
-                if momentum:
-                    buf_view = fg.view("accum", i)
-                    had = state.get("momentum_buffer")
-                    first = had is None
-                    if had is None:
-                        buf_view.zero_()
-                    elif had.data_ptr() != buf_view.data_ptr():
-                        buf_view.copy_(had)
-                    state["momentum_buffer"] = buf_view
-                else:
-                    state["momentum_buffer"] = None
-                grad_into(fg.view("grad", i), p, first)
-            if all(p.grad is not None for p in params):
-                sgd(kernel, fg.flat["var"], fg.flat["grad"], lr=group["lr"],
-                    momentum_buffer=fg.flat.get("accum"), momentum=momentum, layout=fg.layout)
-                return
-            for i, p in enumerate(params):
-                if p.grad is not None:
-                    sgd(kernel, fg.view("var", i), fg.view("grad", i), lr=group["lr"],
-                        momentum_buffer=self.state[p]["momentum_buffer"], momentum=momentum)
-            return
-        for pi, p in enumerate(params):
-            if p.grad is None:
-                continue
-            if not p.is_contiguous():
-                raise RuntimeError(f"SGD: parameter {pi} is not contiguous (fused=False "
-                                   "updates parameters in place)")
-            state = self.state[p]
-            buf = state.get("momentum_buffer") if momentum else None
-            first = buf is None
-            if momentum and first:
-                buf = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            grad = grad_into(torch.empty_like(p, memory_format=torch.contiguous_format), p,
-                             first)
-            state["momentum_buffer"] = buf
-            sgd(kernel, p, grad, lr=group["lr"], momentum_buffer=buf, momentum=momentum)
+    def fold_for(self, group, first):
+        # torch: the first step's buffer is the gradient itself (no dampening).
+        scale = 1.0 if group["momentum"] == 0 or first else 1.0 - group["dampening"]
+        return dict(negate=bool(group["maximize"]), weight_decay=group["weight_decay"],
+                    scale=scale)
+
+    def kernel_for(self, group, multi):
+        attrs = self.storage_attrs(group)
+        if group["momentum"] != 0:
+            attrs["use_nesterov"] = bool(group["nesterov"])
+            return self.kernel("apply_momentum", attrs)
+        return self.kernel("apply_gradient_descent", attrs)
+
+    def scalars(self, group, step):
+        return dict(lr=group["lr"], momentum=group["momentum"])
+
+    @staticmethod
+    def functional(kernel, args, layout=None):
+        sgd(kernel, args["var"], args["grad"], lr=args["lr"],
+            momentum_buffer=args.get("accum"), momentum=args["momentum"],
+            model=args.get("model"), layout=layout)

@@ -1,0 +1,106 @@
+"""The flat buffers behind fused steps (opforge.torch.optim._base.FlatGroup): gradients
+become views of the group's flat gradient buffer and stay views through zero_grad() and
+backward (no copy per step), and whatever breaks the binding (set_to_none, a gradient set
+by hand, parameter data replaced, a loaded state_dict) is noticed and still gives torch's
+numbers."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import opforge.torch.optim as oo  # noqa: E402
+from optim_common import assert_close_losses, assert_close_models, data, mlp  # noqa: E402
+
+
+def flat_buffer(opt, name):
+    (fg,) = opt._flat_groups.values()
+    return fg.flat[name]
+
+
+def inside(t, buf):
+    start = buf.data_ptr()
+    end = start + buf.numel() * buf.element_size()
+    return start <= t.data_ptr() < end
+
+
+def loss_of(model, X, Y):
+    return torch.nn.functional.mse_loss(model(X), Y)
+
+
+def test_gradients_are_views_that_backward_fills_in_place(reg):
+    X, Y = data()
+    model = mlp()
+    opt = oo.Adam(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        opt.zero_grad()
+        loss_of(model, X, Y).backward()
+        opt.step()
+    grads = [p.grad for p in model.parameters()]
+    buf = flat_buffer(opt, "grad")
+    assert all(inside(g, buf) for g in grads)
+    assert all(inside(p, flat_buffer(opt, "var")) for p in model.parameters())
+    opt.zero_grad()
+    assert all(p.grad is g for p, g in zip(model.parameters(), grads))
+    assert not buf.any()
+    loss_of(model, X, Y).backward()
+    # backward accumulated into the views: same tensors, now holding the gradients
+    assert all(p.grad is g for p, g in zip(model.parameters(), grads))
+    assert buf.abs().sum() > 0
+    state = opt.state[next(model.parameters())]
+    assert inside(state["exp_avg"], flat_buffer(opt, "m"))
+    assert float(state["step"]) == 2
+
+
+@pytest.mark.parametrize("cls,kwargs", [("Adam", dict(lr=3e-3, weight_decay=0.1)),
+                                        ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2))])
+def test_rebinding_matches_torch(reg, cls, kwargs):
+    """Every way a binding breaks, in one run against torch: zero_grad(set_to_none=True),
+    gradients set by hand, parameter data replaced, a state_dict loaded mid-run."""
+    X, Y = data()
+    ref_model, model = mlp(), mlp()
+    ref_opt = getattr(torch.optim, cls)(ref_model.parameters(), **kwargs)
+    opt = getattr(oo, cls)(model.parameters(), **kwargs)
+    runs = []
+    for m, o in ((ref_model, ref_opt), (model, opt)):
+        losses = []
+        for step in range(40):
+            o.zero_grad(set_to_none=step % 7 == 3)
+            loss = loss_of(m, X, Y)
+            loss.backward()
+            if step % 9 == 4:  # a gradient set by hand (e.g. clipping out of place)
+                for p in m.parameters():
+                    p.grad = p.grad * 0.5
+            if step % 11 == 5:  # parameters moved (e.g. module.to() reassigns .data)
+                for p in m.parameters():
+                    p.data = p.data.clone()
+            if step % 13 == 6:
+                o.load_state_dict(o.state_dict())
+            o.step()
+            losses.append(loss.item())
+        runs.append(losses)
+    assert_close_losses(*runs)
+    assert_close_models(ref_model, model)
+
+
+def test_params_without_grads_then_all(reg):
+    """A step where one parameter has no gradient takes the per-parameter path (its step
+    count stays behind); later steps keep torch's per-parameter counts."""
+    X, Y = data()
+    models = [mlp(), mlp()]
+    opts = [torch.optim.Adam(models[0].parameters(), lr=3e-3),
+            oo.Adam(models[1].parameters(), lr=3e-3)]
+    runs = []
+    for m, o in zip(models, opts):
+        losses = []
+        for step in range(30):
+            o.zero_grad(set_to_none=True)
+            loss = loss_of(m, X, Y)
+            loss.backward()
+            if step < 3:
+                m[0].bias.grad = None
+            o.step()
+            losses.append(loss.item())
+        runs.append(losses)
+    assert_close_losses(*runs)
+    assert_close_models(*models)
+    for p, q in zip(*(m.parameters() for m in models)):
+        assert float(opts[0].state[p]["step"]) == float(opts[1].state[q]["step"])
