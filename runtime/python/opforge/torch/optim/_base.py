@@ -56,7 +56,7 @@ class FlatGroup:
     def buffer(self, name):
         buf = self.flat.get(name)
         if buf is None:
-            dtype = self.dtype if name in ("model", "grad", "grad_folded") else torch.float32
+            dtype = self.dtype if name in ("model", "grad") else torch.float32
             buf = self.flat[name] = torch.zeros(self.layout.total_elements, dtype=dtype)
         return buf
 
@@ -188,6 +188,20 @@ class OpforgeOptimizer(torch.optim.Optimizer):
                              f"{sorted(map(str, dtypes))}; put each dtype in its own group")
         super().add_param_group(param_group)
 
+    def load_state_dict(self, state_dict):
+        """torch's, except that bf16/f16 parameters' fp32 states (the masters, the moments)
+        stay fp32: torch casts every floating state to its parameter's dtype."""
+        super().load_state_dict(state_dict)
+        saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
+        params = [p for g in self.param_groups for p in g["params"]]
+        for i, p in zip(saved_ids, params):
+            saved = state_dict["state"].get(i)
+            if p.dtype == torch.float32 or saved is None:
+                continue
+            for key, value in saved.items():
+                if key != "step" and torch.is_tensor(value) and value.is_floating_point():
+                    self.state[p][key] = value.detach().to(torch.float32, copy=True)
+
     def kernel(self, op, attrs):
         key = (op, tuple(sorted(attrs.items())))
         k = self._kernels.get(key)
@@ -272,10 +286,9 @@ class OpforgeOptimizer(torch.optim.Optimizer):
 def fold_grad(dst, grad, param, negate=False, weight_decay=0.0, scale=1.0):
     """dst = scale * (+-grad + weight_decay * param), in torch.optim's order of operations
     (maximize, then the L2 term, then e.g. SGD's dampening)."""
+    dst.copy_(grad)  # (may widen bf16/f16 to fp32)
     if negate:
-        torch.neg(grad, out=dst)
-    else:
-        dst.copy_(grad)
+        dst.neg_()
     if weight_decay != 0:
         dst.add_(param.to(dst.dtype), alpha=weight_decay)
     if scale != 1:
@@ -415,40 +428,48 @@ class ElementwiseOptimizer(OpforgeOptimizer):
             step = self.state[params[0]]["step"]
         else:
             step = 0
-        fold = self.fold_for(group, first)
-        grad = fg.flat["grad"]
-        if folds(fold):  # the gradient stays as backward left it; the kernel reads a copy
-            grad = fold_grad(fg.buffer("grad_folded"), grad, fg.flat["var"], **fold)
         args = {arg: fg.flat[arg] for arg, _, _ in slots}
-        args.update(var=fg.flat["var"], grad=grad)
-        if fg.master:
-            args["model"] = fg.flat["model"]
+        self._update(group, args, fg.flat["var"], fg.flat.get("model"), fg.flat["grad"],
+                     lambda: fg.buffer("grad_folded"), first, step, fg.layout)
+
+    def _update(self, group, args, var, model, grad, scratch, first, step, layout=None):
+        """One kernel call: `args` (the states) plus var / model / grad and the scalars;
+        the gradient folded into scratch() (maximize, L2, dampening) when it must be.
+        With a bf16/f16 model and a fold, the fold stays fp32 (the low-precision kernels
+        read low-precision gradients): the fp32 kernel updates the master, and the model
+        is the master rounded to nearest even."""
+        fold = self.fold_for(group, first)
+        low = model is not None
+        if folds(fold):  # scratch() is fp32
+            # the gradient stays as backward left it; the kernel reads the folded copy
+            grad = fold_grad(scratch(), grad, var, **fold)
+        args.update(var=var, grad=grad)
+        fp32_fold = low and folds(fold)
+        if low and not fp32_fold:
+            args["model"] = model
         args.update(self.scalars(group, step))
-        self.functional(self.kernel_for(group, True), args, fg.layout)
+        multi = layout is not None
+        kernel = (self.kernel_for(group, multi, storage="f32") if fp32_fold
+                  else self.kernel_for(group, multi))
+        self.functional(kernel, args, layout)
+        if fp32_fold:
+            model.copy_(var)
 
     def _per_param_step(self, group, fg, slots):
         """Some parameters without gradients or at other steps: one call each on the views
         (bound by _bind)."""
-        kernel = self.kernel_for(group, False)
         for i, p in enumerate(group["params"]):
             if p.grad is None:
                 continue
             state = self.state[p]
             first = fg.fresh.get(i, False)
             step = self._count(state)
-            fold = self.fold_for(group, first)
-            grad = fg.view("grad", i)
-            if folds(fold):
-                grad = fold_grad(fg.view("grad_folded", i), grad, fg.view("var", i), **fold)
             args = {arg: state[key] for arg, key, _ in slots}
-            args.update(var=fg.view("var", i), grad=grad)
-            if fg.master:
-                args["model"] = fg.view("model", i)
-            args.update(self.scalars(group, step))
-            self.functional(kernel, args)
+            self._update(group, args, fg.view("var", i),
+                         fg.view("model", i) if fg.master else None, fg.view("grad", i),
+                         lambda: fg.view("grad_folded", i), first, step)
 
     def _unfused_step(self, group):
-        kernel = self.kernel_for(group, False)
         slots = self.all_slots(group)
         for pi, p in enumerate(group["params"]):
             if p.grad is None:
@@ -470,23 +491,18 @@ class ElementwiseOptimizer(OpforgeOptimizer):
                     state[key] = t.contiguous()
             self.init_state(group, state)
             step = self._count(state)
-            fold = self.fold_for(group, first)
-            grad = p.grad.contiguous()
-            if folds(fold):
-                grad = fold_grad(torch.empty_like(grad), p.grad, p, **fold)
             args = {arg: state[key] for arg, key, _ in slots}
-            args.update(grad=grad)
-            if p.dtype == torch.float32:
-                args["var"] = p
-            else:
-                args["model"] = p
-            args.update(self.scalars(group, step))
-            self.functional(kernel, args)
+            low = p.dtype != torch.float32
+            self._update(group, args, state["master_param"] if low else p, p if low else None,
+                         p.grad.contiguous(), lambda: torch.empty(p.shape), first, step)
 
-    def storage_attrs(self, group):
-        """The kernel attrs for the group's parameter dtype (master weights: bf16m / f16m)."""
+    def storage_attrs(self, group, storage=None):
+        """The kernel attrs for the group's parameter dtype (master weights: bf16m / f16m),
+        or for `storage` ("f32": the fp32 kernel on the masters)."""
         dtype = group["params"][0].dtype
-        return {} if dtype == torch.float32 else {"storage": MASTER_STORAGE[dtype]}
+        if storage == "f32" or dtype == torch.float32:
+            return {}
+        return {"storage": storage or MASTER_STORAGE[dtype]}
 
     @staticmethod
     def functional(kernel, args, layout=None):

@@ -67,11 +67,11 @@ class Adam(ElementwiseOptimizer):
         negate = bool(group["maximize"]) and not self._maximize_in_kernel(group)
         return dict(negate=negate, weight_decay=group["weight_decay"] if self._l2(group) else 0)
 
-    def kernel_for(self, group, multi):
+    def kernel_for(self, group, multi, storage=None):
         attrs = {"amsgrad": bool(group["amsgrad"]),
                  "maximize": self._maximize_in_kernel(group),
                  "convention": "torch", "epsilon_mode": "torch"}
-        attrs.update(self.storage_attrs(group))
+        attrs.update(self.storage_attrs(group, storage))
         return self.kernel("apply_adamw", attrs)
 
     def scalars(self, group, step):

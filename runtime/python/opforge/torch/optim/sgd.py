@@ -58,8 +58,8 @@ class SGD(ElementwiseOptimizer):
         return dict(negate=bool(group["maximize"]), weight_decay=group["weight_decay"],
                     scale=scale)
 
-    def kernel_for(self, group, multi):
-        attrs = self.storage_attrs(group)
+    def kernel_for(self, group, multi, storage=None):
+        attrs = self.storage_attrs(group, storage)
         if group["momentum"] != 0:
             attrs["use_nesterov"] = bool(group["nesterov"])
             return self.kernel("apply_momentum", attrs)
