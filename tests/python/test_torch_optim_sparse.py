@@ -1,6 +1,6 @@
-"""Sparse gradients (nn.Embedding(sparse=True)) in opforge.torch.optim: Adagrad and
-SparseAdam against torch.optim.Adagrad / torch.optim.SparseAdam (1.13) side by side, a step
-by hand from torch's formulas, checkpoints both ways, and the refusals of the rest."""
+"""Sparse gradients (nn.Embedding(sparse=True)) in opforge.torch.optim: Adagrad, SparseAdam
+and plain SGD against torch.optim's (1.13) side by side, a step by hand from torch's
+formulas, checkpoints both ways, and the refusals of the rest."""
 
 import io
 
@@ -52,14 +52,16 @@ def train(m, opt, data, sign=1.0):
     return losses
 
 
-def side_by_side(ref_cls, cls, kwargs, mixed=False, steps=200, **extra):
+def side_by_side(ref_cls, cls, kwargs, mixed=False, steps=200, groups=list, **extra):
     """200 steps of ref_cls and cls from the same seed: the loss at every step and the final
-    parameters within optim_common's tolerances (relative 1e-4)."""
+    parameters within optim_common's tolerances (relative 1e-4). groups: a function
+    (parameters) -> param groups."""
     data = batches(steps, mixed)
     sign = -1.0 if kwargs.get("maximize") else 1.0  # maximize: ascend -loss
     ref_model, got_model = model(mixed), model(mixed)
-    ref = train(ref_model, ref_cls(ref_model.parameters(), **kwargs), data, sign)
-    got = train(got_model, cls(got_model.parameters(), **kwargs, **extra), data, sign)
+    ref_opt = ref_cls(groups(list(ref_model.parameters())), **kwargs)
+    got_opt = cls(groups(list(got_model.parameters())), **kwargs, **extra)
+    ref, got = train(ref_model, ref_opt, data, sign), train(got_model, got_opt, data, sign)
     oc.assert_close_losses(ref, got)
     oc.assert_close_models(ref_model, got_model)
     assert abs(ref[-1]) < 0.9 * abs(ref[0])  # it trained
@@ -94,6 +96,25 @@ def test_adagrad_embedding_matches_torch(reg, config, fused):
 def test_adagrad_mixed_group_matches_torch(reg, fused):
     """Sparse embedding and dense linear layer in one group."""
     side_by_side(torch.optim.Adagrad, oo.Adagrad, dict(lr=0.1, lr_decay=0.001), mixed=True,
+                 fused=fused)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+@pytest.mark.parametrize("config", ["default", "maximize"])
+def test_sgd_embedding_matches_torch(reg, config, fused):
+    """Plain SGD (momentum 0): p -= lr * g on the rows. torch adds duplicate rows one by one,
+    opforge their coalesced sum: the same update up to rounding."""
+    side_by_side(torch.optim.SGD, oo.SGD, dict(lr=200.0, maximize=config == "maximize"),
+                 fused=fused)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_sgd_mixed_model_matches_torch(reg, fused):
+    """Sparse embedding and dense linear layer: the embedding's rows get tiny gradients, so
+    it has its own group and lr."""
+    def groups(params):
+        return [{"params": params[:1], "lr": 200.0}, {"params": params[1:]}]
+    side_by_side(torch.optim.SGD, oo.SGD, dict(lr=0.5), mixed=True, groups=groups,
                  fused=fused)
 
 
@@ -227,8 +248,8 @@ def sparse_grads(steps_before, opt_factory):
 
 
 REFUSING = {
-    "SGD": lambda p: oo.SGD(p, lr=0.1),
     "SGD_momentum": lambda p: oo.SGD(p, lr=0.1, momentum=0.9),
+    "SGD_weight_decay": lambda p: oo.SGD(p, lr=0.1, weight_decay=0.1),
     "Adam": lambda p: oo.Adam(p),
     "AdamW": lambda p: oo.AdamW(p),
     "Adamax": lambda p: oo.Adamax(p, eps=0),
@@ -246,7 +267,8 @@ def test_sparse_gradient_refused_before_any_change(reg, name):
     opt, params = sparse_grads(2, REFUSING[name])
     cls = type(opt).__name__
     before = snapshot(opt, params)
-    why = "weight_decay is 0.1" if name.startswith("Adagrad") else "does not take"
+    why = {"Adagrad_weight_decay": "weight_decay is 0.1", "SGD_weight_decay":
+           "weight_decay is 0.1", "SGD_momentum": "momentum is 0.9"}.get(name, "does not take")
     with pytest.raises(RuntimeError, match=f"^{cls}: parameter 1 of group 0 has a sparse "
                        f"gradient.*{why}"):
         opt.step()

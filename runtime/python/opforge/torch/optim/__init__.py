@@ -2,8 +2,8 @@
 kernel call per parameter group per step over flat buffers (fused=True, the default), or one
 call per parameter (fused=False). Constructor arguments, defaults, update formulas and
 state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion and LAMB (no
-torch class) follow the references their kernels name. Sparse gradients: Adagrad and
-SparseAdam, as torch; the others refuse them."""
+torch class) follow the references their kernels name. Sparse gradients: Adagrad,
+SparseAdam and SGD (momentum 0, weight_decay 0), as torch; the others refuse them."""
 
 from .adadelta import Adadelta, adadelta
 from .adagrad import Adagrad, adagrad
