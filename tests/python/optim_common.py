@@ -163,8 +163,10 @@ def check_one_call_per_group(monkeypatch, cls, kwargs):
     assert calls == {"call": 2 * len(params), "call_model": 0}
 
 
-def check_refusals(cls, kwargs):
-    """Bad input refused with a clear error before any state exists or a parameter moves."""
+def check_refusals(cls, kwargs, sparse_kwargs=None):
+    """Bad input refused with a clear error before any state exists or a parameter moves.
+    sparse_kwargs: for an optimizer that takes sparse gradients, constructor arguments under
+    which it refuses them (e.g. Adagrad's weight_decay)."""
     model = mlp()
     with pytest.raises(TypeError, match="no_such_hyper"):
         cls(model.parameters(), no_such_hyper=1, **kwargs)
@@ -180,7 +182,7 @@ def check_refusals(cls, kwargs):
     with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float32 on meta"):
         cls([torch.nn.Parameter(torch.ones(3, device="meta"))], **kwargs)
     q, r = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
-    opt = cls([q, r], **kwargs)
+    opt = cls([q, r], **kwargs, **(sparse_kwargs or {}))
     before = {k: [t.clone() if torch.is_tensor(t) else t for t in s.values()]
               for k, s in opt.state.items()}
     q.grad = torch.ones(3)

@@ -53,3 +53,48 @@ class RefLAMB(torch.optim.Optimizer):
                 w_norm, u_norm = p.norm().item(), u.norm().item()
                 ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
                 p.add_(u, alpha=-lr * ratio)
+
+
+class RefSignSqrtMomentum(torch.optim.Optimizer):
+    """generators/rules/sign_sqrt_momentum.rule (updates simultaneous, so var moves by the
+    old m): g = sign(grad)*sqrt(|grad|); var -= lr*m; m = beta*m + (1-beta)*g."""
+
+    def __init__(self, params, lr=0.01, beta=0.9):
+        super().__init__(params, dict(lr=lr, beta=beta))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, beta = group["lr"], group["beta"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                m = self.state[p].setdefault("m", torch.zeros_like(p))
+                g = torch.sign(p.grad) * p.grad.abs().sqrt()
+                p.add_(m, alpha=-lr)
+                m.mul_(beta).add_(g, alpha=1 - beta)
+
+
+class RefTFAdam(torch.optim.Optimizer):
+    """generators/rules/adam_rule.rule (TensorFlow's ApplyAdam): m = b1*m + (1-b1)*g;
+    v = b2*v + (1-b2)*g^2; var -= lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-7):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, eps, (b1, b2) = group["lr"], group["eps"], group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                s = self.state[p]
+                if not s:
+                    s.update(step=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                s["step"] += 1
+                t, g = s["step"], p.grad
+                s["m"].mul_(b1).add_(g, alpha=1 - b1)
+                s["v"].mul_(b2).add_(g * g, alpha=1 - b2)
+                lr_t = lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
+                p.sub_(lr_t * s["m"] / (s["v"].sqrt() + eps))

@@ -39,7 +39,7 @@ def test_one_call_per_group(reg, monkeypatch):
 
 
 def test_refusals(reg):
-    oc.check_refusals(oo.Adagrad, dict(lr=0.05))
+    oc.check_refusals(oo.Adagrad, dict(lr=0.05), sparse_kwargs=dict(weight_decay=0.1))
     with pytest.raises(ValueError, match="Invalid initial_accumulator_value"):
         oo.Adagrad(oc.mlp().parameters(), initial_accumulator_value=-1)
 

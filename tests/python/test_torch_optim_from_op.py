@@ -1,6 +1,8 @@
 """opforge.torch.optim.from_op: optimizers built from a registry op's descriptor alone,
 against torch.optim classes with the same formula (apply_adam with epsilon_mode=torch is
-torch's Adam: beta powers from the step count; apply_momentum is torch's SGD momentum)."""
+torch's Adam: beta powers from the step count; apply_momentum is torch's SGD momentum), and
+against references written from the published formulas for the rule-file ops
+(generators/rules) and the segmented multi-tensor LAMB."""
 
 import functools
 
@@ -9,6 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import opforge.torch.optim as oo  # noqa: E402
 import optim_common as oc  # noqa: E402
+from optim_refs import RefLAMB, RefSignSqrtMomentum, RefTFAdam  # noqa: E402
+
+F64 = torch.float64
 
 
 def adam_from_op(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, fused=True):
@@ -18,6 +23,20 @@ def adam_from_op(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, fused=True):
 
 def sgd_from_op(params, lr, momentum, fused=True):
     return oo.from_op("apply_momentum", params, fused=fused, lr=lr, momentum=momentum)
+
+
+def sign_sqrt_from_op(params, lr, beta, fused=True):
+    return oo.from_op("sign_sqrt_momentum", params, fused=fused, lr=lr, beta=beta)
+
+
+def adam_rule_from_op(params, lr, betas, eps, fused=True):
+    return oo.from_op("adam_rule", params, fused=fused, lr=lr, beta1=betas[0], beta2=betas[1],
+                      epsilon=eps)
+
+
+def lamb_from_op(params, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, fused=True):
+    return oo.from_op("multi_tensor_apply_lamb", params, fused=fused, lr=lr, beta1=betas[0],
+                      beta2=betas[1], epsilon=eps, weight_decay=weight_decay)
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
@@ -32,6 +51,46 @@ def test_apply_adam_is_torch_adam(reg, fused):
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
 def test_apply_momentum_is_torch_sgd(reg, fused):
     oc.side_by_side(torch.optim.SGD, sgd_from_op, dict(lr=0.05, momentum=0.9), fused=fused)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_rule_sign_sqrt_momentum(reg, fused):
+    """A rule-file op: states from its descriptor (m), scalars from the hyperparameters."""
+    oc.side_by_side(RefSignSqrtMomentum, sign_sqrt_from_op, dict(lr=0.01, beta=0.8),
+                    fused=fused, ref_dtype=F64)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_rule_adam(reg, fused):
+    """A rule-file op with step powers: beta1_power, beta2_power as beta ** step."""
+    oc.side_by_side(RefTFAdam, adam_rule_from_op, dict(lr=3e-3, betas=(0.8, 0.99), eps=1e-4),
+                    fused=fused, ref_dtype=F64)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_segmented_lamb(reg, fused, monkeypatch):
+    """multi_tensor_apply_lamb: per-tensor trust ratios from the layout's chunk table, one
+    call_model per group (fused) or per parameter (a one-tensor layout each)."""
+    calls = oc.count_calls(monkeypatch)
+    oc.side_by_side(RefLAMB, lamb_from_op, dict(lr=5e-3, betas=(0.8, 0.99), eps=1e-4,
+                                                weight_decay=0.01), fused=fused, ref_dtype=F64)
+    n = len(list(oc.mlp().parameters()))
+    assert calls == {"call": 0, "call_model": 200 * (1 if fused else n)}
+
+
+def test_segmented_lamb_some_without_grad(reg):
+    """Parameters without a gradient stay; the others take per-tensor calls, each with its
+    own norms (the reference skips them too)."""
+    X, Y = oc.data()
+    models = oc.mlp().double(), oc.mlp()
+    opts = (RefLAMB(models[0].parameters(), lr=1e-2),
+            lamb_from_op(models[1].parameters(), lr=1e-2))
+    for m, o in zip(models, opts):
+        frozen = m[2].weight.requires_grad_(False)
+        before = frozen.detach().clone()
+        oc.train(m, o, 20, X.to(frozen.dtype), Y.to(frozen.dtype))
+        assert torch.equal(frozen, before)
+    oc.assert_close_models(models[0], models[1])
 
 
 def test_step_lr(reg):
@@ -59,6 +118,14 @@ def test_refusals(reg):
         oo.from_op("apply_momentum", p, lr=0.1, momentum=0.9, betas=(0.9, 0.9))
     with pytest.raises(ValueError, match=r"no value for scalars \['momentum'\]"):
         oo.from_op("apply_momentum", p, lr=0.1)
+    # A rule's default is quoted, not used.
+    with pytest.raises(ValueError, match=r"no value for scalars \['beta'\] \(beta: momentum "
+                       r"decay \(rule default 0.9\)\)"):
+        oo.from_op("sign_sqrt_momentum", p, lr=0.1)
+    with pytest.raises(ValueError, match=r"cannot map: found_inf \(result float32\)"):
+        oo.from_op("multi_tensor_apply_lamb", p, {"unscale": True, "skip_if_nonfinite": True},
+                   lr=0.1, inv_scale=1.0, beta1=0.9, beta2=0.999, epsilon=1e-6,
+                   weight_decay=0.0)
     with pytest.raises(ValueError, match=r"cannot map: indices \(tensor int32\)"):
         oo.from_op("sparse_apply_adagrad", p, lr=0.1)
     with pytest.raises(ValueError, match=r"cannot map: global_norm \(result float32\)"):

@@ -2,7 +2,8 @@
 kernel call per parameter group per step over flat buffers (fused=True, the default), or one
 call per parameter (fused=False). Constructor arguments, defaults, update formulas and
 state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion and LAMB (no
-torch class) follow the references their kernels name."""
+torch class) follow the references their kernels name. Sparse gradients: Adagrad,
+SparseAdam and SGD (momentum 0, weight_decay 0), as torch; the others refuse them."""
 
 from .adadelta import Adadelta, adadelta
 from .adagrad import Adagrad, adagrad
@@ -14,7 +15,8 @@ from .lamb import LAMB, lamb
 from .lion import Lion, lion
 from .rmsprop import RMSprop, rmsprop
 from .sgd import SGD, sgd
+from .sparse_adam import SparseAdam, sparse_adam
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "Lion", "RMSprop",
-           "SGD", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lion", "rmsprop",
-           "sgd"]
+           "SGD", "SparseAdam", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lion",
+           "rmsprop", "sgd", "sparse_adam"]

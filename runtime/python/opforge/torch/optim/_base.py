@@ -7,6 +7,8 @@ import torch
 
 import opforge
 
+from . import _sparse
+
 _registry = None
 
 _GRAD = operator.attrgetter("grad")
@@ -239,12 +241,22 @@ class OpforgeOptimizer(torch.optim.Optimizer):
             if g is None:
                 continue
             if g.is_sparse:
-                raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
-                                   "has a sparse gradient, which opforge does not take")
+                if p.dtype != torch.float32:
+                    raise _sparse.refusal(self, gi, pi, f"and the parameter is {p.dtype} "
+                                          "(sparse updates take float32 parameters)")
+                self.check_sparse_grad(gi, pi, group, p)
+                continue
             if g.dtype != p.dtype or g.shape != p.shape or g.device != p.device:
                 raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} "
                                    f"has a {g.dtype} gradient of shape {tuple(g.shape)} on "
                                    f"{g.device}; expected {p.dtype} {tuple(p.shape)} on cpu")
+
+    def check_sparse_grad(self, gi, pi, group, p):
+        """Optimizers whose step takes sparse gradients override this (_sparse.py); it must
+        raise for what they cannot take, and change nothing."""
+        name = type(self).__name__
+        raise _sparse.refusal(self, gi, pi, f"which opforge's {name} does not take (no "
+                              f"opforge kernel computes {name}'s sparse update as torch does)")
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -1,6 +1,10 @@
 """from_op: an optimizer for any dense elementwise optimizer op of the registry, built from
 its descriptor alone (states, gradient, scalars), with no per-op code."""
 
+import torch
+
+from opforge import ModelLayout
+
 from ._base import ElementwiseOptimizer, default_registry
 
 _STEP_SCALARS = ("step", "global_step")
@@ -12,9 +16,13 @@ class FromOp(ElementwiseOptimizer):
     arguments other than var, under their descriptor names, zero-initialized (descriptors
     name no other initial value). Scalars: each from the hyperparameter of its name (a group
     entry, so schedulers and param groups work); 'step' / 'global_step' from the step count;
-    'X_power' as X ** step when the hyperparameter X is given. One call_model per group per
-    step when the op is multi-tensor (descriptor shape.multi_tensor), else one call per
-    parameter. The gradient is passed unchanged."""
+    'X_power' as X ** step when the hyperparameter X is given (TensorFlow's beta1_power).
+    One call_model per group per step when the op is multi-tensor (descriptor
+    shape.multi_tensor), else one call per parameter; segmented ops (shape.segments: LAMB,
+    LARS, per-tensor norms) get their chunk table from the layout, and one parameter alone
+    goes through a one-tensor layout. Rule-file ops (generators/rules) work the same way;
+    their 'rule default' values are not used: every scalar needs a hyperparameter. The
+    gradient is passed unchanged."""
 
     def __init__(self, op, params, attrs=None, *, fused=None, registry=None, isa=None,
                  **hypers):
@@ -23,9 +31,12 @@ class FromOp(ElementwiseOptimizer):
         d = kernel.descriptor
         if d["kind"] != "optimizer":
             raise ValueError(f"from_op: {op} is a {d['kind']} op, not an optimizer")
+        # Segmented multi-tensor ops (LAMB, LARS): call_model builds the chunk table.
+        segments = d["shape"].get("segments") or None
         bad = [f"{i['name']} ({i['role']} {i['dtype']})" for i in d["inputs"]
-               if i["role"] not in ("state", "gradient", "scalar")
-               or (i["role"] != "scalar" and i["dtype"] != "float32")]
+               if i["name"] != segments and (
+                   i["role"] not in ("state", "gradient", "scalar")
+                   or (i["role"] != "scalar" and i["dtype"] != "float32"))]
         states = [i["name"] for i in d["inputs"] if i["role"] == "state"]
         grads = [i["name"] for i in d["inputs"] if i["role"] == "gradient"]
         if "var" not in states or len(grads) != 1:
@@ -44,13 +55,18 @@ class FromOp(ElementwiseOptimizer):
                 missing.append(name)
         unknown = sorted(set(hypers) - used)
         if unknown or missing:
+            # Rule-file ops state their defaults only in the descriptions: quoted, not used.
+            docs = {i["name"]: i.get("description", "") for i in d["inputs"]}
             raise ValueError(f"from_op: {op}: " + "; ".join(
                 ([f"unknown hyperparameters {unknown} (scalars: {scalars})"] if unknown else [])
-                + ([f"no value for scalars {missing}"] if missing else [])))
+                + ([f"no value for scalars {missing} ("
+                    + ", ".join(f"{n}: {docs[n]}" for n in missing) + ")"] if missing else [])))
         self._op, self._attrs = op, dict(attrs or {})
         self._grad_arg = grads[0]
         self._state_args = [s for s in states if s != "var"]
         self._scalar_names = scalars
+        self._segmented = segments is not None
+        self._layouts = {}  # shape -> one-tensor ModelLayout (segmented ops, one call each)
         counts = any(n in _STEP_SCALARS or (n.endswith("_power") and n not in hypers)
                      for n in scalars)
         self.step_type = type(self).step_type if counts else None
@@ -79,11 +95,32 @@ class FromOp(ElementwiseOptimizer):
 
     def functional(self, kernel, args, layout=None):
         args[self._grad_arg] = args.pop("grad")
-        super().functional(kernel, args, layout)
+        if self._segmented and layout is None:
+            self._one_tensor_call(kernel, args)
+        else:
+            super().functional(kernel, args, layout)
+
+    def _one_tensor_call(self, kernel, args):
+        # A segmented op takes its chunk table from a layout only: one tensor goes through a
+        # one-tensor layout, copied into zero-padded buffers (as a flat group pads) and back.
+        tensors = {k: v for k, v in args.items() if torch.is_tensor(v)}
+        shape = tuple(args["var"].shape)
+        layout = self._layouts.get(shape)
+        if layout is None:
+            layout = self._layouts[shape] = ModelLayout([("0", shape)])
+        n = args["var"].numel()
+        flat = {k: torch.zeros(layout.total_elements, dtype=torch.float32) for k in tensors}
+        for k, t in tensors.items():
+            flat[k][:n].copy_(t.reshape(-1))
+        kernel.call_model(layout, dict(args, **flat))
+        for k, t in tensors.items():
+            if k != self._grad_arg:
+                t.copy_(flat[k][:n].view(t.shape))
 
 
 def from_op(op, params, attrs=None, *, fused=None, registry=None, isa=None, **hypers):
-    """An optimizer stepping `params` with registry op `op` (attrs select the variant):
-    see FromOp. Unknown hyperparameters, scalars without a value and arguments that are not
-    dense float32 states / one gradient / scalars are refused, naming them."""
+    """An optimizer stepping `params` with registry op `op`, a built-in or rule-file op (attrs
+    select the variant): see FromOp. Unknown hyperparameters, scalars without a value and
+    arguments that are not dense float32 states / one gradient / scalars / a segmented op's
+    chunk table are refused, naming them."""
     return FromOp(op, params, attrs, fused=fused, registry=registry, isa=isa, **hypers)

@@ -3,6 +3,7 @@ Nesterov as its attr) and apply_gradient_descent (no momentum) kernels."""
 
 from torch.optim.optimizer import required
 
+from . import _sparse
 from ._base import ElementwiseOptimizer, call_kernel, check_hyper
 
 
@@ -44,6 +45,38 @@ class SGD(ElementwiseOptimizer):
         super().__init__(params, defaults, fused, registry, isa, master_weights)
 
     group_defaults = {"nesterov": False, "maximize": False}
+
+    def check_sparse_grad(self, gi, pi, group, p):
+        # torch keeps a sparse momentum buffer (no opforge kernel does) and refuses weight
+        # decay on sparse gradients: only plain SGD's p -= lr * g maps.
+        for key in ("momentum", "weight_decay"):
+            if group[key] != 0:
+                raise _sparse.refusal(self, gi, pi, f"and {key} is {group[key]} (opforge's SGD "
+                                      "takes sparse gradients with momentum 0 and "
+                                      "weight_decay 0 only)")
+        _sparse.check_rows(self, gi, pi, p)
+
+    def _sparse_step(self, group, p):
+        """torch's p.add_(g, alpha=-lr) on the gradient's rows: apply_gradient_descent on a
+        gathered copy (coalesced first: torch adds duplicates one by one, the same sum up to
+        rounding)."""
+        self.state[p]["momentum_buffer"] = None  # as torch, for momentum 0
+        idx, grad = _sparse.rows(p.grad, negate=bool(group["maximize"]))
+        if len(idx) == 0:
+            return
+        var = _sparse.row_view(p.data, p.grad.sparse_dim())
+        var_rows = var.index_select(0, idx)
+        sgd(self.kernel("apply_gradient_descent", {}), var_rows, grad, lr=group["lr"])
+        var.index_copy_(0, idx, var_rows)
+
+    def group_step(self, group, ready=False):
+        if ready:  # (every gradient a flat view: none sparse)
+            return super().group_step(group, True)
+        dense, sparse = _sparse.split(group)
+        for p in sparse:
+            self._sparse_step(group, p)
+        if dense is not None:
+            super().group_step(dense)
 
     def slots(self, group):
         return [("accum", "momentum_buffer", 0.0)] if group["momentum"] != 0 else []
