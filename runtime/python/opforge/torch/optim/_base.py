@@ -2,6 +2,7 @@
 flat buffers a parameter group lives in for fused steps."""
 
 import operator
+import weakref
 
 import torch
 
@@ -12,6 +13,26 @@ from . import _sparse
 _registry = None
 
 _GRAD = operator.attrgetter("grad")
+
+# id(flat gradient buffer) -> its FlatGroup, for whole-buffer gradient passes (clipping,
+# unscaling) by code that sees only parameters.
+_FLAT_GRADS = weakref.WeakValueDictionary()
+
+
+def flat_group_of_grads(grads):
+    """The FlatGroups whose gradient buffers hold exactly `grads` (every view of a buffer,
+    none missing), and the gradients that are not in such a buffer."""
+    by_base = {}
+    for g in grads:
+        by_base.setdefault(id(g._base) if g._base is not None else id(g), []).append(g)
+    groups, loose = [], []
+    for key, gs in by_base.items():
+        fg = _FLAT_GRADS.get(key)
+        if fg is not None and fg.holds_grads(gs):
+            groups.append(fg)
+        else:
+            loose.extend(gs)
+    return groups, loose
 
 # Low-precision parameter dtypes with fp32 master weights, and the kernels' storage names.
 MASTER_STORAGE = {torch.bfloat16: "bf16m", torch.float16: "f16m"}
@@ -127,6 +148,7 @@ class FlatGroup:
         (load_state_dict), a parameter moves or a gradient is replaced, steps skip binding."""
         self.bound = (state, keys)
         self._grad_views = [self.view("grad", i) for i in range(len(self.params))]
+        _FLAT_GRADS[id(self.flat["grad"])] = self
         self._param_ptrs = [p.data_ptr() for p in self.params]
 
     def is_bound(self, state, keys):
@@ -137,6 +159,13 @@ class FlatGroup:
 
     def zero_grad(self):
         self.flat["grad"].zero_()
+
+    def holds_grads(self, grads):
+        """Whether `grads` are exactly this group's gradient views (any order)."""
+        views = self._grad_views
+        return (views is not None and len(grads) == len(views)
+                and {id(g) for g in grads} == {id(v) for v in views}
+                and all(map(operator.is_, map(_GRAD, self.params), views)))
 
 
 class OpforgeOptimizer(torch.optim.Optimizer):
