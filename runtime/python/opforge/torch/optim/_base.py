@@ -537,6 +537,44 @@ class ElementwiseOptimizer(OpforgeOptimizer):
             self._update(group, args, state["master_param"] if low else p, p if low else None,
                          p.grad.contiguous(), lambda: torch.empty(p.shape), first, step)
 
+    def amp_kernel(self, group):
+        """Hook: the group's kernel with unscale and skip_if_nonfinite (scalar inv_scale,
+        tensor found_inf), or None where the op has no such variant."""
+        return None
+
+    def amp_fused_step(self, inv_scale):
+        """GradScaler.step's one-pass path: the step with gradients times inv_scale, skipped
+        (states and step counts untouched) when one is inf/NaN. Returns found_inf (a
+        1-element tensor, 1 when skipped), or None when this optimizer cannot (more than
+        one group, not bound yet, a folded gradient, no such kernel): the caller then
+        unscales and steps."""
+        if not self._fused or len(self.param_groups) != 1:
+            return None
+        group = self.param_groups[0]
+        if not self.group_ready(group) or folds(self.fold_for(group, False)):
+            return None
+        kernel = self.amp_kernel(group)
+        if kernel is None or self.step_type is int:
+            return None
+        fg = self.group_flat(group)
+        slots = self.all_slots(group)
+        found = torch.zeros(1)
+        if self.step_type is torch.Tensor:
+            fg.steps.add_(1)
+            step = float(fg.steps[0])
+        else:
+            step = 0
+        args = {arg: fg.flat[arg] for arg, _, _ in slots}
+        args.update(var=fg.flat["var"], grad=fg.flat["grad"], inv_scale=inv_scale,
+                    found_inf=found)
+        if fg.master:
+            args["model"] = fg.flat["model"]
+        args.update(self.scalars(group, step))
+        self.functional(kernel, args, fg.layout)
+        if found[0] != 0 and self.step_type is torch.Tensor:
+            fg.steps.sub_(1)  # skipped: torch's step() never ran
+        return found
+
     def storage_attrs(self, group, storage=None):
         """The kernel attrs for the group's parameter dtype (master weights: bf16m / f16m),
         or for `storage` ("f32": the fp32 kernel on the masters)."""

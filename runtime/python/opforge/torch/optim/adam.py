@@ -2,6 +2,7 @@
 
 import torch
 
+from opforge import OpforgeError
 from ._base import ElementwiseOptimizer, call_kernel, check_hyper
 
 
@@ -79,3 +80,19 @@ class Adam(ElementwiseOptimizer):
         return dict(lr=group["lr"], beta1=beta1, beta2=beta2, epsilon=group["eps"],
                     weight_decay=group["weight_decay"] if self._decoupled else 0.0,
                     step=float(step))
+
+    def amp_kernel(self, group):
+        attrs = {"amsgrad": bool(group["amsgrad"]),
+                 "maximize": self._maximize_in_kernel(group),
+                 "convention": "torch", "epsilon_mode": "torch",
+                 "unscale": True, "skip_if_nonfinite": True}
+        attrs.update(self.storage_attrs(group))
+        missing = self.__dict__.setdefault("_amp_missing", set())
+        key = tuple(sorted(attrs.items()))
+        if key in missing:
+            return None
+        try:
+            return self.kernel("apply_adamw", attrs)
+        except OpforgeError:  # no such variant (amsgrad, maximize, f16m): asked once
+            missing.add(key)
+            return None
