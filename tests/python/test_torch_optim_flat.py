@@ -104,3 +104,26 @@ def test_params_without_grads_then_all(reg):
     assert_close_models(*models)
     for p, q in zip(*(m.parameters() for m in models)):
         assert float(opts[0].state[p]["step"]) == float(opts[1].state[q]["step"])
+
+
+def test_module_apply_replacing_data_of_params_and_grads(reg):
+    """Module._apply (.double().float()) assigns new .data to parameters and gradients (the
+    same gradient objects): the next step rebinds both, as torch's optimizer sees them."""
+    X, Y = data()
+    models = [mlp(), mlp()]
+    opts = [torch.optim.SGD(models[0].parameters(), lr=0.05, momentum=0.9),
+            oo.SGD(models[1].parameters(), lr=0.05, momentum=0.9)]
+    runs = []
+    for m, o in zip(models, opts):
+        losses = []
+        for step in range(12):
+            o.zero_grad()
+            loss = loss_of(m, X, Y)
+            loss.backward()
+            if step == 6:
+                m.double().float()
+            o.step()
+            losses.append(loss.item())
+        runs.append(losses)
+    assert_close_losses(*runs)
+    assert_close_models(*models)

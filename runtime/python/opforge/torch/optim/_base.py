@@ -83,11 +83,13 @@ class FlatGroup:
             buf = self.flat[name] = torch.zeros(self.layout.total_elements, dtype=dtype)
         return buf
 
-    def view(self, name, i):
+    def view(self, name, i, checked=False):
+        """Tensor i of buffer `name`. checked: also when the cached view's .data was
+        replaced (e.g. Module._apply assigning p.grad.data), a new one."""
         v = self._views.get((name, i))
-        if v is None:
-            off, n = self.layout.offsets[i], self.layout.elements[i]
-            v = self.buffer(name)[off:off + n].view(self.params[i].shape)
+        off = self.layout.offsets[i]
+        if v is None or (checked and v.data_ptr() != self.buffer(name)[off:].data_ptr()):
+            v = self.buffer(name)[off:off + self.layout.elements[i]].view(self.params[i].shape)
             self._views[name, i] = v
         return v
 
@@ -102,7 +104,7 @@ class FlatGroup:
 
     def bind_param(self, i):
         """Makes parameter i's data the flat view (copying it in when it moved)."""
-        p, v = self.params[i], self.view(self.param_buffer, i)
+        p, v = self.params[i], self.view(self.param_buffer, i, checked=True)
         if p.data.data_ptr() != v.data_ptr():
             v.copy_(p.data)
             p.data = v
@@ -110,7 +112,7 @@ class FlatGroup:
     def bind_grad(self, i):
         """Makes parameter i's gradient the flat view (copying it in when it is not)."""
         p = self.params[i]
-        v = self.view("grad", i)
+        v = self.view("grad", i, checked=True)
         if p.grad is not v:
             if p.grad.data_ptr() != v.data_ptr():
                 v.copy_(p.grad)
@@ -120,7 +122,7 @@ class FlatGroup:
         """state[key] as the view of buffer `arg`: a loaded or fresh tensor is copied in,
         none is initialized (a number, or "param": the parameter's value in fp32). Returns
         whether the state existed."""
-        v = self.view(arg, i)
+        v = self.view(arg, i, checked=True)
         t = state.get(key)
         if t is v:
             return True
