@@ -102,6 +102,8 @@ def test_refusals(reg):
     model = mlp()
     with pytest.raises(ValueError, match="parameter 1 of group 0 is torch.float64"):
         oo.Adam([torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3).double())])
+    with pytest.raises(ValueError, match="parameter 0 of group 0 does not require grad"):
+        oo.SGD([torch.nn.Parameter(torch.ones(3), requires_grad=False)], lr=0.1)
     with pytest.raises(ValueError, match="capturable=True is not supported"):
         oo.Adam(model.parameters(), capturable=True)
     with pytest.raises(ValueError, match="Invalid learning rate: -1"):

@@ -215,6 +215,12 @@ class OpforgeOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"{name}: parameter {pi} of group {gi} is "
                                  f"{p.dtype} on {p.device}{' (sparse)' if p.is_sparse else ''};"
                                  f" opforge optimizers take dense {want} CPU parameters")
+            if not p.requires_grad:
+                # It would never get a gradient; a frozen parameter passed by mistake is
+                # the usual cause (its data would still move into the flat buffers).
+                raise ValueError(f"{name}: parameter {pi} of group {gi} does not require grad; "
+                                 "pass the trainable parameters only, e.g. "
+                                 "[p for p in model.parameters() if p.requires_grad]")
             dtypes.add(p.dtype)
         if len(dtypes) > 1:
             raise ValueError(f"{name}: group {gi} mixes parameter dtypes "
