@@ -16,6 +16,8 @@ AdamW, SGD with momentum 0.9), one process holds:
   bandwidth  the same-traffic bandwidth kernel on the same flat buffers (Adam/AdamW: 4 fp32
              reads + 3 writes, bandwidth_s3_g1; SGD momentum: 3 reads + 2 writes,
              bandwidth_s2_g1), states = var/state buffers, g0 = a zero buffer (so values stay)
+  unchecked  opforge's step with check_bindings = False (no per-parameter check that the
+             gradients and data are still the flat buffers' views)
   python     opforge's optimizer.step() with its kernel call replaced by a no-op: the Python
              side alone
 
@@ -61,7 +63,7 @@ OPTIMS = {
               "bandwidth_s3_g1"),
     "sgd": (torch.optim.SGD, of_optim.SGD, dict(lr=1e-3, momentum=0.9), "bandwidth_s2_g1"),
 }
-CONTENDERS = ("opforge", "foreach", "for-loop", "kernel", "bandwidth", "python")
+CONTENDERS = ("opforge", "unchecked", "foreach", "for-loop", "kernel", "bandwidth", "python")
 
 
 def cpu_model():
@@ -144,8 +146,16 @@ def bench(model, name, reps, reg, seed):
         finally:
             del of_opt.functional
 
+    def unchecked():
+        of_opt.check_bindings = False
+        try:
+            of_opt.step()
+        finally:
+            del of_opt.check_bindings
+
     fns = {
         "python": python_only,
+        "unchecked": unchecked,
         "opforge": of_opt.step,
         "foreach": fe_opt.step,
         "for-loop": fl_opt.step,
@@ -228,10 +238,11 @@ def main():
           f"threads: {args.threads} (torch {torch.get_num_threads()}); torch "
           f"{torch.__version__}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; "
           f"reps: {reps}; times in ms, median (min-max)\n")
-    print("| model | optimizer | opforge | % bw | torch foreach | torch for-loop "
+    print("| model | optimizer | opforge | % bw | unchecked | % bw | torch foreach "
+          "| torch for-loop "
           "| foreach/opforge | kernel | bandwidth | kernel % bw | step - kernel (% of kernel) "
           "| Python alone (% of kernel) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def cell(r):
         return f"{r['median']:.1f} ({r['min']:.1f}-{r['max']:.1f})"
@@ -241,6 +252,7 @@ def main():
         py = m["opforge"] - m["kernel"]
         print(f"| {model} ({info['tensors']} tensors, {info['elements']:,}) | {name} "
               f"| {cell(res['opforge'])} | {100 * m['bandwidth'] / m['opforge']:.0f}% "
+              f"| {cell(res['unchecked'])} | {100 * m['bandwidth'] / m['unchecked']:.0f}% "
               f"| {cell(res['foreach'])} | {cell(res['for-loop'])} "
               f"| {m['foreach'] / m['opforge']:.2f}x | {cell(res['kernel'])} "
               f"| {cell(res['bandwidth'])} | {100 * m['bandwidth'] / m['kernel']:.0f}% "

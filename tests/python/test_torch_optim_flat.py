@@ -127,3 +127,31 @@ def test_module_apply_replacing_data_of_params_and_grads(reg):
         runs.append(losses)
     assert_close_losses(*runs)
     assert_close_models(*models)
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_check_bindings_off_in_a_plain_loop(reg, set_to_none):
+    """check_bindings = False: a loop that touches gradients only through backward and the
+    optimizer's own zero_grad (set_to_none too) still gets torch's numbers, and load_state_dict
+    still rebinds."""
+    X, Y = data()
+    models = [mlp(), mlp()]
+    opts = [torch.optim.Adam(models[0].parameters(), lr=3e-3),
+            oo.Adam(models[1].parameters(), lr=3e-3)]
+    opts[1].check_bindings = False
+    runs = []
+    for m, o in zip(models, opts):
+        losses = []
+        for step in range(30):
+            o.zero_grad(set_to_none=set_to_none)
+            loss = loss_of(m, X, Y)
+            loss.backward()
+            if step == 11:
+                o.load_state_dict(o.state_dict())
+            o.step()
+            losses.append(loss.item())
+        runs.append(losses)
+    assert_close_losses(*runs)
+    assert_close_models(*models)
+    assert all(inside(p.grad, flat_buffer(opts[1], "grad")) or set_to_none
+               for p in models[1].parameters())
