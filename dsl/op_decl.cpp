@@ -310,6 +310,15 @@ OptimizerDecl& OptimizerDecl::attr_string(const std::string& n, const std::strin
                                           std::vector<std::string> choices, const std::string& d) {
   return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
 }
+OptimizerDecl& OptimizerDecl::named_in_id_off_default(const std::string& n) {
+  for (auto& a : attrs_) {
+    if (a.name == n) {
+      a.in_id_at_default = false;
+      return *this;
+    }
+  }
+  fail(name_, "named_in_id_off_default: no attr '" + n + "' (declare it first)");
+}
 
 OptimizerDecl& OptimizerDecl::summary(std::string s) {
   summary_ = std::move(s);

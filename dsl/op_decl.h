@@ -192,6 +192,9 @@ class OptimizerDecl {
   OptimizerDecl& attr_float(const std::string& name, double def, const std::string& description);
   OptimizerDecl& attr_string(const std::string& name, const std::string& def,
                              std::vector<std::string> choices, const std::string& description);
+  // Variant ids name attr `name` only off its default (AttrDecl::in_id_at_default = false):
+  // an attr added to an existing op keeps the ids (and schedule files) of its old variants.
+  OptimizerDecl& named_in_id_off_default(const std::string& name);
 
   OptimizerDecl& summary(std::string s);
   OptimizerDecl& formula(std::string s);
