@@ -73,8 +73,11 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "tf"}}, all, {}},
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_ada_max(), {}, all, {}},
+      {&apply_ada_max(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_rms_prop(), {}, all, {}, auto512},
+      {&apply_rms_prop(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_centered_rms_prop(), {}, all, {}},
+      {&apply_centered_rms_prop(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_add_sign(), {}, all, {}},
       {&apply_power_sign(), {}, all, {}},
       // Beyond TensorFlow.
