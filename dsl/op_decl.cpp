@@ -239,6 +239,12 @@ OptimizerDecl& OptimizerDecl::multi_tensor() {
   return *this;
 }
 
+OptimizerDecl& OptimizerDecl::new_values_first() {
+  if (sparse_) fail(name_, "new_values_first() is for dense ops (sparse forms read the output)");
+  new_values_first_ = true;
+  return *this;
+}
+
 OptimizerDecl OptimizerDecl::renamed(std::string name) const {
   OptimizerDecl d = *this;
   if (!registry::is_valid_op_name(name)) fail(name, "op names must match ^[a-z][a-z0-9_]{0,63}$");
