@@ -109,6 +109,7 @@ const std::vector<VariantSpec>& op_table() {
       {&multi_tensor_apply_lamb(), {}, all, {}},
       {&multi_tensor_apply_lamb(), kUnscaleSkip, all, {}},
       {&multi_tensor_apply_lars(), {{"use_nesterov", "false"}}, all, {}},
+      {&multi_tensor_apply_lars(), {{"use_nesterov", "true"}}, all, {}},
       // Sparse forms, int32 and int64 indices.
       {&sparse_apply_adagrad(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_apply_adagrad(), {{"Tindices", "int64"}}, all, {}},
