@@ -1,8 +1,8 @@
 """torch.optim.Optimizer subclasses updating fp32 CPU parameters with opforge kernels: one
 kernel call per parameter group per step over flat buffers (fused=True, the default), or one
 call per parameter (fused=False). Constructor arguments, defaults, update formulas and
-state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion and LAMB (no
-torch class) follow the references their kernels name."""
+state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion, LAMB and LARS
+(no torch class) follow the references their kernels name."""
 
 from .adadelta import Adadelta, adadelta
 from .adagrad import Adagrad, adagrad
@@ -11,10 +11,11 @@ from .adamax import Adamax, adamax
 from .adamw import AdamW
 from .from_op import FromOp, from_op
 from .lamb import LAMB, lamb
+from .lars import LARS, lars
 from .lion import Lion, lion
 from .rmsprop import RMSprop, rmsprop
 from .sgd import SGD, sgd
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "Lion", "RMSprop",
-           "SGD", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lion", "rmsprop",
-           "sgd"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "LARS", "Lion",
+           "RMSprop", "SGD", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lars",
+           "lion", "rmsprop", "sgd"]
