@@ -5,8 +5,8 @@ The key projection's bias (in_proj_bias[16:32]) does not change the output (soft
 invariant to it): its gradient is rounding noise, whose sign Lion follows (a 2*lr step either
 way from the first step on), so that slice is left out of the parameter comparison; the loss
 shows it has no effect. References in fp32 (LAMB's eps-sized denominators make that slice
-noise-driven too). RMSprop and Adamax are absent: with eps=0 (all they accept) that bias's
-exactly-zero gradient entries give 0/0 = NaN, in torch as well."""
+noise-driven too; RMSprop and Adamax run with torch's default eps, which keeps that bias's
+exactly-zero gradient entries finite)."""
 
 import pytest
 
@@ -23,6 +23,9 @@ CASES = {
     "Adadelta": (torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2), 1e-4),
     "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 2e-3),
     "LAMB": (RefLAMB, oo.LAMB, dict(lr=1e-3, weight_decay=0.01), 1e-4),
+    "RMSprop": (torch.optim.RMSprop, oo.RMSprop, dict(lr=1e-3, momentum=0.5, centered=True),
+                1e-4),
+    "Adamax": (torch.optim.Adamax, oo.Adamax, dict(lr=2e-3), 1e-4),
 }
 
 
