@@ -51,14 +51,14 @@ std::map<std::string, int64_t> ElementwiseSchedule::resolve(
 
 void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
                                 const std::map<std::string, int64_t>& p,
-                                const std::vector<Expr>& fast_paths) {
+                                const std::vector<Expr>& fast_paths, Expr n) {
   const int vec = static_cast<int>(p.at("vector"));
   const int unroll = static_cast<int>(p.at("unroll"));
   const int tasks = static_cast<int>(p.at("tasks"));
   const int serial_below = static_cast<int>(p.at("serial_below"));
   const int fixed_chunk = static_cast<int>(p.at("chunk"));
   const int step = vec * unroll;
-  Expr n = out.output_buffers()[0].dim(0).extent();
+  if (!n.defined()) n = out.output_buffers()[0].dim(0).extent();
 
   // Split names must be unique across all copies of the definition: copy k uses suffix k.
   int copy = 0;

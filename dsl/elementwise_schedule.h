@@ -40,9 +40,11 @@ class ElementwiseSchedule {
                                                 const Halide::Target& target);
 
   // Applies the schedule to a 1-D output Func over `i`, and to a copy specialized on each of
-  // `fast_paths` (conditions over scalars, tried in order).
+  // `fast_paths` (conditions over scalars, tried in order). `n`: the element count, needed
+  // when `out` is not an output (an intermediate computed at root); default: its extent.
   static void apply(Halide::Func out, const Halide::Var& i, const std::map<std::string, int64_t>& p,
-                    const std::vector<Halide::Expr>& fast_paths = {});
+                    const std::vector<Halide::Expr>& fast_paths = {},
+                    Halide::Expr n = Halide::Expr());
   // A whole-tensor sum `total() += term(r)` (fp64), computed at root before the update:
   // `tasks` parallel partial sums (rfactor) of vectorized partial sums (rfactor again).
   static void apply_reduction(Halide::Func total, const Halide::RDom& r,

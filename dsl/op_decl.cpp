@@ -239,6 +239,12 @@ OptimizerDecl& OptimizerDecl::multi_tensor() {
   return *this;
 }
 
+OptimizerDecl& OptimizerDecl::new_values_first() {
+  if (sparse_) fail(name_, "new_values_first() is for dense ops (sparse forms read the output)");
+  new_values_first_ = true;
+  return *this;
+}
+
 OptimizerDecl OptimizerDecl::renamed(std::string name) const {
   OptimizerDecl d = *this;
   if (!registry::is_valid_op_name(name)) fail(name, "op names must match ^[a-z][a-z0-9_]{0,63}$");
@@ -309,6 +315,15 @@ OptimizerDecl& OptimizerDecl::attr_float(const std::string& n, double def, const
 OptimizerDecl& OptimizerDecl::attr_string(const std::string& n, const std::string& def,
                                           std::vector<std::string> choices, const std::string& d) {
   return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
+}
+OptimizerDecl& OptimizerDecl::named_in_id_off_default(const std::string& n) {
+  for (auto& a : attrs_) {
+    if (a.name == n) {
+      a.in_id_at_default = false;
+      return *this;
+    }
+  }
+  fail(name_, "named_in_id_off_default: no attr '" + n + "' (declare it first)");
 }
 
 OptimizerDecl& OptimizerDecl::summary(std::string s) {

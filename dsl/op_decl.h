@@ -184,6 +184,19 @@ class OptimizerDecl {
   // of C = elements / K. Needs a dense op; the op's results stay whole-call.
   OptimizerDecl& multi_tensor();
   bool is_multi_tensor() const { return multi_tensor_; }
+  // For updates where a state's new value reads another state that the output Tuple stores
+  // before it (LARS: m reads var for the L2 term, var reads m). Halide stores a Tuple's
+  // elements one after another, each recomputed from the inputs; in place, a masked tail
+  // vector then reloads the state already overwritten (wrong results at N not a multiple of
+  // the vector; full vectors only stay right while LLVM forwards the earlier loads). With
+  // this the dense form computes every new value into a buffer at root first, then copies
+  // them over the states: 16 more bytes of traffic per element. (An update definition of the
+  // output reading its own old values is evaluated whole before storing, but Halide 14 takes
+  // those loads as aligned to the native vector: they fault on a caller's unaligned buffer.)
+  // Dense f32 ops without results; the multi-tensor form (whole vectors only) keeps the plain
+  // definition.
+  OptimizerDecl& new_values_first();
+  bool computes_new_values_first() const { return new_values_first_; }
   // A copy under another name (e.g. the sparse form of a dense op shares its update).
   OptimizerDecl renamed(std::string name) const;
 
@@ -192,6 +205,9 @@ class OptimizerDecl {
   OptimizerDecl& attr_float(const std::string& name, double def, const std::string& description);
   OptimizerDecl& attr_string(const std::string& name, const std::string& def,
                              std::vector<std::string> choices, const std::string& description);
+  // Variant ids name attr `name` only off its default (AttrDecl::in_id_at_default = false):
+  // an attr added to an existing op keeps the ids (and schedule files) of its old variants.
+  OptimizerDecl& named_in_id_off_default(const std::string& name);
 
   OptimizerDecl& summary(std::string s);
   OptimizerDecl& formula(std::string s);
@@ -244,6 +260,7 @@ class OptimizerDecl {
   bool sparse_ = false;
   bool grad_scaling_ = false;
   bool multi_tensor_ = false;
+  bool new_values_first_ = false;
   Storage storage_;
 };
 

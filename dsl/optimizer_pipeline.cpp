@@ -346,6 +346,11 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   std::vector<Expr> fast_paths;
   NewValues new_values =
       state_updates(decl, attrs, values, red.collector(), &fast_paths, in.compute);
+  // new_values_first(): the new values are computed whole into a buffer before `out`
+  // copies them over the states (see OptimizerDecl::new_values_first).
+  const bool values_first = decl.computes_new_values_first();
+  if (values_first && (!results.empty() || !decl.storage().is_f32()))
+    fail(decl.name(), "new_values_first() takes f32 ops without results");
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
   Func total = exact_func("reduce");
@@ -360,6 +365,15 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
     def.reduction_reads = red.reads(in);
   }
+  Func values_func = exact_func("new_values");
+  if (values_first && !new_values.states.empty()) {
+    define_values(values_func, {i}, new_values.states);
+    for (size_t k = 0; k < new_values.states.size(); ++k) {
+      new_values.states[k] = new_values.states.size() == 1
+                                 ? Expr(values_func(i))
+                                 : Expr(values_func(i)[static_cast<int>(k)]);
+    }
+  }
   // An op without states (global_norm) only reduces: `out` stays undefined.
   if (!new_values.states.empty()) {
     define_values(out, {i}, new_values.states);
@@ -371,7 +385,16 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     return def;
   }
   if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
-  if (!new_values.states.empty()) ElementwiseSchedule::apply(out, i, sched, fast_paths);
+  if (!new_values.states.empty()) {
+    if (values_first) {
+      const Expr n = out.output_buffers()[0].dim(0).extent();
+      values_func.compute_root();
+      ElementwiseSchedule::apply(values_func, i, sched, fast_paths, n);
+      ElementwiseSchedule::apply(out, i, sched, {}, n);
+    } else {
+      ElementwiseSchedule::apply(out, i, sched, fast_paths);
+    }
+  }
   return def;
 }
 

@@ -61,31 +61,39 @@ const dsl::OptimizerDecl& apply_lars() {
   static const dsl::OptimizerDecl d =
       dsl::OptimizerDecl("apply_lars")
           .summary("LARS: momentum SGD with the layer-wise trust ratio scaling lr")
-          .reference("TensorFlow contrib LARSOptimizer (then ApplyMomentum)")
+          .reference(
+              "TensorFlow contrib LARSOptimizer (r1.15 lars_optimizer.py: compute_lr, then "
+              "ApplyMomentum with lr 1 and grad*scaled_lr)")
           .formula(
-              "w = ||var||, g = ||grad|| (whole tensor); ratio = w > 0 and g > 0 ? "
-              "eta*w/(g + weight_decay*w + epsilon) : 1; lr_s = lr*ratio; m = m*momentum + grad; "
-              "var -= lr_s*m; use_nesterov: var -= grad*lr_s + m*momentum*lr_s")
+              "w = ||var||, g = ||grad|| (whole tensor, raw grad); ratio = w > 0 and g > 0 ? "
+              "eta*w/(g + weight_decay*w + epsilon) : 1; lr_s = lr*ratio; u = lr_s*(grad + "
+              "weight_decay*var); m = m*momentum + u; var -= m; use_nesterov: var -= u + "
+              "m*momentum (m holds lr_s-scaled steps, as TF's momentum slot)")
           .state("var", "Variable to update, in place")
-          .state("m", "Momentum accumulator, in place")
+          .state("m", "Momentum accumulator (TF's momentum slot, lr included), in place")
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
           .scalar("momentum", "Momentum factor")
-          .scalar("weight_decay", "Weight decay in the trust-ratio denominator")
+          .scalar("weight_decay",
+                  "Weight decay: in the trust-ratio denominator and as the L2 term added to grad")
           .scalar("eta", "Trust coefficient")
           .scalar("epsilon", "Added to the trust-ratio denominator")
           .attr_bool("use_nesterov", false, "Nesterov momentum")
           .tolerance(1e-6, 1e-7)
           .update([](const dsl::UpdateContext& c) {
+            // The ratio uses the raw gradient's norm; the step the decayed gradient.
             Expr w = c.norm2(c["var"]), gn = c.norm2(c["grad"]);
-            Expr ratio =
-                trust_ratio(w, gn, c["eta"] * w / (gn + c["weight_decay"] * w + c["epsilon"]));
-            Expr lr = c["lr"] * ratio;
-            Expr m = c["m"] * c["momentum"] + c["grad"];
-            Expr step =
-                c.attr_bool("use_nesterov") ? c["grad"] * lr + m * c["momentum"] * lr : lr * m;
+            Expr wd = c["weight_decay"];
+            Expr ratio = trust_ratio(w, gn, c["eta"] * w / (gn + wd * w + c["epsilon"]));
+            // TF passes ApplyMomentum lr = 1 and grad*scaled_lr: the slot accumulates scaled
+            // steps, so a ratio (or lr) that changes between steps weighs only new gradients.
+            Expr u = c["lr"] * ratio * (c["grad"] + wd * c["var"]);
+            Expr m = c["m"] * c["momentum"] + u;
+            Expr step = c.attr_bool("use_nesterov") ? u + m * c["momentum"] : m;
             return dsl::Updates{{"var", c["var"] - step}, {"m", m}};
-          });
+          })
+          // m reads var (the L2 term) and var reads m: no store order is safe in place.
+          .new_values_first();
   return d;
 }
 
@@ -110,7 +118,7 @@ const dsl::OptimizerDecl& multi_tensor_apply_lars() {
           .summary(
               "LARS over many tensors in one call (flat buffers, chunk table): per-tensor "
               "trust ratios from segmented norms")
-          .reference("TensorFlow contrib LARSOptimizer per tensor")
+          .reference("TensorFlow contrib LARSOptimizer (r1.15) per tensor")
           .multi_tensor();
   return d;
 }

@@ -73,8 +73,11 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "tf"}}, all, {}},
       {&apply_adam_with_amsgrad(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_ada_max(), {}, all, {}},
+      {&apply_ada_max(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_rms_prop(), {}, all, {}, auto512},
+      {&apply_rms_prop(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_centered_rms_prop(), {}, all, {}},
+      {&apply_centered_rms_prop(), {{"epsilon_mode", "torch"}}, all, {}},
       {&apply_add_sign(), {}, all, {}},
       {&apply_power_sign(), {}, all, {}},
       // Beyond TensorFlow.
@@ -106,6 +109,7 @@ const std::vector<VariantSpec>& op_table() {
       {&multi_tensor_apply_lamb(), {}, all, {}},
       {&multi_tensor_apply_lamb(), kUnscaleSkip, all, {}},
       {&multi_tensor_apply_lars(), {{"use_nesterov", "false"}}, all, {}},
+      {&multi_tensor_apply_lars(), {{"use_nesterov", "true"}}, all, {}},
       // Sparse forms, int32 and int64 indices.
       {&sparse_apply_adagrad(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_apply_adagrad(), {{"Tindices", "int64"}}, all, {}},

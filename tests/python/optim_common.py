@@ -27,6 +27,26 @@ def data():
     return torch.randn(256, 13, generator=g), torch.randn(256, 1, generator=g)
 
 
+def transformer_block():
+    """A tiny transformer block (self-attention, layer norms, feed-forward)."""
+    torch.manual_seed(2)
+    return torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32,
+                                            dropout=0.0, batch_first=True)
+
+
+def transformer_data():
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(8, 6, 16, generator=g), torch.randn(8, 6, 16, generator=g)
+
+
+def zero_key_bias(block):
+    """The key projection's bias (in_proj_bias[16:32]) cannot change the block's output
+    (softmax is invariant to it): its gradient is rounding noise, so comparisons of
+    parameters leave it out."""
+    with torch.no_grad():
+        block.self_attn.in_proj_bias[16:32] = 0
+
+
 def train(model, opt, steps, X, Y):
     losses = []
     for _ in range(steps):

@@ -98,3 +98,31 @@ class RefTFAdam(torch.optim.Optimizer):
                 s["v"].mul_(b2).add_(g * g, alpha=1 - b2)
                 lr_t = lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
                 p.sub_(lr_t * s["m"] / (s["v"].sqrt() + eps))
+
+
+class RefLARS(torch.optim.Optimizer):
+    """TensorFlow contrib LARSOptimizer (r1.15 lars_optimizer.py), no skip_list: compute_lr
+    gives trust = eta*||p||/(||g|| + wd*||p|| + eps) if ||p|| > 0 and ||g|| > 0 else 1 (raw
+    gradient) and g' = g + wd*p; then ApplyMomentum(p, buf, lr=1, g'*lr*trust, momentum):
+    buf = momentum*buf + g'*lr*trust; p -= buf (nesterov: p -= g'*lr*trust + momentum*buf)."""
+
+    def __init__(self, params, lr, momentum=0.9, weight_decay=1e-4, eta=1e-3, epsilon=0.0,
+                 nesterov=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      eta=eta, epsilon=epsilon, nesterov=nesterov))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, mom, wd, eta, eps = (group["lr"], group["momentum"], group["weight_decay"],
+                                     group["eta"], group["epsilon"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                w_norm, g_norm = p.norm().item(), p.grad.norm().item()
+                trust = eta * w_norm / (g_norm + wd * w_norm + eps) \
+                    if w_norm > 0 and g_norm > 0 else 1.0
+                u = (p.grad + wd * p) * (lr * trust)
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.mul_(mom).add_(u)
+                p.sub_(u + mom * buf if group["nesterov"] else buf)

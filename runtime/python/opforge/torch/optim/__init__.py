@@ -1,9 +1,10 @@
 """torch.optim.Optimizer subclasses updating fp32 CPU parameters with opforge kernels: one
 kernel call per parameter group per step over flat buffers (fused=True, the default), or one
 call per parameter (fused=False). Constructor arguments, defaults, update formulas and
-state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion and LAMB (no
-torch class) follow the references their kernels name. Sparse gradients: Adagrad,
-SparseAdam and SGD (momentum 0, weight_decay 0), as torch; the others refuse them."""
+state_dict keys follow torch.optim (1.13), so checkpoints load both ways; Lion, LAMB and LARS
+(no torch class) follow the references their kernels name. Sparse gradients: Adagrad,
+SparseAdam and SGD (momentum 0, weight_decay 0), as torch; the others refuse them. bf16/f16
+parameters with fp32 master weights: Adam, AdamW, SGD (master_weights=True)."""
 
 from .adadelta import Adadelta, adadelta
 from .adagrad import Adagrad, adagrad
@@ -12,11 +13,12 @@ from .adamax import Adamax, adamax
 from .adamw import AdamW
 from .from_op import FromOp, from_op
 from .lamb import LAMB, lamb
+from .lars import LARS, lars
 from .lion import Lion, lion
 from .rmsprop import RMSprop, rmsprop
 from .sgd import SGD, sgd
 from .sparse_adam import SparseAdam, sparse_adam
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "Lion", "RMSprop",
-           "SGD", "SparseAdam", "adadelta", "adagrad", "adam", "adamax", "from_op", "lamb", "lion",
-           "rmsprop", "sgd", "sparse_adam"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "LARS", "Lion",
+           "RMSprop", "SGD", "SparseAdam", "adadelta", "adagrad", "adam", "adamax", "from_op",
+           "lamb", "lars", "lion", "rmsprop", "sgd", "sparse_adam"]

@@ -1,29 +1,22 @@
-"""Adamax (torch.optim.Adamax semantics) on opforge's apply_ada_max kernel (TensorFlow's
-AdaMax).
-
-torch adds eps to |grad| inside the max (u = max(b2*u, |g| + eps); p -= clr*m/u), the
-kernel adds it to the divisor (v = max(b2*v, |g|); var -= clr*m/(v + eps)): no
-transformation of the inputs makes one the other, so eps must be 0 (where both agree); any
-other eps is refused."""
+"""Adamax (torch.optim.Adamax semantics) on opforge's apply_ada_max kernel with
+epsilon_mode=torch: eps added to |grad| inside the max, as torch does."""
 
 from ._base import ElementwiseOptimizer, call_kernel, check_hyper
 
 
-def adamax(kernel, var, exp_avg, exp_inf, grad, *, step, lr, beta1, beta2, layout=None):
-    """One step of torch's Adamax with eps=0 through apply_ada_max, in place:
-    m = b1*m + (1-b1)*g; u = max(b2*u, |g|); var -= lr/(1-b1^step) * m/u. maximize and the
-    L2 term are in `grad` already. One tensor, or flat buffers + layout."""
+def adamax(kernel, var, exp_avg, exp_inf, grad, *, step, lr, beta1, beta2, eps, layout=None):
+    """One step of torch's Adamax through an epsilon_mode=torch apply_ada_max, in place:
+    m = b1*m + (1-b1)*g; u = max(b2*u, |g| + eps); var -= lr/(1-b1^step) * m/u. maximize
+    and the L2 term are in `grad` already. One tensor, or flat buffers + layout."""
     call_kernel(kernel, dict(var=var, m=exp_avg, v=exp_inf, grad=grad,
                              beta1_power=beta1 ** step, lr=lr, beta1=beta1, beta2=beta2,
-                             epsilon=0.0), layout)
+                             epsilon=eps), layout)
 
 
 class Adamax(ElementwiseOptimizer):
-    """torch.optim.Adamax's arguments and state ('step' tensor, 'exp_avg', 'exp_inf'),
-    except eps: it must be 0 (see the module). The default is torch's 1e-8, so that
-    Adamax(params) fails loudly instead of silently running with eps=0: pass eps=0.
-    apply_ada_max supports multi-tensor calls: fused=True (default) is one kernel call per
-    group per step, fused=False one per parameter."""
+    """torch.optim.Adamax's arguments, defaults (eps=1e-8) and state ('step' tensor,
+    'exp_avg', 'exp_inf'). apply_ada_max supports multi-tensor calls: fused=True (default)
+    is one kernel call per group per step, fused=False one per parameter."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, fused=None, registry=None, isa=None):
@@ -32,34 +25,24 @@ class Adamax(ElementwiseOptimizer):
         check_hyper("beta parameter at index 0", betas[0], high=1.0)
         check_hyper("beta parameter at index 1", betas[1], high=1.0)
         check_hyper("weight_decay value", weight_decay)
-        if eps != 0:
-            raise ValueError(f"Adamax: eps={eps} is not supported: torch adds epsilon to "
-                             "|grad| inside the max, opforge's apply_ada_max adds it to the "
-                             "divisor; only eps=0 gives torch's update: pass eps=0 to accept it")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize)
         super().__init__(params, defaults, fused, registry, isa)
 
     group_defaults = {"foreach": None, "maximize": False}
 
-    def add_param_group(self, param_group):
-        if param_group.get("eps", 0) != 0:
-            raise ValueError(f"Adamax: eps={param_group['eps']} is not supported (only 0)")
-        super().add_param_group(param_group)
-
     def slots(self, group):
         return [("m", "exp_avg", 0.0), ("v", "exp_inf", 0.0)]
 
     def kernel_for(self, group, multi):
-        return self.kernel("apply_ada_max", {})
+        return self.kernel("apply_ada_max", {"epsilon_mode": "torch"})
 
     def scalars(self, group, step):
-        if group["eps"] != 0:  # set after construction
-            raise ValueError(f"Adamax: eps={group['eps']} is not supported (only 0)")
         beta1, beta2 = group["betas"]
-        return dict(step=step, lr=group["lr"], beta1=beta1, beta2=beta2)
+        return dict(step=step, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"])
 
     @staticmethod
     def functional(kernel, args, layout=None):
         adamax(kernel, args["var"], args["m"], args["v"], args["grad"], step=args["step"],
-               lr=args["lr"], beta1=args["beta1"], beta2=args["beta2"], layout=layout)
+               lr=args["lr"], beta1=args["beta1"], beta2=args["beta2"], eps=args["eps"],
+               layout=layout)
