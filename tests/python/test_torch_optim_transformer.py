@@ -33,7 +33,9 @@ CASES = {
     "Adadelta": (torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2), 1e-4),
     "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 2e-3),
     "LAMB": (RefLAMB, oo.LAMB, dict(lr=1e-3, weight_decay=0.01), 1e-4),
-    "RMSprop": (torch.optim.RMSprop, oo.RMSprop, dict(lr=1e-3, momentum=0.5, centered=True),
+    # lr 3e-4: at 1e-3 with a tiny eps, torch fp32 itself drifts from fp64 by ~1e-4 of the
+    # loss after ~100 steps (g/sqrt(v) on near-zero v), so rounding alone would decide.
+    "RMSprop": (torch.optim.RMSprop, oo.RMSprop, dict(lr=3e-4, momentum=0.5, centered=True),
                 1e-4),
     "Adamax": (torch.optim.Adamax, oo.Adamax, dict(lr=2e-3), 1e-4),
 }
