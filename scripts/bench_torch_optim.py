@@ -26,9 +26,10 @@ equal. Each rep times one step of every contender (time.perf_counter_ns), the or
 every rep; medians, min and max over reps are reported. "% bw" is bandwidth median /
 contender median (100% = as fast as the same-traffic ceiling). "step - kernel" is opforge's
 step minus the raw kernel, as % of the kernel (all of the Python side and whatever the
-kernel loses by not running back to back); "Python alone" is the python contender. Gradients are set once: after opforge's first step
-every p.grad is a view of its flat gradient buffer (as in a training loop whose backward
-accumulates into the gradients zero_grad() kept), so a timed step copies no gradient.
+kernel loses by not running back to back); "Python alone" is the python contender.
+Gradients are set once: after opforge's first step every p.grad is a view of its flat
+gradient buffer (as in a training loop whose backward accumulates into the gradients
+zero_grad() kept), so a timed step copies no gradient.
 """
 
 import argparse

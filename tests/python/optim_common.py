@@ -144,15 +144,15 @@ def check_step_lr(ref_cls, cls, kwargs, ref_dtype=torch.float32):
 
 
 def check_checkpoints(ref_cls, cls, kwargs, keys):
-    """20 steps in one implementation, a checkpoint (model and optimizer, through
-    torch.save), 30 more in the other; against 50 steps in the reference alone."""
+    """50 steps in one implementation, a checkpoint (model and optimizer, through
+    torch.save), 50 more in the other; against 100 steps in the reference alone."""
     X, Y = data()
     ref_model = mlp()
-    ref = train(ref_model, ref_cls(ref_model.parameters(), **kwargs), 50, X, Y)
+    ref = train(ref_model, ref_cls(ref_model.parameters(), **kwargs), 100, X, Y)
     for first, second in ((cls, ref_cls), (ref_cls, cls)):
         m1 = mlp()
         o1 = first(m1.parameters(), **kwargs)
-        head = train(m1, o1, 20, X, Y)
+        head = train(m1, o1, 50, X, Y)
         assert state_keys(o1) == keys
         buf = io.BytesIO()
         torch.save({"model": m1.state_dict(), "opt": o1.state_dict()}, buf)
@@ -162,7 +162,7 @@ def check_checkpoints(ref_cls, cls, kwargs, keys):
         m2.load_state_dict(ckpt["model"])
         o2 = second(m2.parameters(), **kwargs)
         o2.load_state_dict(ckpt["opt"])
-        tail = train(m2, o2, 30, X, Y)
+        tail = train(m2, o2, 50, X, Y)
         assert_close_losses(ref, head + tail)
         assert_close_models(ref_model, m2)
         assert state_keys(o2) == keys

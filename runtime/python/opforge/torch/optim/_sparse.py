@@ -7,8 +7,6 @@ row layout (the sparse ops' var (rows, cols), grad (len(indices), cols))."""
 
 import math
 
-import torch
-
 
 def refusal(opt, gi, pi, why):
     """The error for a sparse gradient an optimizer cannot take (raised before any state
