@@ -9,9 +9,11 @@ import optim_common as oc  # noqa: E402
 from optim_refs import RefLARS  # noqa: E402
 
 F64 = torch.float64
-# eta=1e-3 (TF's default) scales lr by ~1e-3 * ||w||/||g||: lr ~1 trains this MLP.
+# eta=1e-3 (TF's default) scales lr by ~1e-3 * ||w||/||g||: lr ~1 trains this MLP. (At lr=2
+# with momentum 0.9 the fp32 reference itself drifts 1.3e-4 from the fp64 one over 200 steps,
+# past the tolerance: rounding alone would decide.)
 CONFIGS = {
-    "tf_defaults": dict(lr=2.0),
+    "tf_defaults": dict(lr=1.0),
     "wd_eta_eps": dict(lr=0.5, momentum=0.8, weight_decay=0.01, eta=0.01, epsilon=1e-3),
     "nesterov": dict(lr=1.0, weight_decay=1e-3, nesterov=True),
     "no_momentum": dict(lr=2.0, momentum=0.0, weight_decay=0.05),
