@@ -8,8 +8,7 @@
 //   N >= serial_below : `tasks` parallel chunks whose size is computed at run time,
 //                       ceil(N / (tasks*V*unroll)) * V*unroll, each a loop of V-wide vectors.
 //                       A fixed chunk (65536) left the last task running masked vectors past
-//                       the data: Adam at N = 1e4 took 400-600 us (measured,
-//                       ../shared/HALIDE14.md).
+//                       the data: Adam at N = 1e4 took 400-600 us (measured on Halide 14).
 // Tails are GuardWithIf: the kernels run in place, and ShiftInwards re-reads elements it has
 // already written (wrong results when aliased); RoundUp would write past the end.
 #pragma once

@@ -121,7 +121,7 @@ const std::vector<VariantSpec>& op_table() {
       {&sparse_apply_proximal_adagrad(), {{"Tindices", "int64"}}, all, {}},
       {&sparse_adam(), {{"Tindices", "int32"}}, all, {}},
       {&sparse_adam(), {{"Tindices", "int64"}}, all, {}},
-      // Mixed precision (issue 4): gradients and the model copy in bf16 / f16, fp32 master
+      // Mixed precision: gradients and the model copy in bf16 / f16, fp32 master
       // weights and optimizer state, fp32 arithmetic.
       {&apply_gradient_descent(), {}, all, {}, {}, kBf16m},
       {&apply_gradient_descent(), {}, all, {}, {}, kF16m},

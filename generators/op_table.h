@@ -71,9 +71,6 @@ const std::vector<NnVariantSpec>& nn_op_table();
 std::string nn_variant_id(const dsl::NnOpDecl& decl, const dsl::AttrValues& resolved_attrs,
                           const std::string& algorithm, const std::string& isa);
 
-// The declaration of an NN op in the table (its bandwidth kernels included); nullptr if none.
-const dsl::NnOpDecl* find_nn_decl(const std::string& op);
-
 // y = x over N fp32 elements: the same-traffic yardstick (read x once, write y once) of the
 // row-wise and elementwise NN ops.
 const dsl::NnOpDecl& bandwidth_copy();

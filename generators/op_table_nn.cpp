@@ -57,11 +57,4 @@ std::string nn_variant_id(const dsl::NnOpDecl& decl, const dsl::AttrValues& attr
   return id + "__f32__" + isa;
 }
 
-const dsl::NnOpDecl* find_nn_decl(const std::string& op) {
-  for (const auto& r : nn_op_table()) {
-    if (r.decl->name() == op) return r.decl;
-  }
-  return nullptr;
-}
-
 }  // namespace opforge::generators

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One optimizer step over a whole model: opforge.torch.optim vs torch.optim (issue 14 item 4).
+"""One optimizer step over a whole model: opforge.torch.optim vs torch.optim.
 
     /usr/bin/python3 scripts/bench_torch_optim.py [--models gpt2-small,resnet-1001]
         [--optims adam,adamw,sgd] [--reps N] [--threads 2] [--quick]

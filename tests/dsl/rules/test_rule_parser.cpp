@@ -18,17 +18,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kExample = R"(# comment to end of line
-optimizer sign_sqrt_momentum
-  state var, m
-  input grad
-  hyper lr = 0.01        "learning rate"
-  hyper beta = 0.9       "momentum decay"
-  attr  nesterov = false "use Nesterov look-ahead"
-  let   g  = sign(grad) * sqrt(abs(grad))
-  m   = beta * m + (1 - beta) * g
-  var = var - lr * select(nesterov, beta * m + g, m)
-)";
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The shipped rule files (generators/rules): the example rule is the one the op library
+// builds, not a copy of it.
+fs::path rules_dir() {
+  return fs::path(__FILE__).parent_path() / ".." / ".." / ".." / "generators" / "rules";
+}
+
+const std::string& example_rule() {
+  static const std::string text = read_file(rules_dir() / "sign_sqrt_momentum.rule");
+  return text;
+}
 
 void check_loc(SourceLoc got, int line, int col) {
   CHECK(got.line == line);
@@ -124,17 +130,11 @@ std::string base(const std::string& rest) {
 }
 const char* const kUpdates = "m = m\nvar = var\n";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 fs::path corpus_dir() {
   return fs::path(__FILE__).parent_path() / "corpus";
 }
 
+// Corpus files named prefix*.rule; the good ones include the shipped rule files.
 std::vector<fs::path> corpus_files(const std::string& prefix) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(corpus_dir())) {
@@ -143,12 +143,17 @@ std::vector<fs::path> corpus_files(const std::string& prefix) {
       files.push_back(entry.path());
     }
   }
+  if (prefix == "good_") {
+    for (const auto& entry : fs::directory_iterator(rules_dir())) {
+      if (entry.path().extension() == ".rule") files.push_back(entry.path());
+    }
+  }
   std::sort(files.begin(), files.end());
   return files;
 }
 
 TEST_CASE("the example rule parses to the expected AST") {
-  const Rule r = parse_rule(kExample, "example.rule");
+  const Rule r = parse_rule(example_rule(), "example.rule");
   CHECK(r.name == "sign_sqrt_momentum");
   check_loc(r.loc, 2, 1);
 
@@ -264,7 +269,7 @@ TEST_CASE("declarations: float attrs, negative defaults, optional descriptions, 
 }
 
 TEST_CASE("canonical text: stable under formatting, different under edits") {
-  const std::string original = canonical(kExample);
+  const std::string original = canonical(example_rule());
   const std::vector<std::string> same = {
       // Tabs, extra blanks, blank lines, comments everywhere, CRLF, redundant parentheses,
       // declarations interleaved differently, equal numbers spelt differently.
@@ -276,7 +281,7 @@ TEST_CASE("canonical text: stable under formatting, different under edits") {
       "let g=(sign(grad))*(sqrt((abs(grad))))\r\n"
       "m=((beta*m)+((1.0-beta)*g))\r\n"
       "var = var - (lr * select(nesterov, (beta * m) + g, m))   # end",
-      std::string(kExample) + "\n\n# trailing comment\n",
+      example_rule() + "\n\n# trailing comment\n",
   };
   for (const std::string& text : same) {
     CAPTURE(text);
@@ -284,16 +289,16 @@ TEST_CASE("canonical text: stable under formatting, different under edits") {
   }
   std::vector<std::string> edits = {
       // 0.9 -> the next double up: a change in the last bit.
-      std::string(kExample).replace(std::string(kExample).find("0.9 "), 3, "0.90000000000000013"),
-      std::string(kExample).replace(std::string(kExample).find("beta * m +"), 8, "m * beta"),
-      std::string(kExample).replace(std::string(kExample).find("1 - beta"), 8, "1 + beta"),
-      std::string(kExample).replace(std::string(kExample).find("= false"), 7, "= true"),
-      std::string(kExample).replace(std::string(kExample).find("learning rate"), 8, "Learning"),
-      std::string(kExample).replace(std::string(kExample).find("sign_sqrt_momentum"), 18,
-                                    "sign_sqrt_momentum2"),
-      std::string(kExample).replace(std::string(kExample).find("select(nesterov, "), 17,
-                                    "select(!nesterov, "),
-      std::string(kExample).replace(std::string(kExample).find("abs(grad)"), 9, "(-grad)"),
+      std::string(example_rule()).replace(example_rule().find("0.9 "), 3, "0.90000000000000013"),
+      std::string(example_rule()).replace(example_rule().find("beta * m +"), 8, "m * beta"),
+      std::string(example_rule()).replace(example_rule().find("1 - beta"), 8, "1 + beta"),
+      std::string(example_rule()).replace(example_rule().find("= false"), 7, "= true"),
+      std::string(example_rule()).replace(example_rule().find("learning rate"), 8, "Learning"),
+      std::string(example_rule())
+          .replace(example_rule().find("sign_sqrt_momentum"), 18, "sign_sqrt_momentum2"),
+      std::string(example_rule())
+          .replace(example_rule().find("select(nesterov, "), 17, "select(!nesterov, "),
+      std::string(example_rule()).replace(example_rule().find("abs(grad)"), 9, "(-grad)"),
   };
   std::vector<std::string> seen = {original};
   for (const std::string& text : edits) {
@@ -554,7 +559,7 @@ TEST_CASE("corpus: every good file parses, and its canonical text parses back to
     const std::string c = canonical_rule_text(r);
     CHECK(canonical(c) == c);
   }
-  const Rule adam = parse_rule(read_file(corpus_dir() / "good_adam.rule"), "adam");
+  const Rule adam = parse_rule(read_file(rules_dir() / "adam_rule.rule"), "adam");
   CHECK(adam.name == "adam_rule");
   CHECK(adam.states.size() == 3);
   CHECK(adam.hypers.size() == 6);
