@@ -3,7 +3,7 @@
 
     /usr/bin/python3 scripts/bench_nn_torch.py [--registry DIR] [--lib PATH] [--op OP ...]
         [--shape NAME=D0,D1,..] [--scalar NAME=VALUE] [--attr NAME=VALUE] [--isa avx2]
-        [--threads 2] [--reps 31] [--warm] [--json]
+        [--threads 2] [--reps 31] [--warm] [--json] [--write-docs]
 
 The PyTorch peer column for `opforge bench nn` (which has oneDNN as its peer), measured in one
 process. By default every op of kind "nn" in the registry runs on its descriptor's
@@ -43,6 +43,9 @@ torch.matmul goes to the BLAS that Debian's libblas.so.3 alternative points at (
 with BLAS_INFO=generic); with only libblas3 installed that is netlib's reference BLAS, serial
 and untuned, and the header line says so. For a tuned GEMM peer install libopenblas0-pthread
 (it registers a higher-priority alternative). conv2d goes to oneDNN (torch's mkldnn).
+
+--write-docs also writes the table, with the date, command, CPU and ISA, into this script's
+section of scripts/BENCHMARKS.md (between <!-- begin bench_nn_torch --> and its end).
 """
 
 import argparse
@@ -70,6 +73,7 @@ except ImportError as e:  # pragma: no cover - environment problem
 # The package from this source tree (runtime/python); --lib picks the library it loads.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
                                 "python"))
+import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 from opforge import OpforgeError  # noqa: E402
 
@@ -368,8 +372,15 @@ def main():
     ap.add_argument("--warm", action="store_true",
                     help="skip the cold-cache eviction before each timed call")
     ap.add_argument("--json", action="store_true", help="also print a JSON object")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="also replace this script's section of scripts/BENCHMARKS.md")
     args = ap.parse_args()
 
+    if args.write_docs:
+        try:
+            bench_docs.check_section("bench_nn_torch")
+        except (OSError, ValueError) as e:
+            ap.error(f"--write-docs: {bench_docs.BENCHMARKS}: {e}")
     if args.threads < 1:
         ap.error("--threads must be >= 1")
     if args.reps < 1:
@@ -449,10 +460,9 @@ def main():
         if of is not None:
             of.close()
 
-    print()
-    print("| op | problem | algorithm | opforge ms | torch ms | torch/opforge | GFLOP/s opforge "
-          "| worst err/tol |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    table = ["| op | problem | algorithm | opforge ms | torch ms | torch/opforge "
+             "| GFLOP/s opforge | worst err/tol |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in results:
         th = f"{r['torch_ms']:.3f}" if "torch_ms" in r else "-"
         ratio = f"{r['torch_over_opforge']:.2f}x" if "torch_ms" in r else "-"
@@ -460,8 +470,18 @@ def main():
         chk = "-"
         if "worst_err_over_tol" in r:
             chk = f"{r['worst_err_over_tol']:.4g}" + ("" if r["check_ok"] else " (FAIL)")
-        print(f"| {r['op']} | {r['problem']} | {r['algorithm'] or '-'} | {r['opforge_ms']:.3f} "
-              f"| {th} | {ratio} | {gf} | {chk} |")
+        table.append(f"| {r['op']} | {r['problem']} | {r['algorithm'] or '-'} "
+                     f"| {r['opforge_ms']:.3f} | {th} | {ratio} | {gf} | {chk} |")
+    print()
+    print("\n".join(table))
+    if args.write_docs:
+        isas = sorted({r["isa"] for r in results if r.get("isa")}) or [args.isa or "best"]
+        notes = [f"torch {info['torch_version']} eager, same tensors; threads: {args.threads} "
+                 f"(torch {info['torch_threads']}); OMP_WAIT_POLICY={info['omp_wait_policy']}; "
+                 f"{info['caches']} caches; medians of {args.reps} interleaved reps; "
+                 f"torch BLAS: {blas_note(info['blas'])}"]
+        path = bench_docs.write_section("bench_nn_torch", table, ", ".join(isas), notes=notes)
+        print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
 
     if args.json:
         print(json.dumps({"info": info, "results": results}, indent=2))

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 scripts/bench_torch.py --registry DIR [--lib PATH]
         [--sizes 1e4,1e5,1e6,1e7] [--threads 2] [--reps N] [--isa avx2] [--json]
+        [--write-docs]
 
 For each size n, one process holds two independent sets of fp32 buffers (torch tensors,
 contiguous): var/m/v/grad for opforge, and one parameter (+ its grad and Adam state) for
@@ -14,6 +15,9 @@ is folded into lr_t); torch adds epsilon to the bias-corrected sqrt(v). Before t
 step from identical state is compared with a tiny epsilon, where the two agree.
 
 GB/s for opforge counts 28 bytes/element: reads var, m, v, grad and writes var, m, v (fp32).
+
+--write-docs also writes the table, with the date, command, CPU and ISA, into this script's
+section of scripts/BENCHMARKS.md (between <!-- begin bench_torch --> and its end).
 """
 
 import argparse
@@ -46,6 +50,7 @@ except ImportError as e:  # pragma: no cover - environment problem
 # The package from this source tree (runtime/python); --lib picks the library it loads.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
                                 "python"))
+import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 from opforge import OpforgeError  # noqa: E402
 
@@ -251,8 +256,15 @@ def main():
                     help="time per size when --reps is not given (default 1.5)")
     ap.add_argument("--isa", default=None, help="opforge ISA (default: best for this CPU)")
     ap.add_argument("--json", action="store_true", help="also print a JSON object")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="also replace this script's section of scripts/BENCHMARKS.md")
     args = ap.parse_args()
 
+    if args.write_docs:
+        try:
+            bench_docs.check_section("bench_torch")
+        except (OSError, ValueError) as e:
+            ap.error(f"--write-docs: {bench_docs.BENCHMARKS}: {e}")
     if args.threads < 1:
         ap.error("--threads must be >= 1")
     if args.reps is not None and args.reps < 1:
@@ -324,13 +336,21 @@ def main():
     finally:
         of.close()
 
-    print()
-    print("| n | reps | opforge median (µs) | torch median (µs) | speed-up (torch/opforge) "
-          "| opforge GB/s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    table = ["| n | reps | opforge median (µs) | torch median (µs) | speed-up (torch/opforge) "
+             "| opforge GB/s |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        print(f"| {fmt_n(r['n'])} | {r['reps']} | {r['opforge_median_us']:.1f} "
-              f"| {r['torch_median_us']:.1f} | {r['speedup']:.2f}x | {r['opforge_gbps']:.1f} |")
+        table.append(f"| {fmt_n(r['n'])} | {r['reps']} | {r['opforge_median_us']:.1f} "
+                     f"| {r['torch_median_us']:.1f} | {r['speedup']:.2f}x "
+                     f"| {r['opforge_gbps']:.1f} |")
+    print()
+    print("\n".join(table))
+    if args.write_docs:
+        notes = [f"opforge {info['variant']} vs torch {info['torch_version']} "
+                 f"Adam(foreach=True); threads: {args.threads} (torch {info['torch_threads']}); "
+                 f"OMP_WAIT_POLICY={info['omp_wait_policy']}; medians"]
+        path = bench_docs.write_section("bench_torch", table, info["isa"], notes=notes)
+        print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
 
     if args.json:
         print(json.dumps({"info": info, "check": chk, "results": results}, indent=2))

@@ -2,7 +2,7 @@
 """One optimizer step over a whole model: opforge.torch.optim vs torch.optim.
 
     /usr/bin/python3 scripts/bench_torch_optim.py [--models gpt2-small,resnet-1001]
-        [--optims adam,adamw,sgd] [--reps N] [--threads 2] [--quick]
+        [--optims adam,adamw,sgd] [--reps N] [--threads 2] [--quick] [--write-docs]
 
 The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
 For each model (parameter shapes from the runtime's presets: gpt2-small is "transformer-small",
@@ -30,12 +30,14 @@ kernel loses by not running back to back); "Python alone" is the python contende
 Gradients are set once: after opforge's first step every p.grad is a view of its flat
 gradient buffer (as in a training loop whose backward accumulates into the gradients
 zero_grad() kept), so a timed step copies no gradient.
+
+--write-docs also writes the table, with the date, command, CPU and ISA, into this script's
+section of scripts/BENCHMARKS.md (between <!-- begin bench_torch_optim --> and its end).
 """
 
 import argparse
 import gc
 import os
-import platform
 import statistics
 import sys
 import time
@@ -52,6 +54,7 @@ except ImportError as e:  # pragma: no cover - environment problem
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
                                 "python"))
+import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 import opforge.torch.optim as of_optim  # noqa: E402
 from opforge import OpforgeError  # noqa: E402
@@ -65,17 +68,6 @@ OPTIMS = {
     "sgd": (torch.optim.SGD, of_optim.SGD, dict(lr=1e-3, momentum=0.9), "bandwidth_s2_g1"),
 }
 CONTENDERS = ("opforge", "unchecked", "foreach", "for-loop", "kernel", "bandwidth", "python")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_params(shapes, seed):
@@ -199,6 +191,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 3 reps, resnet-1001 only unless --models is given")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="also replace this script's section of scripts/BENCHMARKS.md")
     args = ap.parse_args()
     if args.models is None:
         args.models = "resnet-1001" if args.quick else ",".join(MODELS)
@@ -210,6 +204,11 @@ def main():
     for o in optims:
         if o not in OPTIMS:
             ap.error(f"unknown optimizer {o!r} (have {', '.join(OPTIMS)})")
+    if args.write_docs:
+        try:
+            bench_docs.check_section("bench_torch_optim")
+        except (OSError, ValueError) as e:
+            ap.error(f"--write-docs: {bench_docs.BENCHMARKS}: {e}")
     reps = args.reps or (3 if args.quick else 15)
     if reps < 1 or args.threads < 1:
         ap.error("--reps and --threads must be >= 1")
@@ -235,15 +234,14 @@ def main():
     except (OpforgeError, RuntimeError, ValueError) as e:
         sys.exit(f"error: {e}")
 
-    print(f"\nCPU: {cpu_model()} ({os.cpu_count()} logical CPUs); ISA: {isa}; "
-          f"threads: {args.threads} (torch {torch.get_num_threads()}); torch "
-          f"{torch.__version__}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; "
-          f"reps: {reps}; times in ms, median (min-max)\n")
-    print("| model | optimizer | opforge | % bw | unchecked | % bw | torch foreach "
-          "| torch for-loop "
-          "| foreach/opforge | kernel | bandwidth | kernel % bw | step - kernel (% of kernel) "
-          "| Python alone (% of kernel) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    settings = (f"threads: {args.threads} (torch {torch.get_num_threads()}); torch "
+                f"{torch.__version__}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; "
+                f"reps: {reps}; times in ms, median (min-max)")
+    table = ["| model | optimizer | opforge | % bw | unchecked | % bw | torch foreach "
+             "| torch for-loop "
+             "| foreach/opforge | kernel | bandwidth | kernel % bw | step - kernel (% of kernel) "
+             "| Python alone (% of kernel) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def cell(r):
         return f"{r['median']:.1f} ({r['min']:.1f}-{r['max']:.1f})"
@@ -251,15 +249,22 @@ def main():
     for model, name, res, info in rows:
         m = {c: res[c]["median"] for c in CONTENDERS}
         py = m["opforge"] - m["kernel"]
-        print(f"| {model} ({info['tensors']} tensors, {info['elements']:,}) | {name} "
-              f"| {cell(res['opforge'])} | {100 * m['bandwidth'] / m['opforge']:.0f}% "
-              f"| {cell(res['unchecked'])} | {100 * m['bandwidth'] / m['unchecked']:.0f}% "
-              f"| {cell(res['foreach'])} | {cell(res['for-loop'])} "
-              f"| {m['foreach'] / m['opforge']:.2f}x | {cell(res['kernel'])} "
-              f"| {cell(res['bandwidth'])} | {100 * m['bandwidth'] / m['kernel']:.0f}% "
-              f"| {py:.1f} ms ({100 * py / m['kernel']:.1f}%) "
-              f"| {m['python']:.2f} ms ({100 * m['python'] / m['kernel']:.1f}%) |")
+        table.append(
+            f"| {model} ({info['tensors']} tensors, {info['elements']:,}) | {name} "
+            f"| {cell(res['opforge'])} | {100 * m['bandwidth'] / m['opforge']:.0f}% "
+            f"| {cell(res['unchecked'])} | {100 * m['bandwidth'] / m['unchecked']:.0f}% "
+            f"| {cell(res['foreach'])} | {cell(res['for-loop'])} "
+            f"| {m['foreach'] / m['opforge']:.2f}x | {cell(res['kernel'])} "
+            f"| {cell(res['bandwidth'])} | {100 * m['bandwidth'] / m['kernel']:.0f}% "
+            f"| {py:.1f} ms ({100 * py / m['kernel']:.1f}%) "
+            f"| {m['python']:.2f} ms ({100 * m['python'] / m['kernel']:.1f}%) |")
 
+    print(f"\nCPU: {bench_docs.cpu_model()} ({os.cpu_count()} logical CPUs); ISA: {isa}; "
+          f"{settings}\n")
+    print("\n".join(table))
+    if args.write_docs:
+        path = bench_docs.write_section("bench_torch_optim", table, isa, notes=[settings])
+        print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
 
 if __name__ == "__main__":
     main()

@@ -46,7 +46,7 @@ int cmd_list(const Args& a) {
     return 0;
   }
   if (a.has("markdown")) {
-    // The README's op table, generated from the descriptors (one declaration per op).
+    // generators/README.md's op table, generated from the descriptors (one declaration per op).
     std::printf("| op | arguments | matches | attrs (default first) | what it does |\n");
     std::printf("|---|---|---|---|---|\n");
     for (const auto& op : reg->ops()) {

@@ -96,7 +96,7 @@ const std::vector<Command>& commands() {
         "List the registry's ops and variants",
         {registry_option(),
          json,
-         {"markdown", "", "the README's op table"},
+         {"markdown", "", "the op table of generators/README.md"},
          {"names", "", "op names only, one a line (for shell completion)"}}},
        cmd_list},
       {{"describe",

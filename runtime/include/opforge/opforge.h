@@ -120,8 +120,8 @@ int opforge_kernel_splittable(const opforge_kernel* k);
 /* opforge_call as consecutive kernel calls over slices of at most chunk_elements elements of
  * the flattened tensors (pointers offset per slice, scalars identical), validated once on the
  * whole tensors. The bytes of one opforge_call per slice, and of one whole call except in the
- * last bits for kernels whose vector tails round differently (README, Large tensors). Fails
- * for an op that is not splittable or chunk_elements < 1. */
+ * last bits for kernels whose vector tails round differently (runtime/README.md, Large tensors
+ * and chunked calls). Fails for an op that is not splittable or chunk_elements < 1. */
 int opforge_call_chunked(opforge_kernel* k, const opforge_tensor* tensors, size_t n_tensors,
                          const opforge_scalar* scalars, size_t n_scalars, int64_t chunk_elements);
 

@@ -87,9 +87,9 @@ class Kernel {
   // identical. Arguments are validated once, on the whole tensors (names, dtypes, shapes,
   // aliasing). The result is the bytes of one call() per slice, and of one whole call()
   // except in the last bits for kernels whose vector tails round differently from full vectors
-  // (README, Large tensors). Throws Error when the op is not splittable (whatever the size) or
-  // chunk_elements < 1. A Halide error in a slice names the slice; the slices before it are
-  // already updated.
+  // (runtime/README.md, Large tensors and chunked calls). Throws Error when the op is not
+  // splittable (whatever the size) or chunk_elements < 1. A Halide error in a slice names the
+  // slice; the slices before it are already updated.
   void call_chunked(const std::vector<Tensor>& tensors,
                     const std::map<std::string, double>& scalars, int64_t chunk_elements);
   void call_chunked(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,

@@ -1,4 +1,4 @@
-// Rule files through the same builder, cache and runtime as the C++ ops: the README example
+// Rule files through the same builder, cache and runtime as the C++ ops: the example rule
 // against an fp64 reference, a rule version of TF's ApplyAdam against the C++ apply_adam, cache
 // hits and misses on rule edits, and a bad rule leaving registry and cache untouched.
 #include <doctest/doctest.h>
@@ -46,7 +46,7 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi
   return v;
 }
 
-TEST_CASE("rules: the README example matches its fp64 formula; the Adam rule matches apply_adam") {
+TEST_CASE("rules: the example rule matches its fp64 formula; the Adam rule matches apply_adam") {
   TempDir t;
   build(t.path / "reg", t.path / "cache", {"apply_adam", "adam_rule", "sign_sqrt_momentum"},
         {kRules.string()});
