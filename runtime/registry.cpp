@@ -1,0 +1,423 @@
+// The registry: opening index.json, descriptors, variant selection, loading kernels.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "opforge/runtime.hpp"
+#include "runtime/kernel_call.h"
+#include "runtime/shape_rules.h"
+#include "runtime/suggest.h"
+#include "runtime/views.h"
+
+namespace opforge {
+
+using registry::Descriptor;
+using registry::DType;
+using registry::KernelArg;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string canonical_attr(const registry::Attr& a, const std::string& text,
+                           const std::string& op) {
+  try {
+    return registry::canonical_attr_value(a.type, a.choices, text);
+  } catch (const std::invalid_argument& e) {
+    throw Error("op '" + op + "': attr '" + a.name + "' " + e.what());
+  }
+}
+
+// The kernel's own metadata must say what the descriptor says: a stale or hand-edited
+// descriptor is caught at load time, not by a crash in the call.
+void check_metadata(const Descriptor& d, const halide_filter_metadata_t* md) {
+  const std::string where = "registry variant " + d.variant + ": kernel metadata";
+  if (md->num_arguments != static_cast<int>(d.kernel.args.size())) {
+    throw Error(where + " has " + std::to_string(md->num_arguments) +
+                " arguments, descriptor lists " + std::to_string(d.kernel.args.size()));
+  }
+  for (size_t k = 0; k < d.kernel.args.size(); ++k) {
+    const auto& want = d.kernel.args[k];
+    const halide_filter_argument_t& got = md->arguments[k];
+    const int kind = want.kind == KernelArg::Kind::input_scalar ? halide_argument_kind_input_scalar
+                     : want.kind == KernelArg::Kind::input_buffer
+                         ? halide_argument_kind_input_buffer
+                         : halide_argument_kind_output_buffer;
+    const halide_type_t t = halide_type_of(want.dtype);
+    if (want.name != got.name || kind != got.kind || want.dims != got.dimensions ||
+        t.code != got.type.code || t.bits != got.type.bits) {
+      throw Error(where + ": argument " + std::to_string(k) + " is '" + got.name +
+                  "', descriptor says '" + want.name + "' (kind, type and dims must match too)");
+    }
+  }
+}
+
+// " (hidden by OPFORGE_CPU_FEATURES=...)" when the CPU has `f` and the mask hides it, so that a
+// "needs CPU feature" error under a mask does not read as a hardware limit.
+std::string mask_note(const std::string& f) {
+  const CpuFeatures& c = cpu_features();
+  if (std::find(c.host.begin(), c.host.end(), f) == c.host.end()) return "";
+  return " (hidden by OPFORGE_CPU_FEATURES=" + c.mask + ")";
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_attr_list(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error("attr '" + item + "': expected NAME=VALUE");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
+  std::unique_ptr<Registry> r(new Registry());
+  r->dir_ = dir_in.empty() ? default_dir() : dir_in;
+  if (r->dir_.empty()) throw Error("no registry directory given and OPFORGE_REGISTRY is unset");
+  const std::string path = r->dir_ + "/index.json";
+  // The common first-run mistake gets the command that fixes it, not "cannot open".
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    const std::string build =
+        r->dir_ == default_dir() ? "opforge build" : "opforge build --registry " + r->dir_;
+    throw Error("no op registry at " + r->dir_ + " (index.json missing); run '" + build +
+                "' to create it");
+  }
+  try {
+    r->index_ = registry::index_from_json(read_text(path), path);
+  } catch (const registry::FormatError& e) {
+    throw Error(e.what());
+  }
+  return r;
+}
+
+Registry::~Registry() {
+  loaded_.clear();
+  // Kernels and the runtime stay mapped: unloading a Halide runtime with live worker
+  // threads is not safe, and the process is usually about to end.
+}
+
+std::vector<std::string> Registry::ops() const {
+  std::set<std::string> s;
+  for (const auto& e : index_.variants) s.insert(e.op);
+  return {s.begin(), s.end()};
+}
+
+Descriptor Registry::descriptor(const std::string& variant) const {
+  for (const auto& e : index_.variants) {
+    if (e.variant != variant) continue;
+    const std::string path = dir_ + "/" + e.descriptor;
+    try {
+      Descriptor d = registry::descriptor_from_json(read_text(path), path);
+      if (d.variant != variant || d.op != e.op) {
+        throw Error(path + ": describes " + d.variant + ", the index says " + variant);
+      }
+      return d;
+    } catch (const registry::FormatError& err) {
+      throw Error(err.what());
+    }
+  }
+  throw Error("registry " + dir_ + " has no variant " + variant);
+}
+
+std::vector<Descriptor> Registry::variants(const std::string& op) const {
+  if (!registry::is_valid_op_name(op)) {
+    throw Error("'" + op + "' is not a valid op name (^[a-z][a-z0-9_]{0,63}$)");
+  }
+  std::vector<Descriptor> out;
+  for (const auto& e : index_.variants) {
+    if (e.op == op) out.push_back(descriptor(e.variant));
+  }
+  if (out.empty()) {
+    throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + " (registry " + dir_ + ")");
+  }
+  // fp32 storage first: callers describing an op by its first variant see the fp32 form.
+  std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
+    return (storage_tag(a) == "f32") > (storage_tag(b) == "f32");
+  });
+  return out;
+}
+
+void* Registry::runtime_handle() {
+  if (runtime_) return runtime_;
+  // Kernels name the runtime by soname, so every registry's kernels in a process bind to the
+  // first one loaded: reuse it, so thread count and error handler act on the pool in use.
+  const std::string path = dir_ + "/" + index_.runtime_library;
+  const std::string soname = path.substr(path.find_last_of('/') + 1);
+  if (access(path.c_str(), R_OK) != 0) throw Error(path + ": Halide runtime library missing");
+  void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
+  // Errors become codes with a message, not an abort() of the caller's process.
+  using SetHandler = void (*)(void (*)(void*, const char*));
+  auto set_handler = reinterpret_cast<SetHandler>(dlsym(h, "halide_set_error_handler"));
+  if (!set_handler) throw Error(path + ": not a Halide runtime (no halide_set_error_handler)");
+  set_handler(capture_halide_error);
+  runtime_ = h;
+  return h;
+}
+
+void Registry::set_num_threads(int n) {
+  void* h = runtime_handle();
+  auto shutdown = reinterpret_cast<void (*)()>(dlsym(h, "halide_shutdown_thread_pool"));
+  auto set = reinterpret_cast<int (*)(int)>(dlsym(h, "halide_set_num_threads"));
+  if (!shutdown || !set) throw Error("Halide runtime lacks thread-pool controls");
+  // halide_set_num_threads alone is lazy: existing workers keep taking jobs.
+  shutdown();
+  set(n);
+}
+
+std::string storage_tag(const Descriptor& d) {
+  auto narrow = [](DType t) { return t == DType::f16 || t == DType::bf16; };
+  DType grad = DType::f32;
+  std::optional<DType> model, state;
+  bool first_state = true;  // the parameter (or fp32 master): never narrowed
+  for (const auto& in : d.inputs) {
+    if (in.role == registry::Input::Role::gradient && grad == DType::f32) grad = in.dtype;
+    if (in.role != registry::Input::Role::state) continue;
+    if (in.name == "model" && narrow(in.dtype)) {
+      model = in.dtype;
+    } else if (!first_state && narrow(in.dtype)) {
+      state = in.dtype;
+    }
+    first_state = false;
+  }
+  return registry::storage_tag(grad, model, state);
+}
+
+namespace {
+
+// What a selection asks for: the declaration's attr defaults, overridden by the caller's
+// (canonicalized), and a tensor storage.
+struct Wanted {
+  std::map<std::string, std::string> attrs;
+  std::string storage;
+};
+
+// "storage" (f32, bf16m, f16m, ...) is not a declared attr: it picks among the variants'
+// tensor storage (storage_tag). Without it, fp32 storage where the op has it. "algorithm"
+// picks an NN op's algorithm by name.
+Wanted wanted_attrs(const std::vector<Descriptor>& all, const std::string& op,
+                    const std::map<std::string, std::string>& attrs, std::string* algorithm) {
+  Wanted w;
+  for (const auto& a : all.front().attrs) w.attrs[a.name] = a.default_value;
+  for (const auto& [name, text] : attrs) {
+    if (name == "storage" && !all.front().find_attr(name)) {
+      w.storage = text;
+      continue;
+    }
+    if (name == "algorithm" && !all.front().find_attr(name) && all.front().shape.named_dims) {
+      *algorithm = text;
+      continue;
+    }
+    const registry::Attr* a = all.front().find_attr(name);
+    if (!a) {
+      std::vector<std::string> names;
+      for (const auto& x : all.front().attrs) names.push_back(x.name);
+      throw Error("op '" + op + "' has no attr '" + name + "'" + did_you_mean(name, names));
+    }
+    w.attrs[name] = canonical_attr(*a, text, op);
+  }
+  if (!algorithm->empty()) {
+    std::set<std::string> names;
+    for (const auto& d : all) names.insert(d.algorithm.name);
+    if (!names.count(*algorithm)) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw Error("op '" + op + "' has no algorithm '" + *algorithm + "'" +
+                  did_you_mean(*algorithm, {names.begin(), names.end()}) +
+                  (list.empty() ? " (it has one, unnamed)" : " (it has " + list + ")"));
+    }
+  }
+  if (w.storage.empty()) {
+    for (const auto& d : all) {
+      if (storage_tag(d) == "f32") w.storage = "f32";
+    }
+  }
+  return w;
+}
+
+// The variants (moved out of `all`) with the wanted attrs, storage and algorithm.
+std::vector<Descriptor> matching_variants(std::vector<Descriptor>& all, const Wanted& wanted,
+                                          const std::string& algorithm, const std::string& op) {
+  const std::string& storage = wanted.storage;
+  std::vector<Descriptor> matching;
+  for (auto& d : all) {
+    if (d.attr_values() == wanted.attrs && (storage.empty() || storage_tag(d) == storage) &&
+        (algorithm.empty() || d.algorithm.name == algorithm))
+      matching.push_back(std::move(d));
+  }
+  if (matching.empty()) {
+    std::string w;
+    for (const auto& [k, v] : wanted.attrs) w += (w.empty() ? "" : ",") + k + "=" + v;
+    if (!storage.empty()) w += (w.empty() ? "" : ",") + std::string("storage=") + storage;
+    if (!algorithm.empty()) w += (w.empty() ? "" : ",") + std::string("algorithm=") + algorithm;
+    throw Error("op '" + op + "' has no registered variant with attrs " + w);
+  }
+  return matching;
+}
+
+// Of the matching variants, those this CPU runs (or those of the forced ISA), best first.
+std::vector<Descriptor> runnable_variants(std::vector<Descriptor>& matching, const std::string& op,
+                                          const std::string& isa_in, bool need_cpu) {
+  const char* env = std::getenv("OPFORGE_ISA");
+  const std::string isa = !isa_in.empty() ? isa_in : (env && *env ? env : "");
+  std::vector<Descriptor> out;
+  for (auto& d : matching) {
+    bool ok = true;
+    std::string missing;
+    for (const auto& f : d.target.cpu_features) {
+      if (!cpu_supports(f)) ok = false, missing = f;
+    }
+    // A forced ISA can have several variants (a hand schedule and its autoscheduled twin):
+    // the highest priority among them wins, as without a forced ISA.
+    if (!isa.empty() && d.target.isa == isa) {
+      if (!ok && need_cpu) {
+        throw Error("op '" + op + "': ISA " + isa + " needs CPU feature " + missing +
+                    mask_note(missing));
+      }
+      out.push_back(std::move(d));
+    } else if (isa.empty() && ok) {
+      out.push_back(std::move(d));
+    }
+  }
+  if (out.empty() && isa.empty() && !need_cpu) out = std::move(matching);
+  if (out.empty()) {
+    const std::string& mask = cpu_features().mask;
+    throw Error("op '" + op + "': no variant " +
+                (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'") +
+                (isa.empty() && !mask.empty() ? " (OPFORGE_CPU_FEATURES=" + mask + ")" : ""));
+  }
+  // Best first: the algorithm's priority (NN ops), then the ISA's.
+  std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
+    if (a.algorithm.priority != b.algorithm.priority)
+      return a.algorithm.priority > b.algorithm.priority;
+    return a.target.priority > b.target.priority;
+  });
+  return out;
+}
+
+}  // namespace
+
+std::vector<Descriptor> Registry::candidates(const std::string& op,
+                                             const std::map<std::string, std::string>& attrs,
+                                             const std::string& isa_in, std::string* algorithm,
+                                             bool need_cpu) const {
+  std::vector<Descriptor> all = variants(op);
+  const Wanted wanted = wanted_attrs(all, op, attrs, algorithm);
+  std::vector<Descriptor> matching = matching_variants(all, wanted, *algorithm, op);
+  return runnable_variants(matching, op, isa_in, need_cpu);
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const std::string& isa) {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+  // Without shapes, an algorithm that applies to every shape.
+  for (const auto& d : c) {
+    if (d.algorithm.applies_when.empty()) return load_descriptor(d);
+  }
+  return load_descriptor(c.front());
+}
+
+Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
+                            const std::string& isa) const {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm, /*need_cpu=*/false);
+  // As select(): without shapes, an algorithm that applies to every shape.
+  for (auto& d : c) {
+    if (d.algorithm.applies_when.empty()) return std::move(d);
+  }
+  return std::move(c.front());
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const std::vector<Tensor>& tensors,
+                         const std::map<std::string, double>& scalars, const std::string& isa) {
+  const Views v(tensors, scalars);
+  return select(op, attrs, v.tensors.data(), v.tensors.size(), v.scalars.data(), v.scalars.size(),
+                isa);
+}
+
+Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
+                         const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
+                         size_t n_scalars, const std::string& isa) {
+  std::string algorithm;
+  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+  if (!c.front().shape.named_dims) return load_descriptor(c.front());
+  std::map<std::string, const TensorView*> by_name;
+  for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
+  std::map<std::string, double> scalar_map;
+  for (size_t k = 0; k < n_scalars; ++k) scalar_map[scalars[k].name] = scalars[k].value;
+  const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
+  std::string why;
+  for (const auto& d : c) {
+    const std::string no = why_not_applicable(d, b);
+    if (no.empty()) return load_descriptor(d);
+    if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
+  }
+  throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
+}
+
+Kernel& Registry::load(const std::string& variant) {
+  auto it = loaded_.find(variant);
+  if (it != loaded_.end()) return *it->second;
+  bool known = false;
+  std::vector<std::string> ids;
+  for (const auto& e : index_.variants) {
+    known = known || e.variant == variant;
+    ids.push_back(e.variant);
+  }
+  if (!known) {
+    throw Error("registry " + dir_ + " has no variant '" + variant + "'" +
+                did_you_mean(variant, ids));
+  }
+  const Descriptor d = descriptor(variant);
+  for (const auto& f : d.target.cpu_features) {
+    if (!cpu_supports(f)) {
+      throw Error("variant " + variant + " (ISA " + d.target.isa + ") needs CPU feature " + f +
+                  mask_note(f));
+    }
+  }
+  return load_descriptor(d);
+}
+
+Kernel& Registry::load_descriptor(const Descriptor& d) {
+  auto it = loaded_.find(d.variant);
+  if (it != loaded_.end()) return *it->second;
+
+  runtime_handle();
+  const std::string path = dir_ + "/" + d.kernel.file;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
+  void* argv_fn = dlsym(h, (d.kernel.entry + "_argv").c_str());
+  auto md_fn = reinterpret_cast<const halide_filter_metadata_t* (*)()>(
+      dlsym(h, (d.kernel.entry + "_metadata").c_str()));
+  if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + d.kernel.entry + "_argv");
+  check_metadata(d, md_fn());
+  std::unique_ptr<Kernel> k(new Kernel(d, h, argv_fn));
+  return *(loaded_[d.variant] = std::move(k));
+}
+
+}  // namespace opforge
