@@ -1,8 +1,9 @@
 // The op-variant descriptor: what one registered kernel is, in data.
 //
 // Written by the builder (registry/builder), read by the runtime (runtime/) and the CLI.
-// This header and its .cpp depend only on the standard library and nlohmann/json: the
-// runtime must not need libHalide or LLVM. The JSON form is documented in registry/SCHEMA.md.
+// This header and registry/format/*.cpp depend only on the standard library and
+// nlohmann/json: the runtime must not need libHalide or LLVM. The JSON form is documented in
+// registry/SCHEMA.md.
 #pragma once
 
 #include <cstdint>
