@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "dsl/ulp.h"
 #include "opforge/runtime.hpp"
 #include "registry/builder/golden.h"
 #include "registry/builder/registry_builder.h"
@@ -18,14 +19,7 @@ namespace opforge::cli {
 
 namespace {
 
-int64_t ulp_distance(float a, float b) {
-  int32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  if (ia < 0) ia = std::numeric_limits<int32_t>::min() - ia;
-  if (ib < 0) ib = std::numeric_limits<int32_t>::min() - ib;
-  return std::llabs(static_cast<int64_t>(ia) - ib);
-}
+using dsl::ulp_distance;
 
 struct Errors {
   double max_abs = 0, max_rel = 0;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dsl/math.h"
+#include "dsl/ulp.h"
 #include "ieee_half.h"
 
 namespace opforge::dsl {
@@ -26,15 +27,6 @@ uint32_t f32_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   return u;
-}
-
-int64_t ulp_distance(float a, float b) {
-  int32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  if (ia < 0) ia = std::numeric_limits<int32_t>::min() - ia;
-  if (ib < 0) ib = std::numeric_limits<int32_t>::min() - ib;
-  return std::llabs(static_cast<int64_t>(ia) - ib);
 }
 
 std::vector<float> realize(Halide::Expr (*f)(const Halide::Expr&), const std::vector<float>& in,
@@ -278,8 +270,9 @@ TEST_CASE("is_finite: false exactly for +-inf and NaNs, vectorized and scalar, f
   uint32_t payload_bits = 0x7f800001u;  // a signalling-NaN payload
   float snan;
   std::memcpy(&snan, &payload_bits, 4);
-  const std::vector<float> x = {0.0f, -0.0f, 1.0f, -2.5f, 1e-45f, 3.4028235e38f, -3.4028235e38f,
-                                inf, -inf, std::nanf(""), -std::nanf(""), snan};
+  const std::vector<float> x = {0.0f,   -0.0f,         1.0f,           -2.5f,
+                                1e-45f, 3.4028235e38f, -3.4028235e38f, inf,
+                                -inf,   std::nanf(""), -std::nanf(""), snan};
   const std::vector<float> want = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
   for (int w : {1, 8}) {
     CAPTURE(w);
