@@ -50,58 +50,61 @@ def test_gradients_are_views_that_backward_fills_in_place(reg):
     assert float(state["step"]) == 2
 
 
-@pytest.mark.parametrize("cls,kwargs", [("Adam", dict(lr=3e-3, weight_decay=0.1)),
-                                        ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2))])
-def test_rebinding_matches_torch(reg, cls, kwargs):
-    """Every way a binding breaks, in one run against torch: zero_grad(set_to_none=True),
-    gradients set by hand, parameter data replaced, a state_dict loaded mid-run."""
+def train_both(ref_opt, opt, models, steps, set_to_none=lambda step: False, between=None):
+    """The same loop for torch's optimizer and opforge's, each on its own MLP from one seed:
+    zero_grad, backward, then between(step, model, optimizer) (what breaks a binding), then
+    step. Checks the losses at every step and the final parameters against each other."""
     X, Y = data()
-    ref_model, model = mlp(), mlp()
-    ref_opt = getattr(torch.optim, cls)(ref_model.parameters(), **kwargs)
-    opt = getattr(oo, cls)(model.parameters(), **kwargs)
     runs = []
-    for m, o in ((ref_model, ref_opt), (model, opt)):
+    for m, o in zip(models, (ref_opt, opt)):
         losses = []
-        for step in range(40):
-            o.zero_grad(set_to_none=step % 7 == 3)
+        for step in range(steps):
+            o.zero_grad(set_to_none=set_to_none(step))
             loss = loss_of(m, X, Y)
             loss.backward()
-            if step % 9 == 4:  # a gradient set by hand (e.g. clipping out of place)
-                for p in m.parameters():
-                    p.grad = p.grad * 0.5
-            if step % 11 == 5:  # parameters moved (e.g. module.to() reassigns .data)
-                for p in m.parameters():
-                    p.data = p.data.clone()
-            if step % 13 == 6:
-                o.load_state_dict(o.state_dict())
-            o.step()
-            losses.append(loss.item())
-        runs.append(losses)
-    assert_close_losses(*runs)
-    assert_close_models(ref_model, model)
-
-
-def test_params_without_grads_then_all(reg):
-    """A step where one parameter has no gradient takes the per-parameter path (its step
-    count stays behind); later steps keep torch's per-parameter counts."""
-    X, Y = data()
-    models = [mlp(), mlp()]
-    opts = [torch.optim.Adam(models[0].parameters(), lr=3e-3),
-            oo.Adam(models[1].parameters(), lr=3e-3)]
-    runs = []
-    for m, o in zip(models, opts):
-        losses = []
-        for step in range(30):
-            o.zero_grad(set_to_none=True)
-            loss = loss_of(m, X, Y)
-            loss.backward()
-            if step < 3:
-                m[0].bias.grad = None
+            if between is not None:
+                between(step, m, o)
             o.step()
             losses.append(loss.item())
         runs.append(losses)
     assert_close_losses(*runs)
     assert_close_models(*models)
+
+
+@pytest.mark.parametrize("cls,kwargs", [("Adam", dict(lr=3e-3, weight_decay=0.1)),
+                                        ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2))])
+def test_rebinding_matches_torch(reg, cls, kwargs):
+    """Every way a binding breaks, in one run against torch: zero_grad(set_to_none=True),
+    gradients set by hand, parameter data replaced, a state_dict loaded mid-run."""
+    models = [mlp(), mlp()]
+
+    def between(step, m, o):
+        if step % 9 == 4:  # a gradient set by hand (e.g. clipping out of place)
+            for p in m.parameters():
+                p.grad = p.grad * 0.5
+        if step % 11 == 5:  # parameters moved (e.g. module.to() reassigns .data)
+            for p in m.parameters():
+                p.data = p.data.clone()
+        if step % 13 == 6:
+            o.load_state_dict(o.state_dict())
+
+    train_both(getattr(torch.optim, cls)(models[0].parameters(), **kwargs),
+               getattr(oo, cls)(models[1].parameters(), **kwargs), models, 40,
+               set_to_none=lambda step: step % 7 == 3, between=between)
+
+
+def test_params_without_grads_then_all(reg):
+    """A step where one parameter has no gradient takes the per-parameter path (its step
+    count stays behind); later steps keep torch's per-parameter counts."""
+    models = [mlp(), mlp()]
+    opts = [torch.optim.Adam(models[0].parameters(), lr=3e-3),
+            oo.Adam(models[1].parameters(), lr=3e-3)]
+
+    def between(step, m, o):
+        if step < 3:
+            m[0].bias.grad = None
+
+    train_both(*opts, models, 30, set_to_none=lambda step: True, between=between)
     for p, q in zip(*(m.parameters() for m in models)):
         assert float(opts[0].state[p]["step"]) == float(opts[1].state[q]["step"])
 
@@ -109,24 +112,15 @@ def test_params_without_grads_then_all(reg):
 def test_module_apply_replacing_data_of_params_and_grads(reg):
     """Module._apply (.double().float()) assigns new .data to parameters and gradients (the
     same gradient objects): the next step rebinds both, as torch's optimizer sees them."""
-    X, Y = data()
     models = [mlp(), mlp()]
-    opts = [torch.optim.SGD(models[0].parameters(), lr=0.05, momentum=0.9),
-            oo.SGD(models[1].parameters(), lr=0.05, momentum=0.9)]
-    runs = []
-    for m, o in zip(models, opts):
-        losses = []
-        for step in range(12):
-            o.zero_grad()
-            loss = loss_of(m, X, Y)
-            loss.backward()
-            if step == 6:
-                m.double().float()
-            o.step()
-            losses.append(loss.item())
-        runs.append(losses)
-    assert_close_losses(*runs)
-    assert_close_models(*models)
+
+    def between(step, m, o):
+        if step == 6:
+            m.double().float()
+
+    train_both(torch.optim.SGD(models[0].parameters(), lr=0.05, momentum=0.9),
+               oo.SGD(models[1].parameters(), lr=0.05, momentum=0.9), models, 12,
+               between=between)
 
 
 @pytest.mark.parametrize("set_to_none", [False, True])
@@ -134,24 +128,15 @@ def test_check_bindings_off_in_a_plain_loop(reg, set_to_none):
     """check_bindings = False: a loop that touches gradients only through backward and the
     optimizer's own zero_grad (set_to_none too) still gets torch's numbers, and load_state_dict
     still rebinds."""
-    X, Y = data()
     models = [mlp(), mlp()]
-    opts = [torch.optim.Adam(models[0].parameters(), lr=3e-3),
-            oo.Adam(models[1].parameters(), lr=3e-3)]
-    opts[1].check_bindings = False
-    runs = []
-    for m, o in zip(models, opts):
-        losses = []
-        for step in range(30):
-            o.zero_grad(set_to_none=set_to_none)
-            loss = loss_of(m, X, Y)
-            loss.backward()
-            if step == 11:
-                o.load_state_dict(o.state_dict())
-            o.step()
-            losses.append(loss.item())
-        runs.append(losses)
-    assert_close_losses(*runs)
-    assert_close_models(*models)
-    assert all(inside(p.grad, flat_buffer(opts[1], "grad")) or set_to_none
-               for p in models[1].parameters())
+    opt = oo.Adam(models[1].parameters(), lr=3e-3)
+    opt.check_bindings = False
+
+    def between(step, m, o):
+        if step == 11:
+            o.load_state_dict(o.state_dict())
+
+    train_both(torch.optim.Adam(models[0].parameters(), lr=3e-3), opt, models, 30,
+               set_to_none=lambda step: set_to_none, between=between)
+    # after a step the gradients are the buffer's views again (set_to_none: copied, rebound)
+    assert all(inside(p.grad, flat_buffer(opt, "grad")) for p in models[1].parameters())

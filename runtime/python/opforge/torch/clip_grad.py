@@ -12,6 +12,11 @@ def _kernel(op, attrs, registry, isa):
     return (registry or default_registry()).select(op, attrs, isa)
 
 
+def _norm_kernel(dtype, registry, isa):
+    storage = _STORAGE[dtype]
+    return _kernel("global_norm", {"storage": storage} if storage else {}, registry, isa)
+
+
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, *,
                     registry=None, isa=None):
     """Scales the gradients of `parameters` in place so that their global 2-norm is at
@@ -52,23 +57,23 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             buffers[0].mul_(total)
         return norm[0]
     # Sum of squares over every part (the kernel accumulates: norm = sqrt(norm^2 + sum)).
-    parts = buffers + [g if g.is_contiguous() else g.contiguous() for g in loose]
-    for t in parts:
+    kernels = {}  # dtype -> global_norm variant, selected once per call
+    for t in buffers + [g if g.is_contiguous() else g.contiguous() for g in loose]:
         if t.dtype == torch.float16:  # no f16 norm kernel: torch's, folded in
             n = torch.linalg.vector_norm(t.float()).reshape(1)
             norm.copy_(torch.sqrt(norm * norm + n * n))
-        else:
-            attrs = {"storage": _STORAGE[t.dtype]} if _STORAGE[t.dtype] else {}
-            _kernel("global_norm", attrs, registry, isa).call(grad=t.reshape(-1),
-                                                             global_norm=norm)
+            continue
+        if t.dtype not in kernels:
+            kernels[t.dtype] = _norm_kernel(t.dtype, registry, isa)
+        kernels[t.dtype].call(grad=t.reshape(-1), global_norm=norm)
     total = float(norm)
     if error_if_nonfinite and not torch.isfinite(norm).all():
         raise RuntimeError(f"The total norm of order 2.0 for gradients from `parameters` is "
                            f"non-finite ({total}), so it cannot be clipped. To disable this "
                            "error and scale the gradients by the non-finite norm anyway, set "
                            "`error_if_nonfinite=False`")
-    coef = min(max_norm / (total + 1e-6), 1.0) if total == total else float("nan")
+    coef = min(max_norm / (total + 1e-6), 1.0)  # (nan stays nan: min keeps its first)
     if coef != 1.0:
-        for t, g in zip(parts, buffers + loose):
+        for g in buffers + loose:
             g.mul_(coef)  # (loose non-contiguous: the original, not the copy)
     return norm[0]

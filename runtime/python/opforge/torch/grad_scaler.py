@@ -7,7 +7,7 @@ import enum
 
 import torch
 
-from .optim._base import default_registry
+from .optim._base import default_registry, flat_group_of_grads
 
 
 class _Stage(enum.Enum):
@@ -185,14 +185,12 @@ class GradScaler:
 
 
 def _gradient_buffers(optimizer):
-    """The tensors to unscale: a bound opforge group's whole flat gradient buffer (one pass;
-    its padding is zero), else each gradient (a sparse one's values, coalesced)."""
+    """The tensors to unscale: each fused opforge group's whole flat gradient buffer when its
+    gradients are all still views of it (one pass; its padding is zero), else each gradient
+    (a sparse one's values, coalesced)."""
+    dense = []
     out = []
-    ready = getattr(optimizer, "group_ready", None)
     for group in optimizer.param_groups:
-        if ready is not None and ready(group):
-            out.append(optimizer.group_flat(group).flat["grad"])
-            continue
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -200,5 +198,6 @@ def _gradient_buffers(optimizer):
                 p.grad = p.grad.coalesce()
                 out.append(p.grad._values())
             else:
-                out.append(p.grad)
-    return out
+                dense.append(p.grad)
+    groups, loose = flat_group_of_grads(dense)
+    return [fg.flat["grad"] for fg in groups] + loose + out

@@ -34,6 +34,7 @@ def flat_group_of_grads(grads):
             loose.extend(gs)
     return groups, loose
 
+
 # Low-precision parameter dtypes with fp32 master weights, and the kernels' storage names.
 MASTER_STORAGE = {torch.bfloat16: "bf16m", torch.float16: "f16m"}
 
@@ -251,12 +252,20 @@ class OpforgeOptimizer(torch.optim.Optimizer):
                 if key != "step" and torch.is_tensor(value) and value.is_floating_point():
                     self.state[p][key] = value.detach().to(torch.float32, copy=True)
 
-    def kernel(self, op, attrs):
+    def kernel(self, op, attrs, optional=False):
+        """The variant of op for attrs, selected once. optional: None (also remembered)
+        where the registry has no such variant, instead of the runtime's error."""
         key = (op, tuple(sorted(attrs.items())))
-        k = self._kernels.get(key)
-        if k is None:
-            reg = self._registry or default_registry()
-            k = self._kernels[key] = reg.select(op, attrs, self._isa)
+        if key in self._kernels:
+            return self._kernels[key]
+        reg = self._registry or default_registry()
+        try:
+            k = reg.select(op, attrs, self._isa)
+        except opforge.OpforgeError:
+            if not optional:
+                raise
+            k = None
+        self._kernels[key] = k
         return k
 
     def flat_group(self, params):
@@ -332,7 +341,8 @@ class OpforgeOptimizer(torch.optim.Optimizer):
         for group in self.param_groups:
             hit = self._group_flat.get(id(group))
             fg = hit[1] if hit is not None and hit[0] is group["params"] else None
-            if fg is not None and fg.bound is not None and fg.is_bound(*fg.bound):
+            if (fg is not None and fg.bound is not None
+                    and fg.is_bound(*fg.bound, check=self.check_bindings)):
                 fg.zero_grad()
             else:
                 for p in group["params"]:
@@ -367,6 +377,12 @@ def check_hyper(name, value, low=0.0, high=None):
     """torch.optim's range checks, before anything is built."""
     if not low <= value or (high is not None and not value < high):
         raise ValueError(f"Invalid {name}: {value}")
+
+
+def check_betas(betas):
+    """torch.optim's check of (beta1, beta2): each in [0, 1)."""
+    for i, beta in enumerate(betas):
+        check_hyper(f"beta parameter at index {i}", beta, high=1.0)
 
 
 def call_kernel(kernel, args, layout=None):
@@ -479,19 +495,22 @@ class ElementwiseOptimizer(OpforgeOptimizer):
             if bound is None:
                 return self._per_param_step(group, fg, slots)
             first = bound[1]
-        # Step counts: torch's tensors advance with one add_ (they are views of fg.steps).
-        if self.step_type is torch.Tensor:
-            fg.steps.add_(1)
-            step = float(fg.steps[0])
-        elif self.step_type is int:
-            for p in params:
-                self.state[p]["step"] += 1
-            step = self.state[params[0]]["step"]
-        else:
-            step = 0
+        step = self._advance(fg, params)
         args = {arg: fg.flat[arg] for arg, _, _ in slots}
         self._update(group, args, fg.flat["var"], fg.flat.get("model"), fg.flat["grad"],
                      lambda: fg.buffer("grad_folded"), first, step, fg.layout)
+
+    def _advance(self, fg, params, by=1):
+        """Advances a bound group's step counts (all equal) by `by`; returns the count.
+        torch's step tensors are views of fg.steps: one add_ for all of them."""
+        if self.step_type is torch.Tensor:
+            fg.steps.add_(by)
+            return float(fg.steps[0])
+        if self.step_type is int:
+            for p in params:
+                self.state[p]["step"] += by
+            return self.state[params[0]]["step"]
+        return 0
 
     def _update(self, group, args, var, model, grad, scratch, first, step, layout=None):
         """One kernel call: `args` (the states) plus var / model / grad and the scalars;
@@ -500,12 +519,13 @@ class ElementwiseOptimizer(OpforgeOptimizer):
         read low-precision gradients): the fp32 kernel updates the master, and the model
         is the master rounded to nearest even."""
         fold = self.fold_for(group, first)
-        low = model is not None
-        if folds(fold):  # scratch() is fp32
+        folded = folds(fold)
+        if folded:  # scratch() is fp32
             # the gradient stays as backward left it; the kernel reads the folded copy
             grad = fold_grad(scratch(), grad, var, **fold)
         args.update(var=var, grad=grad)
-        fp32_fold = low and folds(fold)
+        low = model is not None
+        fp32_fold = low and folded
         if low and not fp32_fold:
             args["model"] = model
         args.update(self.scalars(group, step))
@@ -574,25 +594,20 @@ class ElementwiseOptimizer(OpforgeOptimizer):
         if not self.group_ready(group) or folds(self.fold_for(group, False)):
             return None
         kernel = self.amp_kernel(group)
-        if kernel is None or self.step_type is int:
+        if kernel is None:
             return None
         fg = self.group_flat(group)
-        slots = self.all_slots(group)
         found = torch.zeros(1)
-        if self.step_type is torch.Tensor:
-            fg.steps.add_(1)
-            step = float(fg.steps[0])
-        else:
-            step = 0
-        args = {arg: fg.flat[arg] for arg, _, _ in slots}
+        step = self._advance(fg, group["params"])
+        args = {arg: fg.flat[arg] for arg, _, _ in self.all_slots(group)}
         args.update(var=fg.flat["var"], grad=fg.flat["grad"], inv_scale=inv_scale,
                     found_inf=found)
         if fg.master:
             args["model"] = fg.flat["model"]
         args.update(self.scalars(group, step))
         self.functional(kernel, args, fg.layout)
-        if found[0] != 0 and self.step_type is torch.Tensor:
-            fg.steps.sub_(1)  # skipped: torch's step() never ran
+        if found[0] != 0:
+            self._advance(fg, group["params"], -1)  # skipped: torch's step() never ran
         return found
 
     def storage_attrs(self, group, storage=None):

@@ -2,8 +2,7 @@
 
 import torch
 
-from opforge import OpforgeError
-from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
 
 
 def adam(kernel, var, m, v, grad, *, step, lr, beta1, beta2, eps, weight_decay=0.0,
@@ -39,8 +38,7 @@ class Adam(ElementwiseOptimizer):
                  isa=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
-        check_hyper("beta parameter at index 0", betas[0], high=1.0)
-        check_hyper("beta parameter at index 1", betas[1], high=1.0)
+        check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
@@ -68,12 +66,13 @@ class Adam(ElementwiseOptimizer):
         negate = bool(group["maximize"]) and not self._maximize_in_kernel(group)
         return dict(negate=negate, weight_decay=group["weight_decay"] if self._l2(group) else 0)
 
+    def _attrs(self, group, storage=None):
+        return dict(amsgrad=bool(group["amsgrad"]), maximize=self._maximize_in_kernel(group),
+                    convention="torch", epsilon_mode="torch",
+                    **self.storage_attrs(group, storage))
+
     def kernel_for(self, group, multi, storage=None):
-        attrs = {"amsgrad": bool(group["amsgrad"]),
-                 "maximize": self._maximize_in_kernel(group),
-                 "convention": "torch", "epsilon_mode": "torch"}
-        attrs.update(self.storage_attrs(group, storage))
-        return self.kernel("apply_adamw", attrs)
+        return self.kernel("apply_adamw", self._attrs(group, storage))
 
     def scalars(self, group, step):
         beta1, beta2 = group["betas"]
@@ -82,17 +81,6 @@ class Adam(ElementwiseOptimizer):
                     step=float(step))
 
     def amp_kernel(self, group):
-        attrs = {"amsgrad": bool(group["amsgrad"]),
-                 "maximize": self._maximize_in_kernel(group),
-                 "convention": "torch", "epsilon_mode": "torch",
-                 "unscale": True, "skip_if_nonfinite": True}
-        attrs.update(self.storage_attrs(group))
-        missing = self.__dict__.setdefault("_amp_missing", set())
-        key = tuple(sorted(attrs.items()))
-        if key in missing:
-            return None
-        try:
-            return self.kernel("apply_adamw", attrs)
-        except OpforgeError:  # no such variant (amsgrad, maximize, f16m): asked once
-            missing.add(key)
-            return None
+        # None where no such variant is built (amsgrad, maximize, f16m)
+        return self.kernel("apply_adamw", dict(self._attrs(group), unscale=True,
+                                               skip_if_nonfinite=True), optional=True)

@@ -1,7 +1,7 @@
 """Adamax (torch.optim.Adamax semantics) on opforge's apply_ada_max kernel with
 epsilon_mode=torch: eps added to |grad| inside the max, as torch does."""
 
-from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
 
 
 def adamax(kernel, var, exp_avg, exp_inf, grad, *, step, lr, beta1, beta2, eps, layout=None):
@@ -22,8 +22,7 @@ class Adamax(ElementwiseOptimizer):
                  foreach=None, *, maximize=False, fused=None, registry=None, isa=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
-        check_hyper("beta parameter at index 0", betas[0], high=1.0)
-        check_hyper("beta parameter at index 1", betas[1], high=1.0)
+        check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize)

@@ -2,7 +2,7 @@
 per tensor) kernels, following the reference their descriptors name (TensorFlow Addons
 tfa.optimizers.LAMB): no torch.optim class exists."""
 
-from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
 
 
 def lamb(kernel, var, exp_avg, exp_avg_sq, grad, *, step, lr, beta1, beta2, eps,
@@ -28,8 +28,7 @@ class LAMB(ElementwiseOptimizer):
                  fused=None, registry=None, isa=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
-        check_hyper("beta parameter at index 0", betas[0], high=1.0)
-        check_hyper("beta parameter at index 1", betas[1], high=1.0)
+        check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults, fused, registry, isa)

@@ -1,7 +1,7 @@
 """Lion on opforge's apply_lion kernel, following the reference its descriptor names
 (google/automl lion_pytorch.py): no torch.optim class exists."""
 
-from ._base import ElementwiseOptimizer, call_kernel, check_hyper
+from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
 
 
 def lion(kernel, var, exp_avg, grad, *, lr, beta1, beta2, weight_decay, layout=None):
@@ -23,8 +23,7 @@ class Lion(ElementwiseOptimizer):
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *, fused=None,
                  registry=None, isa=None):
         check_hyper("learning rate", lr)
-        check_hyper("beta parameter at index 0", betas[0], high=1.0)
-        check_hyper("beta parameter at index 1", betas[1], high=1.0)
+        check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
         super().__init__(params, defaults, fused, registry, isa)

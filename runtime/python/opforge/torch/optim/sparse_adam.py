@@ -5,7 +5,7 @@ sqrt(v) and folds both bias corrections into the step size, as TensorFlow does."
 import torch
 
 from . import _sparse
-from ._base import OpforgeOptimizer
+from ._base import OpforgeOptimizer, check_betas
 
 
 def sparse_adam(kernel, var, m, v, grad, indices, *, step, lr, beta1, beta2, eps):
@@ -34,10 +34,7 @@ class SparseAdam(OpforgeOptimizer):
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 < eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        check_betas(betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, maximize=maximize)
         super().__init__(params, defaults, False, registry, isa)
 
