@@ -11,10 +11,6 @@ using registry::Attr;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& op, const std::string& msg) {
-  throw std::invalid_argument("op '" + op + "': " + msg);
-}
-
 const std::string& attr_of(const AttrValues& attrs, const std::string& name) {
   auto it = attrs.find(name);
   if (it == attrs.end()) throw std::invalid_argument("no attr '" + name + "'");
@@ -37,9 +33,8 @@ const std::string& NnArgs::attr_string(const std::string& name) const {
   return attr_of(attrs, name);
 }
 
-NnOpDecl::NnOpDecl(std::string name) : name_(std::move(name)) {
-  if (!registry::is_valid_op_name(name_)) fail(name_, "invalid op name");
-}
+// kind "nn", or "bandwidth" for a same-traffic yardstick.
+NnOpDecl::NnOpDecl(std::string name) : DeclBuilder(std::move(name), "nn", {1e-5, 1e-6}) {}
 
 NnOpDecl& NnOpDecl::input(const std::string& name, std::vector<std::string> dims,
                           const std::string& description, registry::DType dtype) {
@@ -82,25 +77,13 @@ NnOpDecl& NnOpDecl::algorithm_tolerance(const std::string& name, double rtol, do
       return *this;
     }
   }
-  fail(name_, "no algorithm '" + name + "' to set a tolerance for");
+  fail("no algorithm '" + name + "' to set a tolerance for");
 }
 
-NnOpDecl& NnOpDecl::add_attr(AttrDecl a) {
+std::vector<std::string> NnOpDecl::argument_names() const {
   std::vector<std::string> names;
   for (const auto& x : args_) names.push_back(x.name());
-  add_attr_decl(name_, attrs_, std::move(a), names);
-  return *this;
-}
-
-NnOpDecl& NnOpDecl::attr_bool(const std::string& n, bool def, const std::string& d) {
-  return add_attr({n, Attr::Type::boolean, canonical_bool(def), d, {}});
-}
-NnOpDecl& NnOpDecl::attr_int(const std::string& n, int64_t def, const std::string& d) {
-  return add_attr({n, Attr::Type::integer, canonical_int(def), d, {}});
-}
-NnOpDecl& NnOpDecl::attr_string(const std::string& n, const std::string& def,
-                                std::vector<std::string> choices, const std::string& d) {
-  return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
+  return names;
 }
 
 NnOpDecl& NnOpDecl::estimate(const std::string& dim, int64_t extent) {
@@ -116,32 +99,8 @@ NnOpDecl& NnOpDecl::example(std::string call) {
   cost_.example = std::move(call);
   return *this;
 }
-NnOpDecl& NnOpDecl::summary(std::string s) {
-  summary_ = std::move(s);
-  return *this;
-}
-NnOpDecl& NnOpDecl::formula(std::string s) {
-  formula_ = std::move(s);
-  return *this;
-}
-NnOpDecl& NnOpDecl::reference(std::string s) {
-  reference_ = std::move(s);
-  return *this;
-}
-NnOpDecl& NnOpDecl::version(int v) {
-  version_ = v;
-  return *this;
-}
-NnOpDecl& NnOpDecl::kind(std::string k) {
-  kind_ = std::move(k);
-  return *this;
-}
 NnOpDecl& NnOpDecl::bandwidth_op(std::string op) {
   bandwidth_op_ = std::move(op);
-  return *this;
-}
-NnOpDecl& NnOpDecl::tolerance(double rtol, double atol) {
-  tolerance_ = {rtol, atol};
   return *this;
 }
 
@@ -149,18 +108,14 @@ const NnAlgorithm& NnOpDecl::find_algorithm(const std::string& name) const {
   for (const auto& a : algorithms_) {
     if (a.name == name) return a;
   }
-  fail(name_, "no algorithm '" + name + "'");
-}
-
-AttrValues NnOpDecl::resolve_attrs(const AttrValues& given) const {
-  return resolve_attr_values(name_, attrs_, given);
+  fail("no algorithm '" + name + "'");
 }
 
 void NnOpDecl::validate() const {
   std::set<std::string> names, dim_names;
   auto unique = [&](const std::string& n, const char* what) {
-    if (!registry::is_valid_identifier(n)) fail(name_, std::string(what) + " name '" + n + "'");
-    if (!names.insert(n).second) fail(name_, "name '" + n + "' declared twice");
+    if (!registry::is_valid_identifier(n)) fail(std::string(what) + " name '" + n + "'");
+    if (!names.insert(n).second) fail("name '" + n + "' declared twice");
   };
   for (const auto& a : args_) {
     unique(a.name(), a.is_scalar ? "scalar" : "input");
@@ -172,26 +127,26 @@ void NnOpDecl::validate() const {
       std::string d = a.tensor.dims[k];
       if (k == 0 && !d.empty() && d.back() == '?') d.pop_back();
       if (!registry::is_valid_identifier(d))
-        fail(name_, "input '" + a.tensor.name + "' dim '" + a.tensor.dims[k] + "' is not a name");
+        fail("input '" + a.tensor.name + "' dim '" + a.tensor.dims[k] + "' is not a name");
       dim_names.insert(d);
     }
   }
   for (const auto& o : outputs_) unique(o.name, "output");
   for (const auto& a : attrs_) {
-    if (names.count(a.name)) fail(name_, "attr '" + a.name + "' has an argument's name");
+    if (names.count(a.name)) fail("attr '" + a.name + "' has an argument's name");
     if (a.type == Attr::Type::boolean || a.type == Attr::Type::integer) dim_names.insert(a.name);
   }
   auto check = [&](const std::string& text, const std::string& where) {
     try {
       for (const auto& n : registry::ShapeExpr::parse(text).names()) {
         if (!dim_names.count(n))
-          fail(name_, where + ": '" + n + "' is not a dim, an int32 scalar or an int/bool attr");
+          fail(where + ": '" + n + "' is not a dim, an int32 scalar or an int/bool attr");
       }
     } catch (const registry::ShapeExprError& e) {
-      fail(name_, where + ": " + e.what());
+      fail(where + ": " + e.what());
     }
   };
-  if (outputs_.empty()) fail(name_, "declares no output");
+  if (outputs_.empty()) fail("declares no output");
   for (const auto& o : outputs_) {
     for (size_t k = 0; k < o.dims.size(); ++k) {
       std::string e = o.dims[k];
@@ -200,14 +155,14 @@ void NnOpDecl::validate() const {
     }
   }
   for (const auto& c : checks_) check(c.condition, "check");
-  if (algorithms_.empty()) fail(name_, "declares no algorithm");
+  if (algorithms_.empty()) fail("declares no algorithm");
   std::set<std::string> algos;
   for (const auto& a : algorithms_) {
-    if (!algos.insert(a.name).second) fail(name_, "algorithm '" + a.name + "' declared twice");
+    if (!algos.insert(a.name).second) fail("algorithm '" + a.name + "' declared twice");
     if (algorithms_.size() > 1 && !registry::is_valid_op_name(a.name))
-      fail(name_, "several algorithms: each needs a name (^[a-z][a-z0-9_]*$)");
+      fail("several algorithms: each needs a name (^[a-z][a-z0-9_]*$)");
     if (!a.applies_when.empty()) check(a.applies_when, "algorithm '" + a.name + "'");
-    if (!a.build) fail(name_, "algorithm '" + a.name + "' has no build function");
+    if (!a.build) fail("algorithm '" + a.name + "' has no build function");
   }
   if (!cost_.flops.empty()) check(cost_.flops, "cost.flops");
   if (!cost_.bytes.empty()) check(cost_.bytes, "cost.bytes");

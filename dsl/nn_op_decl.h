@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/op_decl.h"
+#include "dsl/op_decl_base.h"
 #include "opforge/descriptor.h"
 
 namespace opforge::dsl {
@@ -108,7 +108,7 @@ struct NnCost {
   std::string example;
 };
 
-class NnOpDecl {
+class NnOpDecl : public DeclBuilder<NnOpDecl> {
  public:
   explicit NnOpDecl(std::string name);
 
@@ -125,26 +125,13 @@ class NnOpDecl {
   NnOpDecl& algorithm(const std::string& name, const std::string& applies_when, int priority,
                       const std::string& description, NnBuildFn build);
 
-  NnOpDecl& attr_bool(const std::string& name, bool def, const std::string& description);
-  NnOpDecl& attr_int(const std::string& name, int64_t def, const std::string& description);
-  NnOpDecl& attr_string(const std::string& name, const std::string& def,
-                        std::vector<std::string> choices, const std::string& description);
-
   // Typical extent of a dim: the estimate set on every buffer dim of that name.
   NnOpDecl& estimate(const std::string& dim, int64_t extent);
   NnOpDecl& cost(std::string flops, std::string bytes);
   NnOpDecl& example(std::string call);
-  NnOpDecl& summary(std::string s);
-  NnOpDecl& formula(std::string s);
-  NnOpDecl& reference(std::string s);
-  NnOpDecl& version(int v);
-  NnOpDecl& kind(std::string k);  // "nn" (default) or "bandwidth" (a same-traffic yardstick)
   // The bandwidth kernel (an NN op of kind "bandwidth") `opforge bench` compares this op with.
   NnOpDecl& bandwidth_op(std::string op);
-  // Accepted error against the fp64 reference: |k - ref| <= atol + rtol * |ref|.
-  NnOpDecl& tolerance(double rtol, double atol);
 
-  const std::string& name() const { return name_; }
   // Arguments in order: each is a tensor (dims set, possibly empty for rank 0) or a scalar.
   struct Arg {
     bool is_scalar = false;
@@ -157,37 +144,23 @@ class NnOpDecl {
   const std::vector<NnShapeCheck>& checks() const { return checks_; }
   const std::vector<NnAlgorithm>& algorithms() const { return algorithms_; }
   const NnAlgorithm& find_algorithm(const std::string& name) const;  // throws invalid_argument
-  const std::vector<AttrDecl>& attrs() const { return attrs_; }
   const std::map<std::string, int64_t>& estimates() const { return estimates_; }
   const NnCost& cost() const { return cost_; }
-  const std::string& summary() const { return summary_; }
-  const std::string& formula() const { return formula_; }
-  const std::string& reference() const { return reference_; }
-  int version() const { return version_; }
-  const std::string& kind() const { return kind_; }
   const std::string& bandwidth_op() const { return bandwidth_op_; }
-  registry::Tolerance tolerance() const { return tolerance_; }
 
-  // Defaults filled in, values checked (type, choices), unknown names rejected; throws
-  // std::invalid_argument naming the op and the attr.
-  AttrValues resolve_attrs(const AttrValues& given) const;
   // Checks the declaration: names, duplicates, every expression parses and names only dims,
   // int/bool scalars and attrs, at least one output and one algorithm.
-  void validate() const;
+  void validate() const override;
 
  private:
-  NnOpDecl& add_attr(AttrDecl a);
-  std::string name_;
+  std::vector<std::string> argument_names() const override;
   std::vector<Arg> args_;
   std::vector<NnOutputDecl> outputs_;
   std::vector<NnShapeCheck> checks_;
   std::vector<NnAlgorithm> algorithms_;
-  std::vector<AttrDecl> attrs_;
   std::map<std::string, int64_t> estimates_;
   NnCost cost_;
-  std::string summary_, formula_, reference_, kind_ = "nn", bandwidth_op_;
-  int version_ = 1;
-  registry::Tolerance tolerance_{1e-5, 1e-6};
+  std::string bandwidth_op_;
 };
 
 }  // namespace opforge::dsl

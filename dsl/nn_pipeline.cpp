@@ -9,13 +9,14 @@ namespace opforge::dsl {
 using registry::Input;
 using registry::KernelArg;
 
-OptimizerPipeline build_nn_pipeline(const NnOpDecl& decl, const std::string& algorithm,
-                                    const AttrValues& given, const Halide::Target& target) {
+KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& target) {
+  const NnOpDecl& decl = op.as_nn();
   decl.validate();
-  const NnAlgorithm& algo = decl.find_algorithm(algorithm);
-  OptimizerPipeline r;
+  const std::string& algorithm = op.algorithm;
+  const NnAlgorithm& algo = op.nn_algorithm();
+  KernelPipeline r;
   NnArgs args;
-  args.attrs = decl.resolve_attrs(given);
+  args.attrs = op.attrs;
   args.target = target;
   // Estimates by dim name (for the output too, where its dims evaluate from them alone).
   std::map<std::string, int64_t> env = decl.estimates();

@@ -1,13 +1,11 @@
 #include "dsl/op_decl.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
 
-#include "dsl/optimizer_pipeline.h"
+#include "dsl/kernel_pipeline.h"
 
 namespace opforge::dsl {
 
@@ -16,7 +14,7 @@ using registry::Input;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& op, const std::string& msg) {
+[[noreturn]] void fail_op(const std::string& op, const std::string& msg) {
   throw std::invalid_argument("op '" + op + "': " + msg);
 }
 
@@ -24,13 +22,13 @@ namespace {
 
 Expr UpdateContext::operator[](const std::string& name) const {
   auto it = values_.find(name);
-  if (it == values_.end()) fail(op_, "update reads '" + name + "', which is not an argument");
+  if (it == values_.end()) fail_op(op_, "update reads '" + name + "', which is not an argument");
   return it->second;
 }
 
 const std::string& UpdateContext::attr(const std::string& name) const {
   auto it = attrs_.find(name);
-  if (it == attrs_.end()) fail(op_, "update reads attr '" + name + "', which is not declared");
+  if (it == attrs_.end()) fail_op(op_, "update reads attr '" + name + "', which is not declared");
   return it->second;
 }
 
@@ -48,12 +46,12 @@ const std::string& UpdateContext::attr_string(const std::string& name) const {
 }
 
 Expr UpdateContext::sum(const Expr& e) const {
-  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  if (!reducer_) fail_op(op_, "whole-tensor reductions are not available in this op's form");
   return Halide::cast(Halide::Float(32), reducer_(e, false, false));
 }
 
 Expr UpdateContext::sum_all(const Expr& e) const {
-  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  if (!reducer_) fail_op(op_, "whole-tensor reductions are not available in this op's form");
   return Halide::cast(Halide::Float(32), reducer_(e, false, true));
 }
 
@@ -69,22 +67,20 @@ void UpdateContext::fast_path(const Expr& condition) const {
 UpdateContext UpdateContext::with_values(const std::map<std::string, Expr>& overrides) const {
   UpdateContext c = *this;
   for (const auto& [name, e] : overrides) {
-    if (!c.values_.count(name)) fail(op_, "override of '" + name + "', which is not an argument");
+    if (!c.values_.count(name))
+      fail_op(op_, "override of '" + name + "', which is not an argument");
     c.values_[name] = e;
   }
   return c;
 }
 
 Expr UpdateContext::norm2(const Expr& e) const {
-  if (!reducer_) fail(op_, "whole-tensor reductions are not available in this op's form");
+  if (!reducer_) fail_op(op_, "whole-tensor reductions are not available in this op's form");
   return Halide::cast(Halide::Float(32), Halide::sqrt(reducer_(e, true, false)));
 }
 
-OptimizerDecl::OptimizerDecl(std::string name) : name_(std::move(name)) {
-  if (!registry::is_valid_op_name(name_)) {
-    fail(name_, "op names must match ^[a-z][a-z0-9_]{0,63}$");
-  }
-}
+OptimizerDecl::OptimizerDecl(std::string name)
+    : DeclBuilder(std::move(name), "optimizer", {1e-6, 1e-7}) {}
 
 bool Condition::holds(const std::map<std::string, std::string>& attrs) const {
   if (attr.empty()) return true;
@@ -100,9 +96,9 @@ bool Condition::holds(const std::map<std::string, std::string>& attrs) const {
 }
 
 OptimizerDecl& OptimizerDecl::add_arg(ArgDecl a) {
-  if (!registry::is_valid_op_name(a.name)) fail(name_, "argument name '" + a.name + "' is invalid");
+  if (!registry::is_valid_op_name(a.name)) fail("argument name '" + a.name + "' is invalid");
   for (const auto& x : args_) {
-    if (x.name == a.name) fail(name_, "argument '" + a.name + "' declared twice");
+    if (x.name == a.name) fail("argument '" + a.name + "' declared twice");
   }
   args_.push_back(std::move(a));
   return *this;
@@ -140,14 +136,14 @@ Expr nonzero(const Expr& x) {
 }  // namespace
 
 OptimizerDecl& OptimizerDecl::grad_scaling() {
-  if (grad_scaling_) fail(name_, "grad_scaling() called twice");
-  if (!update_) fail(name_, "grad_scaling() wraps the update: declare update() first");
-  if (sparse_) fail(name_, "grad_scaling() is for dense ops");
+  if (grad_scaling_) fail("grad_scaling() called twice");
+  if (!update_) fail("grad_scaling() wraps the update: declare update() first");
+  if (sparse_) fail("grad_scaling() is for dense ops");
   std::vector<std::string> grads;
   for (const auto& a : args_) {
     if (a.role == Input::Role::gradient) grads.push_back(a.name);
   }
-  if (grads.empty()) fail(name_, "grad_scaling() needs a gradient argument");
+  if (grads.empty()) fail("grad_scaling() needs a gradient argument");
   attr_bool(kUnscale, false, "multiply every gradient by the scalar inv_scale (1/loss scale)");
   attr_bool(kSkip, false,
             "leave every state untouched when a gradient is inf/NaN or found_inf is already set");
@@ -186,8 +182,8 @@ OptimizerDecl& OptimizerDecl::scalar_i64(const std::string& n, const std::string
 }
 
 OptimizerDecl& OptimizerDecl::sparse_rows() {
-  if (sparse_) fail(name_, "sparse_rows() called twice");
-  if (multi_tensor_) fail(name_, "sparse_rows() on a multi-tensor op");
+  if (sparse_) fail("sparse_rows() called twice");
+  if (multi_tensor_) fail("sparse_rows() on a multi-tensor op");
   if (grad_scaling_) {
     // The sparse form has no reductions: it keeps the plain update and drops what
     // grad_scaling() declared.
@@ -209,7 +205,7 @@ OptimizerDecl& OptimizerDecl::sparse_rows() {
   for (size_t k = 0; k < args_.size(); ++k) {
     if (args_[k].role == Input::Role::gradient) last_grad = k;
   }
-  if (last_grad == args_.size()) fail(name_, "a sparse op needs a gradient argument");
+  if (last_grad == args_.size()) fail("a sparse op needs a gradient argument");
   args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_grad) + 1,
                ArgDecl{"indices",
                        Input::Role::tensor,
@@ -221,13 +217,13 @@ OptimizerDecl& OptimizerDecl::sparse_rows() {
 }
 
 OptimizerDecl& OptimizerDecl::multi_tensor() {
-  if (multi_tensor_) fail(name_, "multi_tensor() called twice");
-  if (sparse_) fail(name_, "multi_tensor() needs a dense op");
+  if (multi_tensor_) fail("multi_tensor() called twice");
+  if (sparse_) fail("multi_tensor() needs a dense op");
   size_t last_grad = args_.size();
   for (size_t k = 0; k < args_.size(); ++k) {
     if (args_[k].role == Input::Role::gradient) last_grad = k;
   }
-  if (last_grad == args_.size()) fail(name_, "a multi-tensor op needs a gradient argument");
+  if (last_grad == args_.size()) fail("a multi-tensor op needs a gradient argument");
   args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_grad) + 1,
                ArgDecl{kSegmentsArg,
                        Input::Role::tensor,
@@ -240,14 +236,15 @@ OptimizerDecl& OptimizerDecl::multi_tensor() {
 }
 
 OptimizerDecl& OptimizerDecl::new_values_first() {
-  if (sparse_) fail(name_, "new_values_first() is for dense ops (sparse forms read the output)");
+  if (sparse_) fail("new_values_first() is for dense ops (sparse forms read the output)");
   new_values_first_ = true;
   return *this;
 }
 
 OptimizerDecl OptimizerDecl::renamed(std::string name) const {
   OptimizerDecl d = *this;
-  if (!registry::is_valid_op_name(name)) fail(name, "op names must match ^[a-z][a-z0-9_]{0,63}$");
+  if (!registry::is_valid_op_name(name))
+    fail_op(name, "op names must match ^[a-z][a-z0-9_]{0,63}$");
   d.name_ = std::move(name);
   return d;
 }
@@ -265,114 +262,15 @@ std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
   return out;
 }
 
-void add_attr_decl(const std::string& op, std::vector<AttrDecl>& attrs, AttrDecl a,
-                   const std::vector<std::string>& taken) {
-  if (!registry::is_valid_identifier(a.name)) fail(op, "attr name '" + a.name + "' is invalid");
-  for (const auto& x : attrs) {
-    if (x.name == a.name) fail(op, "attr '" + a.name + "' declared twice");
-  }
-  for (const auto& x : taken) {
-    if (x == a.name) fail(op, "attr '" + a.name + "' has an argument's name");
-  }
-  attrs.push_back(std::move(a));
-}
-
-AttrValues resolve_attr_values(const std::string& op, const std::vector<AttrDecl>& attrs,
-                               const AttrValues& given) {
-  AttrValues out;
-  for (const auto& [k, v] : given) {
-    bool known = false;
-    for (const auto& a : attrs) known = known || a.name == k;
-    if (!known) fail(op, "unknown attr '" + k + "'");
-  }
-  for (const auto& a : attrs) {
-    auto it = given.find(a.name);
-    try {
-      out[a.name] = it == given.end() ? a.default_value : canonicalize_attr(a, it->second);
-    } catch (const std::invalid_argument& e) {
-      fail(op, e.what());
-    }
-  }
-  return out;
-}
-
-OptimizerDecl& OptimizerDecl::add_attr(AttrDecl a) {
+std::vector<std::string> OptimizerDecl::argument_names() const {
   std::vector<std::string> names;
-  for (const auto& x : args_) names.push_back(x.name);
-  add_attr_decl(name_, attrs_, std::move(a), names);
-  return *this;
+  for (const auto& a : args_) names.push_back(a.name);
+  return names;
 }
 
-OptimizerDecl& OptimizerDecl::attr_bool(const std::string& n, bool def, const std::string& d) {
-  return add_attr({n, Attr::Type::boolean, canonical_bool(def), d, {}});
-}
-OptimizerDecl& OptimizerDecl::attr_int(const std::string& n, int64_t def, const std::string& d) {
-  return add_attr({n, Attr::Type::integer, canonical_int(def), d, {}});
-}
-OptimizerDecl& OptimizerDecl::attr_float(const std::string& n, double def, const std::string& d) {
-  return add_attr({n, Attr::Type::real, canonical_float(def), d, {}});
-}
-OptimizerDecl& OptimizerDecl::attr_string(const std::string& n, const std::string& def,
-                                          std::vector<std::string> choices, const std::string& d) {
-  return add_attr({n, Attr::Type::string, def, d, std::move(choices)});
-}
-OptimizerDecl& OptimizerDecl::named_in_id_off_default(const std::string& n) {
-  for (auto& a : attrs_) {
-    if (a.name == n) {
-      a.in_id_at_default = false;
-      return *this;
-    }
-  }
-  fail(name_, "named_in_id_off_default: no attr '" + n + "' (declare it first)");
-}
-
-OptimizerDecl& OptimizerDecl::summary(std::string s) {
-  summary_ = std::move(s);
-  return *this;
-}
-OptimizerDecl& OptimizerDecl::formula(std::string s) {
-  formula_ = std::move(s);
-  return *this;
-}
-OptimizerDecl& OptimizerDecl::reference(std::string s) {
-  reference_ = std::move(s);
-  return *this;
-}
-OptimizerDecl& OptimizerDecl::version(int v) {
-  version_ = v;
-  return *this;
-}
-OptimizerDecl& OptimizerDecl::kind(std::string k) {
-  kind_ = std::move(k);
-  return *this;
-}
-OptimizerDecl& OptimizerDecl::tolerance(double rtol, double atol) {
-  tolerance_ = {rtol, atol};
-  return *this;
-}
 OptimizerDecl& OptimizerDecl::update(UpdateFn fn) {
   update_ = std::move(fn);
   return *this;
-}
-
-std::vector<std::string> OptimizerDecl::states(const AttrValues& attrs) const {
-  std::vector<std::string> out;
-  for (const auto& a : args_for(attrs)) {
-    if (a.role == Input::Role::state) out.push_back(a.name);
-  }
-  return out;
-}
-
-std::vector<std::string> OptimizerDecl::results(const AttrValues& attrs) const {
-  std::vector<std::string> out;
-  for (const auto& a : args_for(attrs)) {
-    if (a.role == Input::Role::result) out.push_back(a.name);
-  }
-  return out;
-}
-
-AttrValues OptimizerDecl::resolve_attrs(const AttrValues& given) const {
-  return resolve_attr_values(name_, attrs_, given);
 }
 
 void OptimizerDecl::validate() const {
@@ -380,7 +278,7 @@ void OptimizerDecl::validate() const {
   bool writes = false;
   for (const auto& a : args_)
     writes = writes || a.role == Input::Role::state || a.role == Input::Role::result;
-  if (!writes) fail(name_, "declares no state or result to write");
+  if (!writes) fail("declares no state or result to write");
   for (const auto& a : args_) {
     if (a.when.attr.empty()) continue;
     std::vector<std::string> used = {a.when.attr};
@@ -388,15 +286,14 @@ void OptimizerDecl::validate() const {
     for (const auto& name : used) {
       bool known = false;
       for (const auto& at : attrs_) known = known || at.name == name;
-      if (!known)
-        fail(name_, "argument '" + a.name + "' depends on undeclared attr '" + name + "'");
+      if (!known) fail("argument '" + a.name + "' depends on undeclared attr '" + name + "'");
     }
     if (a.role == Input::Role::result && a.dtype != registry::DType::f32)
-      fail(name_, "result '" + a.name + "' must be float32");
+      fail("result '" + a.name + "' must be float32");
   }
-  if (!update_) fail(name_, "has no update");
-  if (kind_ != "optimizer" && kind_ != "bandwidth") fail(name_, "unknown kind '" + kind_ + "'");
-  if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail(name_, "negative tolerance");
+  if (!update_) fail("has no update");
+  if (kind_ != "optimizer" && kind_ != "bandwidth") fail("unknown kind '" + kind_ + "'");
+  if (!(tolerance_.rtol >= 0 && tolerance_.atol >= 0)) fail("negative tolerance");
 }
 
 namespace {
@@ -448,12 +345,12 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
   if (s.is_f32()) return d;
   auto narrow = [&](registry::DType t) {
     if (t != registry::DType::f16 && t != registry::DType::bf16 && t != registry::DType::f32)
-      fail(name_, "storage dtypes are f32, f16 and bf16");
+      fail("storage dtypes are f32, f16 and bf16");
   };
   narrow(s.grad);
   if (s.model) narrow(*s.model);
   if (s.state) narrow(*s.state);
-  if (sparse_) fail(name_, "narrow storage is for dense ops only");
+  if (sparse_) fail("narrow storage is for dense ops only");
   for (auto& a : d.args_) {
     if (a.role == Input::Role::gradient) a.dtype = s.grad;
   }
@@ -466,10 +363,9 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     if (master.empty()) master = d.args_[k].name;
     last_state = k;
   }
-  if (master.empty()) fail(name_, "master-weights storage needs a state");
+  if (master.empty()) fail("master-weights storage needs a state");
   for (const auto& a : d.args_) {
-    if (a.name == kModelArg)
-      fail(name_, std::string("already has an argument '") + kModelArg + "'");
+    if (a.name == kModelArg) fail(std::string("already has an argument '") + kModelArg + "'");
   }
   d.args_.insert(d.args_.begin() + static_cast<std::ptrdiff_t>(last_state) + 1,
                  ArgDecl{kModelArg,
@@ -493,26 +389,6 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     return u;  // a missing master update is reported by the pipeline builder
   };
   return d;
-}
-
-std::string canonical_bool(bool b) {
-  return b ? "true" : "false";
-}
-std::string canonical_int(int64_t v) {
-  return std::to_string(v);
-}
-std::string canonical_float(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-std::string canonicalize_attr(const AttrDecl& a, const std::string& text) {
-  try {
-    return registry::canonical_attr_value(a.type, a.choices, text);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("attr '" + a.name + "': " + e.what());
-  }
 }
 
 }  // namespace opforge::dsl

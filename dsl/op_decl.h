@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "dsl/math.h"
+#include "dsl/op_decl_base.h"
 #include "opforge/descriptor.h"
 
 namespace opforge::dsl {
 
 using Halide::Expr;
-using AttrValues = std::map<std::string, std::string>;  // name -> canonical value
 
 // An argument exists in a variant when its condition holds (e.g. v_max only with amsgrad):
 // attr == value, or any of the alternatives `or_any` (attr, value) holds.
@@ -78,17 +78,6 @@ struct Storage {
 inline constexpr const char* kModelArg = "model";
 // The chunk -> model tensor table of the multi-tensor form.
 inline constexpr const char* kSegmentsArg = "segments";
-
-struct AttrDecl {
-  std::string name;
-  registry::Attr::Type type = registry::Attr::Type::boolean;
-  std::string default_value;  // canonical
-  std::string description;
-  std::vector<std::string> choices;  // string attrs only
-  // Variant ids name every attr's value; an attr added to existing ops (grad_scaling()) is
-  // named only off its default, so the ids (and schedule files) of existing variants stay.
-  bool in_id_at_default = true;
-};
 
 // Whole-tensor reduction of a per-element Expr: returns the fp64 sum (of squares when
 // `squares`), as a scalar Expr usable in the update. Provided by the pipeline builder. In the
@@ -140,7 +129,7 @@ class UpdateContext {
 using Updates = std::vector<std::pair<std::string, Expr>>;  // state -> new value
 using UpdateFn = std::function<Updates(const UpdateContext&)>;
 
-class OptimizerDecl {
+class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
  public:
   explicit OptimizerDecl(std::string name);
 
@@ -200,22 +189,6 @@ class OptimizerDecl {
   // A copy under another name (e.g. the sparse form of a dense op shares its update).
   OptimizerDecl renamed(std::string name) const;
 
-  OptimizerDecl& attr_bool(const std::string& name, bool def, const std::string& description);
-  OptimizerDecl& attr_int(const std::string& name, int64_t def, const std::string& description);
-  OptimizerDecl& attr_float(const std::string& name, double def, const std::string& description);
-  OptimizerDecl& attr_string(const std::string& name, const std::string& def,
-                             std::vector<std::string> choices, const std::string& description);
-  // Variant ids name attr `name` only off its default (AttrDecl::in_id_at_default = false):
-  // an attr added to an existing op keeps the ids (and schedule files) of its old variants.
-  OptimizerDecl& named_in_id_off_default(const std::string& name);
-
-  OptimizerDecl& summary(std::string s);
-  OptimizerDecl& formula(std::string s);
-  OptimizerDecl& reference(std::string s);
-  OptimizerDecl& version(int v);
-  OptimizerDecl& kind(std::string k);  // "optimizer" (default) or "bandwidth"
-  // Accepted error against the fp64 reference: |k - ref| <= atol + rtol * |ref|.
-  OptimizerDecl& tolerance(double rtol, double atol);
   OptimizerDecl& update(UpdateFn fn);
 
   // A copy with this storage (see Storage): gradients' dtype set, and in master mode the
@@ -224,37 +197,20 @@ class OptimizerDecl {
   OptimizerDecl with_storage(const Storage& s, const std::string& name = "") const;
   const Storage& storage() const { return storage_; }
 
-  const std::string& name() const { return name_; }
   const std::vector<ArgDecl>& args() const { return args_; }
   // The arguments of the variant with these (resolved) attrs, in order.
   std::vector<ArgDecl> args_for(const AttrValues& attrs) const;
   bool sparse() const { return sparse_; }
-  const std::vector<AttrDecl>& attrs() const { return attrs_; }
-  const std::string& summary() const { return summary_; }
-  const std::string& formula() const { return formula_; }
-  const std::string& reference() const { return reference_; }
-  const std::string& kind() const { return kind_; }
-  int version() const { return version_; }
-  registry::Tolerance tolerance() const { return tolerance_; }
   const UpdateFn& update_fn() const { return update_; }
 
-  std::vector<std::string> states(const AttrValues& attrs) const;
-  std::vector<std::string> results(const AttrValues& attrs) const;
-  // Defaults filled in, every value checked against its declaration (type, choices);
-  // unknown names rejected. Throws std::invalid_argument naming the op and the attr.
-  AttrValues resolve_attrs(const AttrValues& given) const;
+  std::string storage_tag() const override { return storage_.tag(); }
   // Checks the declaration itself (names, duplicates, at least one state, an update).
-  void validate() const;
+  void validate() const override;
 
  private:
+  std::vector<std::string> argument_names() const override;
   OptimizerDecl& add_arg(ArgDecl a);
-  OptimizerDecl& add_attr(AttrDecl a);
-  std::string name_;
   std::vector<ArgDecl> args_;
-  std::vector<AttrDecl> attrs_;
-  std::string summary_, formula_, reference_, kind_ = "optimizer";
-  int version_ = 1;
-  registry::Tolerance tolerance_{1e-6, 1e-7};
   UpdateFn update_;
   UpdateFn unscaled_update_;  // update_ before grad_scaling() wrapped it
   bool sparse_ = false;
@@ -263,22 +219,5 @@ class OptimizerDecl {
   bool new_values_first_ = false;
   Storage storage_;
 };
-
-// Attr declarations shared by OptimizerDecl and NnOpDecl. add_attr_decl appends `a` after
-// checking its name (an identifier, not declared twice, not one of `taken`: the op's argument
-// names); resolve_attr_values fills defaults, canonicalizes the given values and rejects
-// unknown names. Both throw std::invalid_argument "op '<op>': ...".
-void add_attr_decl(const std::string& op, std::vector<AttrDecl>& attrs, AttrDecl a,
-                   const std::vector<std::string>& taken);
-AttrValues resolve_attr_values(const std::string& op, const std::vector<AttrDecl>& attrs,
-                               const AttrValues& given);
-
-// Canonical attribute text: bool "true"/"false", int decimal, float "%.17g".
-std::string canonical_bool(bool b);
-std::string canonical_int(int64_t v);
-std::string canonical_float(double v);
-// Parses user text for an attr of the given type into its canonical form; throws
-// std::invalid_argument on bad text.
-std::string canonicalize_attr(const AttrDecl& a, const std::string& text);
 
 }  // namespace opforge::dsl

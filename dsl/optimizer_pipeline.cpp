@@ -21,131 +21,10 @@ using registry::Input;
 using registry::KernelArg;
 
 namespace {
-
-// Prints Exprs canonically: floats in hex (every bit counts), and let-bound names (Halide's
-// CSE numbers them from a process-wide counter) renamed L0, L1, ... in order of binding.
-class ExactPrinter : public Halide::Internal::IRPrinter {
- public:
-  using IRPrinter::IRPrinter;
-
- protected:
-  void visit(const Halide::Internal::FloatImm* op) override {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%a", op->value);
-    stream << "(" << op->type << ")" << buf;
-  }
-  void visit(const Halide::Internal::Let* op) override {
-    const std::string canon = "L" + std::to_string(lets_++);
-    stream << "(let " << canon << " = ";
-    print(op->value);
-    auto saved = renamed_.find(op->name) == renamed_.end()
-                     ? std::nullopt
-                     : std::optional<std::string>(renamed_[op->name]);
-    renamed_[op->name] = canon;
-    stream << " in ";
-    print(op->body);
-    stream << ")";
-    if (saved) {
-      renamed_[op->name] = *saved;
-    } else {
-      renamed_.erase(op->name);
-    }
-  }
-  void visit(const Halide::Internal::Variable* op) override {
-    auto it = renamed_.find(op->name);
-    stream << (it == renamed_.end() ? op->name : it->second);
-  }
-
- private:
-  int lets_ = 0;
-  std::map<std::string, std::string> renamed_;
-};
-
 [[noreturn]] void fail(const std::string& op, const std::string& msg) {
   throw std::invalid_argument("op '" + op + "': " + msg);
 }
-
-// Halide makes names unique per process (ImageParam "var" gets a wrapper Func "var_im", then
-// "var_im$1" in the next pipeline): the suffix says nothing about the computation, so it is
-// dropped, and the per-Function blocks are sorted so their order does not depend on it.
-std::string without_unique_suffixes(const std::string& s) {
-  std::string out;
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (s[k] == '$' && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1]))) {
-      while (k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1]))) ++k;
-      continue;
-    }
-    out += s[k];
-  }
-  return out;
-}
-
 }  // namespace
-
-std::string algorithm_text(const std::vector<Func>& outs) {
-  std::map<std::string, Halide::Internal::Function> funcs;
-  for (const Func& out : outs) {
-    for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function()))
-      funcs.emplace(name, f);
-  }
-  std::vector<std::string> blocks;
-  for (const auto& [name, f] : funcs) {
-    std::ostringstream s;
-    ExactPrinter p(s);
-    s << "func " << name << "(";
-    for (const auto& a : f.args()) s << a << ",";
-    s << ") =";
-    for (const auto& v : f.values()) {
-      s << " ";
-      p.print(v);
-    }
-    for (const auto& u : f.updates()) {
-      s << "\nupdate (";
-      for (const auto& a : u.args()) p.print(a), s << ",";
-      s << ") where ";
-      p.print(u.predicate());
-      for (const auto& rv : u.schedule().rvars()) {
-        s << " rvar " << rv.var << "[";
-        p.print(rv.min);
-        s << ", ";
-        p.print(rv.extent);
-        s << "]";
-      }
-      s << " =";
-      for (const auto& v : u.values()) {
-        s << " ";
-        p.print(v);
-      }
-    }
-    blocks.push_back(without_unique_suffixes(s.str()) + "\n");
-  }
-  std::sort(blocks.begin(), blocks.end());
-  std::string text;
-  for (const auto& b : blocks) text += b;
-  return text;
-}
-
-std::string algorithm_text(const Func& out) {
-  return algorithm_text(std::vector<Func>{out});
-}
-
-Halide::Type halide_type(registry::DType t) {
-  switch (t) {
-    case registry::DType::f16:
-      return Halide::Float(16);
-    case registry::DType::bf16:
-      return Halide::BFloat(16);
-    case registry::DType::f32:
-      return Halide::Float(32);
-    case registry::DType::f64:
-      return Halide::Float(64);
-    case registry::DType::i32:
-      return Halide::Int(32);
-    case registry::DType::i64:
-      return Halide::Int(64);
-  }
-  return Halide::Float(32);
-}
 
 // The states in the order of the output Tuple: declaration order, except that a write-only
 // state (the master-weights model copy) comes FIRST. Halide stores the Tuple's elements one
@@ -153,18 +32,19 @@ Halide::Type halide_type(registry::DType t) {
 // inputs: the copy reads the old var, m, v, so it must be stored before any of them is
 // overwritten in place (last, it would read the new var and apply the step twice unless LLVM
 // happened to forward the earlier loads).
-std::vector<std::string> output_order(const OptimizerDecl& decl, const AttrValues& attrs) {
-  std::vector<std::string> states = decl.states(attrs);
-  if (decl.storage().model) {
+std::vector<std::string> output_order(const ResolvedOp& op) {
+  std::vector<std::string> states = op.states;
+  if (op.as_optimizer().storage().model) {
     auto it = std::find(states.begin(), states.end(), kModelArg);
     if (it != states.end()) std::rotate(states.begin(), it, it + 1);
   }
   return states;
 }
 
-std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved) {
+std::vector<ArgLayout> argument_layout(const ResolvedOp& op) {
+  const OptimizerDecl& decl = op.as_optimizer();
   std::vector<ArgLayout> out;
-  for (const auto& a : decl.args_for(resolved)) {
+  for (const auto& a : op.args) {
     int dims = a.role == Input::Role::scalar ? 0 : 1;
     if (decl.sparse() && a.role != Input::Role::scalar && a.name != "indices") dims = 2;
     // Multi-tensor form: (C, K) chunks; the segment table and results stay 1-D.
@@ -184,16 +64,16 @@ namespace {
 struct NewValues {
   std::vector<Expr> states, results;
 };
-NewValues state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
-                        const std::map<std::string, Expr>& values, Reducer reducer,
-                        std::vector<Expr>* fast_paths = nullptr,
+NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>& values,
+                        Reducer reducer, std::vector<Expr>* fast_paths = nullptr,
                         Halide::Type compute = Halide::Float(32)) {
-  UpdateContext ctx(values, attrs, decl.name(), std::move(reducer));
+  const OptimizerDecl& decl = op.as_optimizer();
+  UpdateContext ctx(values, op.attrs, decl.name(), std::move(reducer));
   Updates updates = decl.update_fn()(ctx);
   if (fast_paths) *fast_paths = ctx.fast_paths();
   std::map<std::string, Expr> by_state;
-  const std::vector<std::string> states = output_order(decl, attrs);
-  const std::vector<std::string> results = decl.results(attrs);
+  const std::vector<std::string> states = output_order(op);
+  const std::vector<std::string>& results = op.results;
   for (const auto& [name, e] : updates) {
     if (std::find(states.begin(), states.end(), name) == states.end() &&
         std::find(results.begin(), results.end(), name) == results.end()) {
@@ -202,7 +82,7 @@ NewValues state_updates(const OptimizerDecl& decl, const AttrValues& attrs,
     if (!by_state.emplace(name, e).second) fail(decl.name(), "'" + name + "' assigned twice");
   }
   std::map<std::string, registry::DType> dtypes;
-  for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
+  for (const auto& a : op.args) dtypes[a.name] = a.dtype;
   auto value_of = [&](const std::string& s, const char* kind) {
     auto it = by_state.find(s);
     if (it == by_state.end()) fail(decl.name(), kind + (" '" + s + "' is never updated"));
@@ -332,11 +212,12 @@ void define_results(const OptimizerDecl& decl, const std::vector<std::string>& r
   }
 }
 
-Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
-                        Func out, const std::map<std::string, int64_t>& sched) {
+Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
+                        const std::map<std::string, int64_t>& sched) {
+  const OptimizerDecl& decl = op.as_optimizer();
   Var i("i");
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
-  const std::vector<std::string> results = decl.results(attrs);
+  const std::vector<std::string>& results = op.results;
   const std::string first_tensor = bind_tensors(decl, results, in, {i}, values);
 
   // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
@@ -344,8 +225,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   // the update is evaluated again reading that sum. Reductions may not depend on each other.
   Reductions red;
   std::vector<Expr> fast_paths;
-  NewValues new_values =
-      state_updates(decl, attrs, values, red.collector(), &fast_paths, in.compute);
+  NewValues new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute);
   // new_values_first(): the new values are computed whole into a buffer before `out`
   // copies them over the states (see OptimizerDecl::new_values_first).
   const bool values_first = decl.computes_new_values_first();
@@ -362,7 +242,7 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
     red.define_sum(total, {}, {}, [&](size_t k) { return red.element(term, k, {r}); });
     size_t next = 0;
     Reducer read = [&](const Expr&, bool, bool) { return red.element(total, next++, {}); };
-    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
+    new_values = state_updates(op, values, read, nullptr, in.compute);
     def.reduction_reads = red.reads(in);
   }
   Func values_func = exact_func("new_values");
@@ -398,16 +278,17 @@ Definition define_dense(const OptimizerDecl& decl, const AttrValues& attrs, cons
   return def;
 }
 
-Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, const Bindings& in,
-                         Func out, const std::map<std::string, int64_t>& sched) {
+Definition define_sparse(const ResolvedOp& op, const Bindings& in, Func out,
+                         const std::map<std::string, int64_t>& sched) {
+  const OptimizerDecl& decl = op.as_optimizer();
   Var c("c"), row("row");
   const Func& indices = in.tensors.at("indices");
   Halide::RDom k(0, in.extents.at("indices")[0], "k");
   // The runtime rejects out-of-range indices before the call; the clamp bounds the rows
   // Halide's bounds inference sees.
-  const Expr rows = in.extents.at(decl.states(attrs)[0])[1];
+  const Expr rows = in.extents.at(op.states.at(0))[1];
   Expr r = Halide::clamp(Halide::cast(Halide::Int(32), indices(k)), 0, rows - 1);
-  const std::vector<std::string> states = decl.states(attrs);
+  const std::vector<std::string>& states = op.states;
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
   for (const auto& [name, f] : in.tensors) {
     if (name != "indices") values[name] = f(c, k);  // gradients: row k of grad
@@ -420,9 +301,8 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
     values[states[s]] = states.size() == 1 ? Expr(out(c, r)) : Expr(out(c, r)[static_cast<int>(s)]);
   }
   std::vector<Expr> fast_paths;
-  if (!decl.results(attrs).empty()) fail(decl.name(), "the sparse form has no results");
-  define_values(out, {c, r},
-                state_updates(decl, attrs, values, nullptr, &fast_paths, in.compute).states);
+  if (!op.results.empty()) fail(decl.name(), "the sparse form has no results");
+  define_values(out, {c, r}, state_updates(op, values, nullptr, &fast_paths, in.compute).states);
   Definition def;
   def.algorithm = algorithm_text(out);
   if (in.scheduled) ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
@@ -432,12 +312,12 @@ Definition define_sparse(const OptimizerDecl& decl, const AttrValues& attrs, con
 // The multi-tensor form: every tensor is (C, K), K chunks of C elements, chunk k belonging to
 // model tensor segments(k). Reductions: per chunk, `kLanes` fp64 partial sums (C is a multiple
 // of 16), then per model tensor (a serial scatter over the K chunk sums) and over the call.
-Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attrs,
-                               const Bindings& in, Func out,
+Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func out,
                                const std::map<std::string, int64_t>& sched) {
+  const OptimizerDecl& decl = op.as_optimizer();
   constexpr int kLanes = 16;
   Var c("c"), k("k"), t("t"), lane("lane");
-  const std::vector<std::string> results = decl.results(attrs);
+  const std::vector<std::string>& results = op.results;
   const Func& segments = in.tensors.at(kSegmentsArg);
   const Expr K = in.extents.at(kSegmentsArg)[0];
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
@@ -445,8 +325,7 @@ Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attr
 
   Reductions red;
   std::vector<Expr> fast_paths;
-  NewValues new_values =
-      state_updates(decl, attrs, values, red.collector(), &fast_paths, in.compute);
+  NewValues new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute);
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
   Func lanes = exact_func("chunk_lanes"), chunk = exact_func("chunk_sum"),
@@ -469,7 +348,7 @@ Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attr
       const size_t j = next++;
       return red.whole_call[j] ? red.element(all, j, {}) : red.element(per_tensor, j, {seg_k});
     };
-    new_values = state_updates(decl, attrs, values, read, nullptr, in.compute);
+    new_values = state_updates(op, values, read, nullptr, in.compute);
     def.reduction_reads = red.reads(in);
   }
   define_values(out, {c, k}, new_values.states);
@@ -494,10 +373,10 @@ Definition define_multi_tensor(const OptimizerDecl& decl, const AttrValues& attr
 
 }  // namespace
 
-std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved) {
-  if (decl.sparse()) return {};
+std::vector<std::string> reduction_reads(const ResolvedOp& op) {
+  if (op.as_optimizer().sparse()) return {};
   std::map<std::string, Expr> values;
-  for (const auto& a : decl.args_for(resolved)) {
+  for (const auto& a : op.args) {
     Expr v = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
     values[a.name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v) : v;
   }
@@ -506,29 +385,30 @@ std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrVa
     e.accept(&calls);
     return Halide::cast(Halide::Float(64), 0);
   };
-  state_updates(decl, resolved, values, collect);
+  state_updates(op, values, collect);
   std::vector<std::string> out;
-  for (const auto& a : decl.args_for(resolved)) {
+  for (const auto& a : op.args) {
     if (a.role != Input::Role::scalar && a.name != kSegmentsArg && calls.names.count(a.name))
       out.push_back(a.name);
   }
   return out;
 }
 
-Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
-                            const Bindings& in, Func out,
+Definition define_optimizer(const ResolvedOp& op, const Bindings& in, Func out,
                             const std::map<std::string, int64_t>& schedule) {
-  if (decl.sparse()) return define_sparse(decl, resolved, in, out, schedule);
-  if (decl.is_multi_tensor()) return define_multi_tensor(decl, resolved, in, out, schedule);
-  return define_dense(decl, resolved, in, out, schedule);
+  const OptimizerDecl& decl = op.as_optimizer();
+  if (decl.sparse()) return define_sparse(op, in, out, schedule);
+  if (decl.is_multi_tensor()) return define_multi_tensor(op, in, out, schedule);
+  return define_dense(op, in, out, schedule);
 }
 
-OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& given,
-                                           const std::map<std::string, int64_t>& schedule,
-                                           const Halide::Target& target, bool scheduled) {
+KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
+                                        const std::map<std::string, int64_t>& schedule,
+                                        const Halide::Target& target, bool scheduled) {
+  const OptimizerDecl& decl = op.as_optimizer();
   decl.validate();
-  OptimizerPipeline r;
-  const AttrValues attrs = decl.resolve_attrs(given);
+  KernelPipeline r;
+  const AttrValues& attrs = op.attrs;
   r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
   r.schedule_recipe = decl.sparse()            ? "sparse_rows"
                       : decl.is_multi_tensor() ? "multi_tensor"
@@ -542,7 +422,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   // Arguments in declaration order, named like the op's arguments.
   Bindings in;
   in.scheduled = scheduled;
-  for (const auto& [a, dims] : argument_layout(decl, attrs)) {
+  for (const auto& [a, dims] : argument_layout(op)) {
     const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {
       Halide::Param<> p(t, a.name);  // type chosen at run time: fp32, or int64 (global_step)
@@ -581,13 +461,13 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
   // One Tuple-valued output: each element overwrites its state in place. Separate Outputs
   // moved 44 B/element for Adam instead of 28 and were correct in one order only.
   Func out = exact_func("updated");
-  Definition def = define_optimizer(decl, attrs, in, out, r.schedule_params);
+  Definition def = define_optimizer(op, in, out, r.schedule_params);
   r.algorithm = def.algorithm;
   r.reduction_reads = def.reduction_reads;
   r.per_tensor_reductions = def.per_tensor_reductions;
-  const std::vector<std::string> states = output_order(decl, attrs);
+  const std::vector<std::string> states = output_order(op);
   std::map<std::string, registry::DType> dtypes;
-  for (const auto& a : decl.args_for(attrs)) dtypes[a.name] = a.dtype;
+  for (const auto& a : op.args) dtypes[a.name] = a.dtype;
   const auto buffers =
       out.defined() ? out.output_buffers() : std::vector<Halide::OutputImageParam>{};
   for (size_t k = 0; k < buffers.size(); ++k) {
@@ -603,7 +483,7 @@ OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const Attr
     r.outputs.push_back({states[k], ob.name(), states[k], t, -1, {}});
   }
   // Results after the states, in declaration order: one element each.
-  const std::vector<std::string> results = decl.results(attrs);
+  const std::vector<std::string>& results = op.results;
   std::vector<Func> outs;
   if (out.defined()) outs.push_back(out);
   for (size_t k = 0; k < def.results.size(); ++k) {

@@ -1,7 +1,7 @@
-// Turns an OptimizerDecl (+ attr values, schedule params, target) into a scheduled Halide
-// pipeline with the kernel's argument list, and into the registry descriptor's op-level parts.
-// Nothing here lowers or compiles: that is the builder's job, and the cache key is computed
-// from what this returns, before any compilation.
+// Turns a resolved optimizer op (+ schedule params, target) into a scheduled Halide pipeline
+// with the kernel's argument list and the registry descriptor's op-level parts (a
+// KernelPipeline, dsl/kernel_pipeline.h). The fp64 golden and the Generator form define the
+// same update through define_optimizer.
 //
 // Two forms: dense (every tensor flattened to 1-D, one Tuple-valued output overwriting the
 // states in place; whole-tensor reductions computed first when the update asks for them) and
@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "dsl/op_decl.h"
+#include "dsl/kernel_pipeline.h"
+#include "dsl/resolved_op.h"
 #include "opforge/descriptor.h"
 
 namespace opforge::dsl {
@@ -26,18 +27,12 @@ struct ArgLayout {
   ArgDecl decl;
   int dims;
 };
-std::vector<ArgLayout> argument_layout(const OptimizerDecl& decl, const AttrValues& resolved);
-Halide::Type halide_type(registry::DType t);
-
-// The exact text of every Function the outputs depend on (floats as hex, Halide's unique-name
-// suffixes dropped, sorted): the algorithm part of a cache key.
-std::string algorithm_text(const std::vector<Halide::Func>& outs);
-std::string algorithm_text(const Halide::Func& out);
+std::vector<ArgLayout> argument_layout(const ResolvedOp& op);
 
 // The states in the order of the output Tuple (updated.0, updated.1, ...): declaration order,
 // except that the write-only model copy of the master-weights storage comes first (it is
 // computed from the old values, so it is stored before they are overwritten in place).
-std::vector<std::string> output_order(const OptimizerDecl& decl, const AttrValues& resolved);
+std::vector<std::string> output_order(const ResolvedOp& op);
 
 // What the update reads: each tensor argument as a Func (an ImageParam or a Generator Input),
 // each scalar as an Expr, and each tensor's extents (innermost first).
@@ -68,36 +63,19 @@ struct Definition {
 
 // Defines `out` (the new states, a Tuple when there are several) from the declaration and
 // schedules it with the recipe.
-Definition define_optimizer(const OptimizerDecl& decl, const AttrValues& resolved,
-                            const Bindings& in, Halide::Func out,
+Definition define_optimizer(const ResolvedOp& op, const Bindings& in, Halide::Func out,
                             const std::map<std::string, int64_t>& schedule);
-
-struct OptimizerPipeline {
-  Halide::Pipeline pipeline;
-  std::vector<Halide::Argument> arguments;  // kernel call order
-  std::vector<registry::KernelArg> kernel_args;
-  std::vector<registry::Input> inputs;
-  std::vector<registry::Output> outputs;
-  std::vector<registry::Attr> attrs;
-  std::map<std::string, int64_t> schedule_params;  // resolved
-  std::string schedule_recipe, schedule_summary;
-  // Exact text of every definition in the pipeline (floats as hex): the algorithm part of
-  // the cache key. Two pipelines with equal text compute the same thing.
-  std::string algorithm;
-  std::vector<std::string> reduction_reads;
-  bool per_tensor_reductions = false;  // Definition::per_tensor_reductions
-};
 
 // The tensors a variant's whole-tensor reductions read (its extra read pass), found by
 // evaluating the update symbolically: no pipeline is built.
-std::vector<std::string> reduction_reads(const OptimizerDecl& decl, const AttrValues& resolved);
+std::vector<std::string> reduction_reads(const ResolvedOp& op);
 
 // `scheduled` false: the algorithm alone, every Func left unscheduled (schedule_recipe,
 // schedule_params and schedule_summary empty), with the estimates an autoscheduler needs on
 // every input and output (1 << 20 elements); the caller schedules it (an Adams2019 schedule
 // file, generators/auto_schedules.h).
-OptimizerPipeline build_optimizer_pipeline(const OptimizerDecl& decl, const AttrValues& attrs,
-                                           const std::map<std::string, int64_t>& schedule,
-                                           const Halide::Target& target, bool scheduled = true);
+KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
+                                        const std::map<std::string, int64_t>& schedule,
+                                        const Halide::Target& target, bool scheduled = true);
 
 }  // namespace opforge::dsl

@@ -84,20 +84,17 @@ std::string auto_schedule_summary() {
          "); ShiftInwards/RoundUp tails rewritten to GuardWithIf (safe in place)";
 }
 
-dsl::OptimizerPipeline auto_scheduled_pipeline(const dsl::OptimizerDecl& decl,
-                                               const dsl::AttrValues& resolved_attrs,
-                                               const Halide::Target& target,
-                                               const std::string& variant) {
+dsl::KernelPipeline auto_scheduled_pipeline(const dsl::ResolvedOp& op, const Halide::Target& target,
+                                            const std::string& variant) {
   const AutoSchedule* s = find_auto_schedule(variant);
   if (!s) {
     throw std::runtime_error(
         "variant " + variant + " is autoscheduled in the op table, but no schedule file " +
         "generators/schedules/" + variant + ".schedule.h is compiled in: run `opforge " +
-        "autoschedule " + decl.name() + " --out <source dir>/generators/schedules`, then " +
+        "autoschedule " + op.name() + " --out <source dir>/generators/schedules`, then " +
         "rebuild opforge (CMake picks up new schedule files)");
   }
-  dsl::OptimizerPipeline p =
-      dsl::build_optimizer_pipeline(decl, resolved_attrs, {}, target, /*scheduled=*/false);
+  dsl::KernelPipeline p = dsl::build_pipeline(op, {}, target, /*scheduled=*/false);
   s->apply(p.pipeline, target);
   p.schedule_recipe = kAutoRecipe;
   p.schedule_params.clear();

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/optimizer_pipeline.h"
+#include "dsl/kernel_pipeline.h"
 
 namespace opforge::generators {
 
@@ -57,10 +57,8 @@ bool is_auto_variant_id(const std::string& id);
 // recipe "adams2019", no recipe params, summary naming the pinned settings. Throws
 // std::runtime_error telling the user to run `opforge autoschedule OP` when the file is
 // missing.
-dsl::OptimizerPipeline auto_scheduled_pipeline(const dsl::OptimizerDecl& decl,
-                                               const dsl::AttrValues& resolved_attrs,
-                                               const Halide::Target& target,
-                                               const std::string& variant);
+dsl::KernelPipeline auto_scheduled_pipeline(const dsl::ResolvedOp& op, const Halide::Target& target,
+                                            const std::string& variant);
 
 // The summary descriptors carry for autoscheduled variants.
 std::string auto_schedule_summary();

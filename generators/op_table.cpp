@@ -1,12 +1,12 @@
 #include "generators/op_table.h"
 
-#include <cctype>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 
 #include "dsl/optimizer_pipeline.h"
+#include "generators/nn_ops.h"
 #include "generators/ops.h"
 
 namespace opforge::generators {
@@ -24,15 +24,19 @@ const dsl::Storage kBf16s{registry::DType::f32, std::nullopt, registry::DType::b
 const dsl::Storage kBf16ms{registry::DType::bf16, registry::DType::bf16, registry::DType::bf16};
 const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
+// The optimizer rows given their storage, followed by the bandwidth kernels they are
+// measured against.
 std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
   std::set<std::string> seen;
   std::vector<VariantSpec> extra;
   for (auto& r : rows) {
-    if (!r.storage.is_f32()) r.decl = &with_storage(*r.decl, r.storage);
+    const auto& decl = dynamic_cast<const dsl::OptimizerDecl&>(*r.decl);
+    if (!r.storage.is_f32()) r.decl = &with_storage(decl, r.storage);
   }
   for (const auto& r : rows) {
-    if (r.decl->sparse()) continue;  // sparse ops are measured in rows/s
-    const dsl::OptimizerDecl& bw = bandwidth_for(*r.decl, r.decl->resolve_attrs(r.attrs));
+    const dsl::ResolvedOp op = r.resolve();
+    if (op.as_optimizer().sparse()) continue;  // sparse ops are measured in rows/s
+    const dsl::OptimizerDecl& bw = bandwidth_for(op);
     if (seen.insert(bw.name()).second)
       extra.push_back({&bw, {}, kAllIsas, r.schedule, {}, bw.storage()});
   }
@@ -40,14 +44,45 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
   return rows;
 }
 
-}  // namespace
+// One row per algorithm of an NN op: the registry holds every algorithm, the runtime picks
+// by shape.
+void add_all_algorithms(std::vector<VariantSpec>& rows, const dsl::NnOpDecl& decl,
+                        const dsl::AttrValues& attrs = {}) {
+  for (const auto& a : decl.algorithms())
+    rows.push_back({&decl, attrs, kAllIsas, {}, {}, {}, a.name});
+}
 
-const std::vector<VariantSpec>& op_table() {
+std::vector<VariantSpec> nn_rows() {
+  std::vector<VariantSpec> rows;
+  add_all_algorithms(rows, bandwidth_copy());
+  add_all_algorithms(rows, conv2d());
+  add_all_algorithms(rows, conv2d_bias_relu());
+  // matmul: the transposes are compile-time (they pick the packing loads): one row each.
+  for (const char* ta : {"false", "true"}) {
+    for (const char* tb : {"false", "true"}) {
+      add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
+    }
+  }
+  add_all_algorithms(rows, layer_norm());
+  add_all_algorithms(rows, rms_norm());
+  add_all_algorithms(rows, softmax());
+  add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
+  add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
+  return rows;
+}
+
+std::vector<VariantSpec> concat(std::vector<VariantSpec> a, const std::vector<VariantSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The optimizer rows, each in its storage; with_bandwidth_kernels appends their yardsticks.
+std::vector<VariantSpec> optimizer_rows() {
   const auto& all = kAllIsas;
   // Adams2019 twins for a few representative dense ops, AVX-512 only: one to three states,
   // and a whole-tensor reduction (apply_lamb; Adams2019 keeps its fp64 sum serial).
   const std::vector<std::string> auto512 = {"avx512"};
-  static const std::vector<VariantSpec> table = with_bandwidth_kernels({
+  return {
       // TensorFlow training ops.
       {&apply_gradient_descent(), {}, all, {}, auto512},
       {&apply_proximal_gradient_descent(), {}, all, {}},
@@ -164,26 +199,18 @@ const std::vector<VariantSpec>& op_table() {
       {&apply_gradient_descent(), kUnscaleSkip, all, {}, {}, kBf16m},
       {&apply_momentum(), kUnscaleSkip, all, {}, {}, kBf16m},
       {&apply_lamb(), kUnscaleSkip, all, {}},
-  });
+  };
+}
+
+}  // namespace
+
+const std::vector<VariantSpec>& op_table() {
+  static const std::vector<VariantSpec> table =
+      concat(with_bandwidth_kernels(optimizer_rows()), nn_rows());
   return table;
 }
 
-std::string variant_id(const dsl::OptimizerDecl& decl, const dsl::AttrValues& attrs,
-                       const std::string& isa) {
-  std::string id = decl.name();
-  for (const auto& a : decl.attrs()) {
-    std::string v = attrs.at(a.name);
-    if (a.type == registry::Attr::Type::boolean) v = v == "true" ? "1" : "0";
-    if (!a.in_id_at_default && attrs.at(a.name) == a.default_value) continue;
-    for (char& ch : v) {
-      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    }
-    id += "__" + a.name + "_" + v;
-  }
-  return id + "__" + decl.storage().tag() + "__" + isa;
-}
-
-const dsl::OptimizerDecl& find_decl(const std::string& op) {
+const dsl::OpDecl& find_decl(const std::string& op) {
   std::set<std::string> names;
   for (const auto& row : op_table()) {
     if (row.decl->name() == op) return *row.decl;
@@ -194,10 +221,10 @@ const dsl::OptimizerDecl& find_decl(const std::string& op) {
   throw std::invalid_argument("unknown op '" + op + "' (the op table has " + known + ")");
 }
 
-const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
-                                        const dsl::AttrValues& resolved_attrs) {
+const dsl::OptimizerDecl& bandwidth_for(const dsl::ResolvedOp& op) {
+  const dsl::OptimizerDecl& decl = op.as_optimizer();
   int states = 0, grads = 0;
-  for (const auto& a : decl.args_for(resolved_attrs)) {
+  for (const auto& a : op.args) {
     states += a.role == registry::Input::Role::state;
     grads += a.role == registry::Input::Role::gradient ||
              (a.role == registry::Input::Role::tensor && a.name != dsl::kSegmentsArg);
@@ -205,7 +232,7 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
   const dsl::Storage& s = decl.storage();
   if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too
   const dsl::OptimizerDecl& bw =
-      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(decl, resolved_attrs).size()));
+      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(op).size()));
   if (s.is_f32()) return bw;
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<dsl::OptimizerDecl>> made;
@@ -214,6 +241,11 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::OptimizerDecl& decl,
   if (!slot)
     slot = std::make_unique<dsl::OptimizerDecl>(bw.with_storage(s, bw.name() + "_" + s.tag()));
   return *slot;
+}
+
+std::string bandwidth_op_name(const dsl::ResolvedOp& op) {
+  if (const dsl::NnOpDecl* nn = op.nn()) return nn->bandwidth_op();
+  return op.as_optimizer().sparse() ? "" : bandwidth_for(op).name();
 }
 
 const dsl::OptimizerDecl& with_storage(const dsl::OptimizerDecl& decl, const dsl::Storage& s) {

@@ -44,14 +44,14 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
   Output<Halide::Func> updated{"updated"};
 
   void configure() {
-    decl_ = &find_decl(op);
-    resolved_ = decl_->resolve_attrs(parse_list(attrs, "attrs"));
+    op_ = dsl::resolve(find_decl(op), parse_list(attrs, "attrs"));
+    decl_ = &op_.as_optimizer();
     // The Generator's one Tuple-valued Output is the states; a results-only op (global_norm)
     // has none to define.
-    if (decl_->states(resolved_).empty())
+    if (op_.states.empty())
       throw std::invalid_argument("op '" + decl_->name() +
                                   "' writes results only; its Generator form needs states");
-    for (const auto& [a, dims] : dsl::argument_layout(*decl_, resolved_)) {
+    for (const auto& [a, dims] : dsl::argument_layout(op_)) {
       const Halide::Type t = dsl::halide_type(a.dtype);
       if (dims == 0) {
         scalars_[a.name] = add_input<Halide::Expr>(a.name, t);
@@ -62,7 +62,7 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
     out_dims_ = decl_->sparse() || decl_->is_multi_tensor() ? 2 : 1;
     updated.set_dimensions(out_dims_);
     // Results (found_inf, global_norm): one-element outputs after `updated`.
-    for (const auto& r : decl_->results(resolved_))
+    for (const auto& r : op_.results)
       results_.push_back(add_output<Halide::Func>("result_" + r, Halide::Float(32), 1));
   }
 
@@ -77,7 +77,7 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
     for (const auto& [k, v] : parse_list(recipe, "schedule")) given[k] = std::stoll(v);
     const auto sched = dsl::ElementwiseSchedule::resolve(given, get_target());
     Halide::Func out = updated;
-    const dsl::Definition def = dsl::define_optimizer(*decl_, resolved_, in, out, sched);
+    const dsl::Definition def = dsl::define_optimizer(op_, in, out, sched);
     for (size_t k = 0; k < results_.size(); ++k) {
       *results_[k] = def.results.at(k);
       results_[k]->set_estimates({{0, 1}});
@@ -91,8 +91,8 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
   }
 
  private:
+  dsl::ResolvedOp op_;
   const dsl::OptimizerDecl* decl_ = nullptr;
-  dsl::AttrValues resolved_;
   std::map<std::string, std::pair<Input<Halide::Buffer<>>*, int>> buffers_;
   std::map<std::string, Input<Halide::Expr>*> scalars_;
   std::vector<Output<Halide::Func>*> results_;

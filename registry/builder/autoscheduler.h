@@ -15,8 +15,7 @@ namespace opforge::builder {
 struct AutoscheduledVariant {
   std::string variant;  // "<hand id>__auto"
   std::string hand;     // the hand-scheduled twin's id
-  const dsl::OptimizerDecl* decl;
-  dsl::AttrValues attrs;  // resolved
+  dsl::ResolvedOp op;
   generators::Isa isa;
 };
 

@@ -10,14 +10,14 @@ namespace opforge::builder {
 
 using registry::Input;
 
-void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, GoldenData& d) {
+void run_golden(const dsl::ResolvedOp& op, GoldenData& d) {
+  const dsl::OptimizerDecl& decl = op.as_optimizer();
   if (decl.is_multi_tensor()) {
     throw std::invalid_argument("op '" + decl.name() +
                                 "': the fp64 golden runs single-tensor forms; check the op it "
                                 "applies per tensor (tests/generators/test_multi_tensor_ops.cpp "
                                 "checks this form)");
   }
-  const dsl::AttrValues attrs = decl.resolve_attrs(given);
   dsl::Bindings in;
   in.compute = Halide::Float(64);
   in.scheduled = false;
@@ -25,7 +25,7 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
   std::vector<Halide::ImageParam> images;
   std::vector<Halide::Param<>> params;
   std::map<std::string, Halide::Buffer<>> buffers;  // keeps the data views alive
-  for (const auto& [a, dims] : dsl::argument_layout(decl, attrs)) {
+  for (const auto& [a, dims] : dsl::argument_layout(op)) {
     if (a.role == Input::Role::scalar) {
       const bool integer = a.dtype == registry::DType::i64;
       Halide::Param<> p(integer ? Halide::Int(64) : Halide::Float(64), a.name);
@@ -60,12 +60,12 @@ void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& given, Go
     buffers[a.name] = b;
   }
   Halide::Func out{Halide::Internal::Function("golden")};
-  const dsl::Definition def = dsl::define_optimizer(decl, attrs, in, out, {});
+  const dsl::Definition def = dsl::define_optimizer(op, in, out, {});
   // Outputs are fresh copies of the states (the sparse form only rewrites indexed rows).
-  const std::vector<std::string> states = dsl::output_order(decl, attrs);  // the Tuple's order
+  const std::vector<std::string> states = dsl::output_order(op);  // the Tuple's order
   std::vector<Halide::Buffer<double>> results;
   for (const auto& s : states) results.push_back(Halide::Buffer<double>(buffers.at(s)).copy());
-  const std::vector<std::string> result_names = decl.results(attrs);
+  const std::vector<std::string>& result_names = op.results;
   for (const auto& r : result_names)
     results.push_back(Halide::Buffer<double>(buffers.at(r)).copy());
   std::vector<Halide::Buffer<>> outs(results.begin(), results.end());

@@ -7,20 +7,21 @@
 #include <string>
 #include <vector>
 
-#include "dsl/op_decl.h"
+#include "dsl/resolved_op.h"
 
 namespace opforge::builder {
 
 struct GoldenData {
-  std::map<std::string, std::vector<double>> tensors;  // every float tensor argument
+  std::map<std::string, std::vector<double>> tensors;   // every float tensor argument
   std::map<std::string, std::vector<int64_t>> indices;  // sparse ops: the index tensor
   std::map<std::string, double> scalars;
-  int64_t n = 0;                  // dense: elements per tensor
-  int64_t rows = 0, cols = 0;     // sparse: states are [rows, cols]
-  int64_t count = 0;              // sparse: len(indices); gradients are [count, cols]
+  int64_t n = 0;               // dense: elements per tensor
+  int64_t rows = 0, cols = 0;  // sparse: states are [rows, cols]
+  int64_t count = 0;           // sparse: len(indices); gradients are [count, cols]
 };
 
-// Updates the states in `d.tensors` in place with the op's update, computed in fp64.
-void run_golden(const dsl::OptimizerDecl& decl, const dsl::AttrValues& attrs, GoldenData& d);
+// Updates the states in `d.tensors` in place with the (optimizer) op's update, computed in
+// fp64.
+void run_golden(const dsl::ResolvedOp& op, GoldenData& d);
 
 }  // namespace opforge::builder

@@ -26,11 +26,9 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   const generators::VariantSpec* row = nullptr;
   for (const auto& r : rows) {
     if (r.decl->name() != registered.op) continue;
+    const dsl::ResolvedOp op = r.resolve();
     for (const auto& isa : r.isas) {
-      if (generators::variant_id(*r.decl, r.decl->resolve_attrs(r.attrs), isa) ==
-          registered.variant) {
-        row = &r;
-      }
+      if (op.variant_id(isa) == registered.variant) row = &r;
     }
   }
   if (!row) {

@@ -14,13 +14,13 @@
 #include <thread>
 
 #include "dsl/fingerprint.h"
-#include "dsl/nn_pipeline.h"
 #include "dsl/rules/rule_decl.h"
 #include "generators/auto_schedules.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/cache_config.h"
+#include "registry/cache/cache_key.h"
 
 namespace opforge::builder {
 
@@ -31,25 +31,6 @@ namespace {
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string format_part() {
-  return "opforge-cache/" + std::to_string(cache::kFormatVersion) + "/" + kernel_artifact_list();
-}
-
-std::string arguments_text(const std::vector<registry::KernelArg>& args) {
-  std::string s;
-  for (const auto& a : args) {
-    s += a.name + ":" + registry::kernel_arg_kind_name(a.kind) + ":" +
-         registry::dtype_name(a.dtype) + ":" + std::to_string(a.dims) + ";";
-  }
-  return s;
-}
-
-std::string schedule_text(const std::map<std::string, int64_t>& params) {
-  std::string s = "{";
-  for (const auto& [k, v] : params) s += k + "=" + std::to_string(v) + ",";
-  return s + "}";
 }
 
 // Why a variant missed: which key parts differ from its last build.
@@ -104,10 +85,9 @@ Halide::Target kernel_target(const generators::Isa& isa) {
 }
 
 // What every descriptor takes from its declaration and planned variant alike: identity, texts,
-// arguments, attrs, kernel, target, schedule and key.
-template <class Decl>
-registry::Descriptor common_descriptor(const PlannedVariant& v, const Decl& d,
-                                       const std::string& halide_version) {
+// arguments, attrs, kernel, target, schedule, tolerance, yardstick and key.
+registry::Descriptor common_descriptor(const PlannedVariant& v, const std::string& halide_version) {
+  const dsl::OpDecl& d = *v.op.decl;
   registry::Descriptor r;
   r.op = d.name();
   r.op_version = d.version();
@@ -127,7 +107,8 @@ registry::Descriptor common_descriptor(const PlannedVariant& v, const Decl& d,
   for (const auto& [k, val] : v.pipeline.schedule_params)
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
-  r.tolerance = d.tolerance();
+  r.tolerance = v.op.tolerance();
+  r.bandwidth_op = generators::bandwidth_op_name(v.op);
   r.cache_key = v.key.hex_digest();
   r.halide_version = halide_version;
   return r;
@@ -139,20 +120,18 @@ registry::Descriptor common_descriptor(const PlannedVariant& v, const Decl& d,
 // inputs besides the first are per-row or smaller (gamma, beta); cost.bytes is exact.
 registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
                                         const std::string& halide_version) {
-  const dsl::NnOpDecl& d = *v.nn;
-  const dsl::NnAlgorithm& algo = d.find_algorithm(v.algorithm);
-  registry::Descriptor r = common_descriptor(v, d, halide_version);
+  const dsl::NnOpDecl& d = v.op.as_nn();
+  const dsl::NnAlgorithm& algo = v.op.nn_algorithm();
+  registry::Descriptor r = common_descriptor(v, halide_version);
   r.shape.elementwise = false;
   r.shape.named_dims = true;
   r.shape.max_elements = std::numeric_limits<int32_t>::max();
   for (const auto& c : d.checks()) r.shape.checks.push_back({c.condition, c.message});
-  if (algo.tolerance) r.tolerance = *algo.tolerance;
   r.traffic = {0, 0};
   if (!r.inputs.empty() && !r.outputs.empty()) {
     r.traffic = {registry::dtype_bytes(r.inputs.front().dtype),
                  registry::dtype_bytes(r.outputs.front().dtype)};
   }
-  r.bandwidth_op = d.bandwidth_op();
   r.algorithm = {algo.name, algo.applies_when, algo.priority, algo.description};
   r.cost = {d.cost().flops, d.cost().bytes, d.cost().example};
   return r;
@@ -161,9 +140,9 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
 }  // namespace
 
 registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string& halide_version) {
-  if (v.nn) return make_nn_descriptor(v, halide_version);
-  const dsl::OptimizerDecl& d = *v.decl;
-  registry::Descriptor r = common_descriptor(v, d, halide_version);
+  if (v.op.nn()) return make_nn_descriptor(v, halide_version);
+  const dsl::OptimizerDecl& d = v.op.as_optimizer();
+  registry::Descriptor r = common_descriptor(v, halide_version);
   // Traffic in real bytes per element: every tensor read (the write-only model copy of the
   // master-weights mode is not), each reduction read once more, every output written.
   int read_bytes = 0, written_bytes = 0;
@@ -210,17 +189,11 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
       written_bytes += registry::dtype_bytes(o.dtype);
   }
   r.traffic = {read_bytes, written_bytes};
-  if (!d.sparse()) r.bandwidth_op = generators::bandwidth_for(d, r.attr_values()).name();
   return r;
 }
 
 cache::KeyBuilder runtime_key(const HalideIdentity& hid) {
-  cache::KeyBuilder k;
-  k.add("format", format_part())
-      .add("halide", hid.version + " " + hid.sha256)
-      .add("target", kRuntimeTarget)
-      .add("entry", "runtime");
-  return k;
+  return cache::runtime_key(kernel_artifact_list(), hid.version + " " + hid.sha256, kRuntimeTarget);
 }
 
 namespace {
@@ -280,29 +253,38 @@ void remove_stale(const std::string& dir, const std::string& sub, const std::str
 
 }  // namespace
 
+namespace {
+
+cache::KernelKeyParts key_parts(const HalideIdentity& hid, const Halide::Target& target,
+                                const std::string& entry, const dsl::KernelPipeline& p) {
+  return {kernel_artifact_list(),
+          hid.version + " " + hid.sha256,
+          target.to_string(),
+          entry,
+          p.kernel_args,
+          p.algorithm,
+          p.schedule_recipe,
+          p.schedule_params,
+          dsl::sources_fingerprint()};
+}
+
+}  // namespace
+
 cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
-                             const std::string& entry, const dsl::OptimizerPipeline& p) {
-  cache::KeyBuilder k;
-  k.add("format", format_part())
-      .add("halide", hid.version + " " + hid.sha256)
-      .add("target", target.to_string())
-      .add("entry", entry)
-      .add("arguments", arguments_text(p.kernel_args))
-      .add("algorithm", p.algorithm)
-      .add("schedule", p.schedule_recipe + schedule_text(p.schedule_params))
-      .add("dsl_sources", dsl::sources_fingerprint());
-  return k;
+                             const std::string& entry, const dsl::KernelPipeline& p) {
+  return cache::kernel_key(key_parts(hid, target, entry, p));
 }
 
 cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
-                                  const std::string& entry, const dsl::OptimizerPipeline& p,
+                                  const std::string& entry, const dsl::KernelPipeline& p,
                                   const std::string& schedule_source) {
   const generators::AutoscheduleSettings& s = generators::autoschedule_settings();
-  cache::KeyBuilder k = kernel_key(hid, target, entry, p);
-  k.add("autoscheduler", s.autoscheduler)
-      .add("autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text())
-      .add("schedule_file_sha256", cache::sha256_hex(schedule_source));
-  return k;
+  cache::KernelKeyParts parts = key_parts(hid, target, entry, p);
+  parts.extra = {
+      {"autoscheduler", s.autoscheduler},
+      {"autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text()},
+      {"schedule_file_sha256", cache::sha256_hex(schedule_source)}};
+  return cache::kernel_key(parts);
 }
 
 std::vector<generators::VariantSpec> table_with_rules(
@@ -335,7 +317,7 @@ std::vector<generators::VariantSpec> table_with_rules(
                                "' is already defined (built-in or another rule)");
     }
     rows.push_back({&d, {}, all_isas, {}});
-    const dsl::OptimizerDecl& bw = generators::bandwidth_for(d, d.resolve_attrs({}));
+    const dsl::OptimizerDecl& bw = generators::bandwidth_for(rows.back().resolve());
     if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
   }
   return rows;
@@ -343,41 +325,39 @@ std::vector<generators::VariantSpec> table_with_rules(
 
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
-                                          const HalideIdentity& hid,
-                                          const std::vector<generators::NnVariantSpec>& nn_rows) {
+                                          const HalideIdentity& hid) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
   // A partial build brings the bandwidth kernels its ops are benchmarked against.
   for (const auto& row : rows) {
-    if (wanted.count(row.decl->name()) && !row.decl->sparse()) {
-      found.insert(generators::bandwidth_for(*row.decl, row.decl->resolve_attrs(row.attrs)).name());
-    }
+    if (wanted.count(row.decl->name())) found.insert(generators::bandwidth_op_name(row.resolve()));
   }
-  for (const auto& row : nn_rows) {
-    if (wanted.count(row.decl->name()) && !row.decl->bandwidth_op().empty())
-      found.insert(row.decl->bandwidth_op());
-  }
+  found.erase("");
   wanted.insert(found.begin(), found.end());
   found.clear();
   std::vector<PlannedVariant> out;
+  auto add = [&](PlannedVariant v) {
+    if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
+    out.push_back(std::move(v));
+  };
   for (const auto& row : rows) {
-    const std::string& op = row.decl->name();
-    if (!wanted.empty() && !wanted.count(op)) continue;
-    found.insert(op);
-    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
+    const std::string& name = row.decl->name();
+    if (!wanted.empty() && !wanted.count(name)) continue;
+    found.insert(name);
+    const dsl::ResolvedOp op = row.resolve();
     for (const auto& isa_name : row.isas) {
       const generators::Isa& isa = generators::isa(isa_name);
       const Halide::Target target = kernel_target(isa);
-      PlannedVariant v{generators::variant_id(*row.decl, attrs, isa.name),
-                       row.decl,
-                       nullptr,
-                       "",
+      PlannedVariant v{op.variant_id(isa.name),
+                       op,
                        isa,
                        target,
-                       dsl::build_optimizer_pipeline(*row.decl, attrs, row.schedule, target),
+                       dsl::build_pipeline(op, row.schedule, target),
                        {}};
-      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
-      v.key = kernel_key(hid, target, v.id, v.pipeline);
-      out.push_back(std::move(v));
+      cache::KernelKeyParts parts = key_parts(hid, target, v.id, v.pipeline);
+      // An NN op's hand schedules are in generators/nn_*.cpp, outside the dsl/ fingerprint.
+      if (op.nn()) parts.extra = {{"nn_sources", generators::nn_sources_fingerprint()}};
+      v.key = cache::kernel_key(parts);
+      add(std::move(v));
     }
     // Adams2019 twins: the same algorithm, scheduled by the checked-in schedule file. A row
     // narrowed to fewer ISAs (a preview) drops the twins of the others.
@@ -386,44 +366,12 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
       generators::Isa isa = generators::isa(isa_name);
       isa.priority = 0;  // below every hand-scheduled variant: select() keeps the hand one
       const Halide::Target target = kernel_target(isa);
-      const std::string id =
-          generators::auto_variant_id(generators::variant_id(*row.decl, attrs, isa.name));
-      PlannedVariant v{id,
-                       row.decl,
-                       nullptr,
-                       "",
-                       isa,
-                       target,
-                       generators::auto_scheduled_pipeline(*row.decl, attrs, target, id),
+      const std::string id = generators::auto_variant_id(op.variant_id(isa.name));
+      PlannedVariant v{id, op, isa, target, generators::auto_scheduled_pipeline(op, target, id),
                        {}};
-      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
       v.key = auto_kernel_key(hid, target, v.id, v.pipeline,
                               generators::find_auto_schedule(id)->source);
-      out.push_back(std::move(v));
-    }
-  }
-  // NN variants: one per (row, ISA); their hand schedules are in generators/nn_*.cpp, so the
-  // key carries those sources' fingerprint too.
-  for (const auto& row : nn_rows) {
-    const std::string& op = row.decl->name();
-    if (!wanted.empty() && !wanted.count(op)) continue;
-    found.insert(op);
-    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
-    for (const auto& isa_name : row.isas) {
-      const generators::Isa& isa = generators::isa(isa_name);
-      const Halide::Target target = kernel_target(isa);
-      PlannedVariant v{generators::nn_variant_id(*row.decl, attrs, row.algorithm, isa.name),
-                       nullptr,
-                       row.decl,
-                       row.algorithm,
-                       isa,
-                       target,
-                       dsl::build_nn_pipeline(*row.decl, row.algorithm, attrs, target),
-                       {}};
-      if (!ids.insert(v.id).second) throw std::runtime_error("op table lists " + v.id + " twice");
-      v.key = kernel_key(hid, target, v.id, v.pipeline);
-      v.key.add("nn_sources", generators::nn_sources_fingerprint());
-      out.push_back(std::move(v));
+      add(std::move(v));
     }
   }
   for (const auto& op : wanted) {
@@ -431,6 +379,91 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
   }
   return out;
 }
+
+namespace {
+
+using Obtain =
+    std::function<cache::Entry(const std::string& id, const cache::KeyBuilder& key,
+                               const std::function<cache::Entry()>& compile, VariantResult& r)>;
+
+// Every planned kernel from the cache or compiled (`obtain`), `jobs` at a time: each worker
+// takes the next variant. Throws naming the variants that failed, once all have finished.
+void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& obtain,
+                    const std::function<void(const VariantResult&)>& finished,
+                    const std::string& rt_path, std::vector<VariantResult>& results,
+                    std::vector<cache::Entry>& entries) {
+  std::vector<std::string> errors(plan.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < plan.size(); k = next++) {
+      PlannedVariant& v = plan[k];
+      VariantResult& r = results[k];
+      r.variant = v.id;
+      r.op = v.op.name();
+      r.isa = v.isa.name;
+      r.key = v.key.hex_digest();
+      try {
+        const auto c0 = Clock::now();
+        cache::Entry entry = obtain(
+            v.id, v.key,
+            [&] {
+              return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
+                                    rt_path);
+            },
+            r);
+        r.compile_ms = ms_since(c0);
+        r.kernel_bytes = entry.artifacts.at("kernel.so").size();
+        entries[k] = std::move(entry);
+        finished(r);
+      } catch (const std::exception& e) {
+        errors[k] = v.id + ": " + e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 1; j < jobs; ++j) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) throw std::runtime_error("compile failed: " + e);
+  }
+}
+
+// Installs the runtime, the kernels and their descriptors, then index.json (last), and removes
+// what the index no longer names. Every descriptor passes the reader's validation before
+// anything is installed; a partial build (--only) keeps the other ops' entries.
+void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant>& plan,
+                      const std::string& halide_version, const cache::Entry& rt_entry,
+                      const std::vector<cache::Entry>& entries) {
+  registry::Index index;
+  index.runtime_library = std::string("lib/") + kRuntimeLibrary;
+  index.halide_version = halide_version;
+  std::set<std::string> rebuilt_ops;
+  for (const auto& v : plan) rebuilt_ops.insert(v.op.name());
+  if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
+  std::vector<registry::Descriptor> descs;
+  for (const auto& v : plan) {
+    descs.push_back(make_descriptor(v, halide_version));
+    registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + v.id);
+  }
+  install(opts.registry_dir + "/" + index.runtime_library, rt_entry.artifacts.at("runtime.so"),
+          0755);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const PlannedVariant& v = plan[k];
+    const registry::Descriptor& d = descs[k];
+    install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
+    const std::string desc_file = "ops/" + v.id + ".json";
+    install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
+    index.variants.push_back({v.id, v.op.name(), desc_file, v.isa.name, d.attr_values()});
+  }
+  cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
+  std::set<std::string> keep;
+  for (const auto& e : index.variants) keep.insert(e.variant);
+  remove_stale(opts.registry_dir, "kernels", ".so", keep);
+  remove_stale(opts.registry_dir, "ops", ".json", keep);
+}
+
+}  // namespace
 
 BuildReport build_registry(const BuildOptions& opts) {
   const auto t0 = Clock::now();
@@ -452,7 +485,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   cache::CompileCache cache(report.cache_dir);
   if (use_cache) llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(use_cache ? report.cache_dir : "");
-  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid, generators::nn_op_table());
+  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid);
 
   // One variant's entry, from the cache or compiled, as the cache mode says.
   auto obtain = [&](const std::string& id, const cache::KeyBuilder& key,
@@ -499,80 +532,18 @@ BuildReport build_registry(const BuildOptions& opts) {
   finished(report.runtime);
   // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
   const LinkRuntime link_runtime(rt_entry);
-  const std::string& rt_path = link_runtime.path();
 
-  // Compile the misses in parallel; each worker takes the next variant.
   std::vector<VariantResult> results(plan.size());
   std::vector<cache::Entry> entries(plan.size());
-  std::vector<std::string> errors(plan.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next++; k < plan.size(); k = next++) {
-      PlannedVariant& v = plan[k];
-      VariantResult& r = results[k];
-      r.variant = v.id;
-      r.op = v.op();
-      r.isa = v.isa.name;
-      r.key = v.key.hex_digest();
-      try {
-        const auto c0 = Clock::now();
-        cache::Entry entry = obtain(
-            v.id, v.key,
-            [&] {
-              return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
-                                    rt_path);
-            },
-            r);
-        r.compile_ms = ms_since(c0);
-        r.kernel_bytes = entry.artifacts.at("kernel.so").size();
-        entries[k] = std::move(entry);
-        finished(r);
-      } catch (const std::exception& e) {
-        errors[k] = v.id + ": " + e.what();
-      }
-    }
-  };
   const int jobs = opts.jobs > 0 ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (int j = 1; j < jobs; ++j) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  for (const auto& e : errors) {
-    if (!e.empty()) throw std::runtime_error("compile failed: " + e);
-  }
-
-  // Install kernels and descriptors, then the index (last).
-  registry::Index index;
-  index.runtime_library = std::string("lib/") + kRuntimeLibrary;
-  index.halide_version = hid.version;
-  std::set<std::string> rebuilt_ops;
-  for (const auto& v : plan) rebuilt_ops.insert(v.op());
-  if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
-  // Every descriptor must pass the reader's validation before anything is installed.
-  std::vector<registry::Descriptor> descs;
-  for (const auto& v : plan) {
-    descs.push_back(make_descriptor(v, hid.version));
-    registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + v.id);
-  }
-  install(opts.registry_dir + "/" + index.runtime_library, rt_entry.artifacts.at("runtime.so"),
-          0755);
-  for (size_t k = 0; k < plan.size(); ++k) {
-    const PlannedVariant& v = plan[k];
-    const registry::Descriptor& d = descs[k];
-    if (use_cache) {
+  obtain_kernels(plan, jobs, obtain, finished, link_runtime.path(), results, entries);
+  if (use_cache) {
+    for (size_t k = 0; k < plan.size(); ++k) {
       cache.count(results[k].hit);
-      cache.record_variant(v.id, v.key.hex_digest(), v.key.parts());
+      cache.record_variant(plan[k].id, plan[k].key.hex_digest(), plan[k].key.parts());
     }
-    install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
-    const std::string desc_file = "ops/" + v.id + ".json";
-    install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
-    index.variants.push_back({v.id, v.op(), desc_file, v.isa.name, d.attr_values()});
   }
-  cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
-  std::set<std::string> keep;
-  for (const auto& e : index.variants) keep.insert(e.variant);
-  remove_stale(opts.registry_dir, "kernels", ".so", keep);
-  remove_stale(opts.registry_dir, "ops", ".json", keep);
+  install_registry(opts, plan, hid.version, rt_entry, entries);
 
   // ccache's automatic cleanup, after every build: keeps the entries this registry uses.
   if (use_cache) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/optimizer_pipeline.h"
+#include "dsl/kernel_pipeline.h"
 #include "generators/op_table.h"
 #include "opforge/descriptor.h"
 #include "registry/builder/halide_identity.h"
@@ -62,22 +62,19 @@ BuildReport build_registry(const BuildOptions& opts);
 // A planned variant: everything needed to key, compile and describe it.
 struct PlannedVariant {
   std::string id;
-  const dsl::OptimizerDecl* decl;  // null for an NN variant
-  const dsl::NnOpDecl* nn = nullptr;
-  std::string algorithm;  // NN: one of nn->algorithms()
-  const std::string& op() const { return nn ? nn->name() : decl->name(); }
+  dsl::ResolvedOp op;  // the row's op, attrs resolved
   generators::Isa isa;
   Halide::Target target;
-  dsl::OptimizerPipeline pipeline;
+  dsl::KernelPipeline pipeline;
   cache::KeyBuilder key;
 };
 
-// The cache key of a kernel: a length-prefixed serialization of everything that determines
-// its code: cache format and artifact list, libHalide (version and content hash), the
-// canonical target, the entry name, the argument list, the exact algorithm text, the
-// resolved schedule params and the fingerprint of the dsl/ sources (schedule recipes).
+// The cache key of a kernel (registry/cache/cache_key.h), from this process's compiler and
+// the planned pipeline: the artifact list, libHalide (version and content hash), the canonical
+// target, the entry name, the argument list, the exact algorithm text, the resolved schedule
+// params and the fingerprint of the dsl/ sources (schedule recipes).
 cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& target,
-                             const std::string& entry, const dsl::OptimizerPipeline& p);
+                             const std::string& entry, const dsl::KernelPipeline& p);
 
 // The key of the shared Halide runtime every kernel links against.
 cache::KeyBuilder runtime_key(const HalideIdentity& hid);
@@ -89,16 +86,16 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
 // its pinned settings (HL_* environment, machine params) and the SHA-256 of the schedule
 // file applied, so regenerating or editing the file recompiles the variant.
 cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
-                                  const std::string& entry, const dsl::OptimizerPipeline& p,
+                                  const std::string& entry, const dsl::KernelPipeline& p,
                                   const std::string& schedule_source);
 
-// Plans every variant of `rows` (filtered by `only`); throws on unknown ops or duplicate ids.
-// Rows with `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a
-// twin whose schedule file is not compiled in is an error naming `opforge autoschedule OP`.
-// NN rows (generators::nn_op_table()) plan one variant per (row, ISA); `only` may name either.
-std::vector<PlannedVariant> plan_variants(
-    const std::vector<generators::VariantSpec>& rows, const std::vector<std::string>& only,
-    const HalideIdentity& hid, const std::vector<generators::NnVariantSpec>& nn_rows = {});
+// Plans one variant per (row, ISA) of `rows` (filtered by `only`, which brings the bandwidth
+// kernels of the ops it names); throws on unknown ops or duplicate ids. Rows with
+// `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a twin whose
+// schedule file is not compiled in is an error naming `opforge autoschedule OP`.
+std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
+                                          const std::vector<std::string>& only,
+                                          const HalideIdentity& hid);
 
 // The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
 // need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming

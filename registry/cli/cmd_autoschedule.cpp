@@ -49,7 +49,7 @@ int cmd_autoschedule(const Args& a) {
     const bool needs_rebuild = !built_in || built_in->source != text;
     stale += needs_rebuild;
     report.push_back({{"variant", v.variant},
-                      {"op", v.decl->name()},
+                      {"op", v.op.name()},
                       {"file", path},
                       {"state", state},
                       {"compiled_in", built_in && !needs_rebuild}});

@@ -35,7 +35,13 @@ int cmd_check(const Args& a) {
   std::vector<std::string> names;
   for (const auto& row : builder::table_with_rules(a.all("rules"), keep)) {
     names.push_back(row.decl->name());
-    if (row.decl->name() == op) decls.push_back(row.decl);
+    if (row.decl->name() != op) continue;
+    const auto* opt = dynamic_cast<const dsl::OptimizerDecl*>(row.decl);
+    if (!opt)
+      throw UsageError("op '" + op +
+                       "' is an NN op: opforge check compares optimizer ops with "
+                       "their fp64 golden (tests/generators/test_nn_kernels.cpp checks NN ops)");
+    decls.push_back(opt);
   }
   if (decls.empty()) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
   auto reg = Registry::open(registry_dir(a));
@@ -130,7 +136,7 @@ int cmd_check(const Args& a) {
   for (auto& [name, v] : half) tensors.push_back({name, v.data(), dtypes.at(name), shapes[name]});
   std::map<std::string, double> scalars(g.scalars.begin(), g.scalars.end());
   kernel.call(tensors, scalars);
-  builder::run_golden(*decl, d.attr_values(), g);
+  builder::run_golden(dsl::resolve(*decl, d.attr_values()), g);
 
   // Compare every state with the golden: |k - g| <= atol + rtol * |g|; NaN only matches NaN.
   nlohmann::json report = {{"op", op},

@@ -62,9 +62,9 @@ const RegisterReference reg("apply_rms_prop", {apply_rms_prop_inputs, apply_rms_
 // apply_rms_prop's Adams2019 schedule file its name); only torch is named.
 TEST_CASE("epsilon_mode is named in variant ids only off its default (tf)") {
   for (const std::string op : {"apply_rms_prop", "apply_centered_rms_prop", "apply_ada_max"}) {
-    const dsl::OptimizerDecl& d = generators::find_decl(op);
-    CHECK(generators::variant_id(d, d.resolve_attrs({}), "avx2") == op + "__f32__avx2");
-    CHECK(generators::variant_id(d, d.resolve_attrs({{"epsilon_mode", "torch"}}), "avx2") ==
+    const dsl::OpDecl& d = generators::find_decl(op);
+    CHECK(dsl::resolve(d).variant_id("avx2") == op + "__f32__avx2");
+    CHECK(dsl::resolve(d, {{"epsilon_mode", "torch"}}).variant_id("avx2") ==
           op + "__epsilon_mode_torch__f32__avx2");
   }
   CHECK_THROWS_WITH_AS(dsl::OptimizerDecl("x").named_in_id_off_default("nope"),

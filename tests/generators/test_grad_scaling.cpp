@@ -105,12 +105,13 @@ struct Call {
 std::vector<std::string> scaled_variants(Registry& reg) {
   std::vector<std::string> ids;
   for (const auto& row : generators::op_table()) {
-    const dsl::AttrValues attrs = row.decl->resolve_attrs(row.attrs);
+    const dsl::ResolvedOp op = row.resolve();
+    const dsl::AttrValues& attrs = op.attrs;
     if (attrs.count("unscale") == 0) continue;
-    if (row.decl->is_multi_tensor()) continue;  // test_multi_tensor_ops.cpp
+    if (op.as_optimizer().is_multi_tensor()) continue;  // test_multi_tensor_ops.cpp
     if (attrs.at("unscale") != "true" && attrs.at("skip_if_nonfinite") != "true") continue;
     for (const auto& isa : row.isas) {
-      const std::string id = generators::variant_id(*row.decl, attrs, isa);
+      const std::string id = op.variant_id(isa);
       if (runs_here(reg.descriptor(id))) ids.push_back(id);
     }
   }

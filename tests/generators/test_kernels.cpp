@@ -194,6 +194,12 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
 }
 
 // `variant` empty: the variant select() picks for (op, attrs, isa); else that variant by id.
+// The rows test_kernels checks element by element against the fp64 reference.
+bool is_dense_optimizer(const generators::VariantSpec& row) {
+  const auto* d = dynamic_cast<const dsl::OptimizerDecl*>(row.decl);
+  return d && !d->sparse() && !d->is_multi_tensor();
+}
+
 void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, const std::string& isa,
                    Worst& worst, const std::string& variant = "") {
   Kernel& k = variant.empty() ? reg.select(op, attrs, isa) : reg.load(variant);
@@ -240,15 +246,16 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
   std::map<std::string, int> checked;  // per ISA
   for (const auto& row : generators::op_table()) {
     // Sparse forms: test_sparse_ops.cpp applies the dense formula row by row; multi-tensor
-    // forms: test_multi_tensor_ops.cpp, per model tensor.
-    if (row.decl->sparse() || row.decl->is_multi_tensor()) continue;
-    const Attrs attrs = row.decl->resolve_attrs(row.attrs);
+    // forms: test_multi_tensor_ops.cpp, per model tensor; NN ops: test_nn_kernels.cpp.
+    if (!is_dense_optimizer(row)) continue;
+    const dsl::ResolvedOp op = row.resolve();
+    const Attrs& attrs = op.attrs;
     // Narrow-storage rows are selected with the "storage" pseudo-attr; fp32 is the default.
     Attrs wanted = attrs;
     if (!row.storage.is_f32()) wanted["storage"] = row.storage.tag();
     for (const auto& isa : row.isas) {
       if (!runnable.count(isa)) continue;
-      const std::string id = generators::variant_id(*row.decl, attrs, isa);
+      const std::string id = op.variant_id(isa);
       CHECK(reg->select(row.decl->name(), wanted, isa).descriptor().variant == id);
       Worst worst;
       check_variant(*reg, row.decl->name(), wanted, isa, worst);
@@ -257,7 +264,7 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
     }
     for (const auto& isa : row.autoschedule) {
       if (!runnable.count(isa)) continue;
-      const std::string hand = generators::variant_id(*row.decl, attrs, isa);
+      const std::string hand = op.variant_id(isa);
       const std::string id = generators::auto_variant_id(hand);
       // Same op, attrs and ISA: select() keeps the hand schedule, by default and forced.
       CHECK(reg->select(row.decl->name(), attrs, isa).descriptor().variant == hand);
@@ -275,8 +282,7 @@ TEST_CASE("every op-table variant matches its fp64 reference, in place, on every
     CHECK(checked_auto >= auto_rows);
   }
   int dense_rows = 0;
-  for (const auto& row : generators::op_table())
-    dense_rows += !row.decl->sparse() && !row.decl->is_multi_tensor();
+  for (const auto& row : generators::op_table()) dense_rows += is_dense_optimizer(row);
   // Per ISA that runs here: every dense row but at most one (a row may lack an ISA).
   for (const auto& isa : runnable) {
     CAPTURE(isa);

@@ -93,16 +93,15 @@ TEST_CASE("guard_tails rewrites ShiftInwards and RoundUp to GuardWithIf, and cou
 
 TEST_CASE("the key of an autoscheduled variant covers the schedule file's text") {
   const auto& adam = generators::apply_adam();
-  const dsl::AttrValues attrs = adam.resolve_attrs({});
+  const dsl::ResolvedOp op = dsl::resolve(adam);
   const Halide::Target t = Halide::Target(generators::isa("avx512").halide_target)
                                .with_feature(Halide::Target::NoRuntime);
-  const std::string hand = generators::variant_id(adam, attrs, "avx512");
+  const std::string hand = op.variant_id("avx512");
   const std::string id = generators::auto_variant_id(hand);
   const generators::AutoSchedule* s = generators::find_auto_schedule(id);
   REQUIRE(s);
   auto key = [&](const std::string& text) {
-    return auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(adam, attrs, t, id),
-                           text)
+    return auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(op, t, id), text)
         .hex_digest();
   };
   const std::string base = key(s->source);
@@ -112,12 +111,9 @@ TEST_CASE("the key of an autoscheduled variant covers the schedule file's text")
   edited.replace(edited.find("131072"), 6, "65536");
   CHECK(key(edited) != base);
   // Not the hand variant's key, and it names what it hashes.
-  CHECK(
-      kernel_key(kHalide, t, id, dsl::build_optimizer_pipeline(adam, attrs, {}, t)).hex_digest() !=
-      base);
+  CHECK(kernel_key(kHalide, t, id, dsl::build_pipeline(op, {}, t)).hex_digest() != base);
   const auto parts =
-      auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(adam, attrs, t, id),
-                      s->source)
+      auto_kernel_key(kHalide, t, id, generators::auto_scheduled_pipeline(op, t, id), s->source)
           .parts();
   std::set<std::string> names;
   for (const auto& [name, value] : parts) names.insert(name);
@@ -155,7 +151,7 @@ TEST_CASE("planning adds the __auto twin below its hand variant, and names a mis
   CHECK_THROWS_WITH_AS(plan_variants(rows, {}, kHalide),
                        doctest::Contains("opforge autoschedule apply_gradient_descent"),
                        std::runtime_error);
-  CHECK_THROWS_WITH_AS(generators::auto_scheduled_pipeline(gd, {}, t, "no_such__auto"),
+  CHECK_THROWS_WITH_AS(generators::auto_scheduled_pipeline(dsl::resolve(gd), t, "no_such__auto"),
                        doctest::Contains("generators/schedules/no_such__auto.schedule.h"),
                        std::runtime_error);
   // A row narrowed to ISAs without twins (a preview) plans no twin.

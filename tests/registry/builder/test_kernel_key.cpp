@@ -16,7 +16,7 @@ Halide::Target target(const std::string& isa) {
 std::string key(const dsl::OptimizerDecl& d, const dsl::AttrValues& attrs,
                 const std::map<std::string, int64_t>& sched, const std::string& isa,
                 const HalideIdentity& hid = kHalide) {
-  auto p = dsl::build_optimizer_pipeline(d, attrs, sched, target(isa));
+  auto p = dsl::build_pipeline(dsl::resolve(d, attrs), sched, target(isa));
   return kernel_key(hid, target(isa), "k", p).hex_digest();
 }
 

@@ -34,7 +34,8 @@ TEST_CASE("make_descriptor: splittable for dense ops without reductions, round-t
     const bool scaled = (unscale && unscale->value == "true") || (skip && skip->value == "true");
     CHECK(d.shape.splittable == (it->second && !scaled));
     CHECK(d.shape.max_elements == int64_t(1) << 30);  // 32-bit schedules' headroom
-    CHECK(d.shape.splittable == (!v.decl->sparse() && v.pipeline.reduction_reads.empty()));
+    CHECK(d.shape.splittable ==
+          (!v.op.as_optimizer().sparse() && v.pipeline.reduction_reads.empty()));
     const registry::Descriptor back = registry::descriptor_from_json(to_json(d), v.id);
     CHECK(back.shape.splittable == d.shape.splittable);
   }
