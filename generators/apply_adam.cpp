@@ -4,6 +4,10 @@
 //
 // epsilon_mode: "tf" adds epsilon to sqrt(v) with the bias correction folded into lr_t;
 // "torch" adds it to sqrt(v_hat) = sqrt(v)/sqrt(1 - beta2^t).
+//
+// Schedule: the elementwise recipe every dense optimizer op shares (dsl/elementwise_schedule.cpp;
+// `opforge inspect apply_adam` prints its loop nest), with the op table's per-row overrides
+// (op_table.cpp); the Adams2019 twin's is schedules/apply_adam__...__auto.schedule.h.
 #include "generators/ops.h"
 
 namespace opforge::generators {

@@ -18,6 +18,8 @@
 // run in place (input and output buffers aliased), and a ShiftInwards tail recomputes
 // its last elements from inputs it has already overwritten (wrong results; below one
 // tile it reads before the start); RoundUp would write past the end of the buffers.
+// Funcs are looked up by name (generators/pipeline_func.h), not by their index in the
+// pipeline's function list.
 
 #ifndef OPFORGE_apply_lamb__f32__avx512__auto_SCHEDULE_H
 #define OPFORGE_apply_lamb__f32__avx512__auto_SCHEDULE_H
@@ -28,6 +30,7 @@
 // with machine_params=8,16777216,40
 
 #include "Halide.h"
+#include "generators/pipeline_func.h"
 
 namespace opforge::schedules {
 
@@ -40,9 +43,9 @@ inline void apply_schedule_apply_lamb__f32__avx512__auto(
     using ::Halide::RVar;
     using ::Halide::TailStrategy;
     using ::Halide::Var;
-    Func updated = pipeline.get_func(6);
-    Func reduce = pipeline.get_func(5);
-    Func reduce_terms = pipeline.get_func(4);
+    Func updated = ::opforge::generators::pipeline_func(pipeline, "updated");
+    Func reduce = ::opforge::generators::pipeline_func(pipeline, "reduce");
+    Func reduce_terms = ::opforge::generators::pipeline_func(pipeline, "reduce_terms");
     Var i(updated.get_schedule().dims()[0].var);
     Var ii("ii");
     Var iii("iii");

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -131,6 +132,22 @@ std::string guard_tails(const std::string& source, TailRewrites* counts) {
   return out;
 }
 
+std::string funcs_by_name(const std::string& source, Halide::Pipeline pipeline) {
+  static const std::regex by_index(R"(pipeline\.get_func\((\d+)\))");
+  std::string out;
+  auto at = source.cbegin();
+  for (std::sregex_iterator m(source.begin(), source.end(), by_index), end; m != end; ++m) {
+    const std::string name = pipeline.get_func(std::stoul((*m)[1].str())).name();
+    if (name.find('$') != std::string::npos)
+      throw std::runtime_error("Func '" + name + "' has no exact name: a schedule file cannot " +
+                               "find it in another process (define it with an exact name)");
+    out.append(at, (*m)[0].first);
+    out += "::opforge::generators::pipeline_func(pipeline, \"" + name + "\")";
+    at = (*m)[0].second;
+  }
+  return out.append(at, source.cend());
+}
+
 std::string schedule_file_path(const std::string& dir, const std::string& variant) {
   return dir + "/" + variant + ".schedule.h";
 }
@@ -160,7 +177,7 @@ std::string generate_schedule_file(const AutoscheduledVariant& v) {
     throw std::runtime_error(v.variant + ": " + s.autoscheduler + " returned no schedule");
   }
   TailRewrites tails;
-  const std::string body = guard_tails(r.schedule_source, &tails);
+  const std::string body = funcs_by_name(guard_tails(r.schedule_source, &tails), p.pipeline);
 
   std::string set, unset;
   for (const auto& [k, val] : s.env) set += " " + k + "=" + val;
@@ -186,6 +203,8 @@ std::string generate_schedule_file(const AutoscheduledVariant& v) {
     << "// run in place (input and output buffers aliased), and a ShiftInwards tail recomputes\n"
     << "// its last elements from inputs it has already overwritten (wrong results; below one\n"
     << "// tile it reads before the start); RoundUp would write past the end of the buffers.\n"
+    << "// Funcs are looked up by name (generators/pipeline_func.h), not by their index in the\n"
+    << "// pipeline's function list.\n"
     << "\n"
     << "#ifndef OPFORGE_" << v.variant << "_SCHEDULE_H\n"
     << "#define OPFORGE_" << v.variant << "_SCHEDULE_H\n"
@@ -196,6 +215,7 @@ std::string generate_schedule_file(const AutoscheduledVariant& v) {
     << "// with machine_params=" << r.machine_params_string << "\n"
     << "\n"
     << "#include \"Halide.h\"\n"
+    << "#include \"generators/pipeline_func.h\"\n"
     << "\n"
     << "namespace opforge::schedules {\n"
     << "\n"

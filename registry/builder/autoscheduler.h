@@ -28,7 +28,8 @@ std::vector<AutoscheduledVariant> autoscheduled_variants(
 // the pinned settings (generators::autoschedule_settings(): HL_* set/unset first, machine
 // params) and returns the schedule file's text: a header comment, Halide's .schedule.h layout
 // with apply_schedule_<variant> in namespace opforge::schedules, and every ShiftInwards and
-// RoundUp tail rewritten (guard_tails). The same inputs give the same bytes.
+// RoundUp tail rewritten (guard_tails) and every Func looked up by name (funcs_by_name). The
+// same inputs give the same bytes.
 std::string generate_schedule_file(const AutoscheduledVariant& v);
 
 // The tail rewrite applied to Adams2019's output, safe in place: every
@@ -37,6 +38,12 @@ struct TailRewrites {
   int shift_inwards = 0, round_up = 0;  // how many of each were rewritten
 };
 std::string guard_tails(const std::string& schedule_source, TailRewrites* counts = nullptr);
+
+// Rewrites Halide's index lookups, pipeline.get_func(N), into lookups by the Func's name in
+// `pipeline` (generators::pipeline_func), which survive a Func added to or dropped from the
+// algorithm. Throws std::runtime_error for a Func without an exact name (Halide made it
+// unique with a "$n" suffix, which differs between processes).
+std::string funcs_by_name(const std::string& schedule_source, Halide::Pipeline pipeline);
 
 // "<dir>/<variant>.schedule.h".
 std::string schedule_file_path(const std::string& dir, const std::string& variant);

@@ -10,6 +10,7 @@
 
 #include "generators/auto_schedules.h"
 #include "generators/ops.h"
+#include "generators/pipeline_func.h"
 #include "registry/builder/autoscheduler.h"
 #include "registry/builder/registry_builder.h"
 
@@ -47,6 +48,9 @@ TEST_CASE("regenerating every schedule file gives the checked-in bytes, compiled
     // Every split tail is safe in place.
     CHECK(text.find("TailStrategy::ShiftInwards") == std::string::npos);
     CHECK(text.find("TailStrategy::RoundUp") == std::string::npos);
+    // Funcs by name, never by their index in the pipeline.
+    CHECK(text.find("get_func(") == std::string::npos);
+    CHECK(text.find("pipeline_func(pipeline, \"updated\")") != std::string::npos);
     CHECK(text.find("apply_schedule_" + v.variant + "(") != std::string::npos);
     CHECK(text.find(generators::autoschedule_settings().machine_params_text()) !=
           std::string::npos);
@@ -89,6 +93,37 @@ TEST_CASE("guard_tails rewrites ShiftInwards and RoundUp to GuardWithIf, and cou
         "other\n"
         "    .split(j, j, ji, 2, TailStrategy::GuardWithIf)\n"
         "    .split(k, k, ki, 2, TailStrategy::GuardWithIf);\n");
+}
+
+TEST_CASE("funcs_by_name names the Func each pipeline.get_func(N) meant") {
+  Halide::Var i("i");
+  Halide::Func a{Halide::Internal::Function("first_stage")};
+  Halide::Func b{Halide::Internal::Function("second_stage")};
+  a(i) = i;
+  b(i) = a(i) + 1;
+  Halide::Pipeline p(b);
+  std::string text;
+  for (size_t k = 0; k < 2; ++k) {
+    text += "Func f" + std::to_string(k) + " = pipeline.get_func(" + std::to_string(k) + ");\n";
+  }
+  const std::string out = funcs_by_name(text, p);
+  CHECK(out.find("get_func") == std::string::npos);
+  for (size_t k = 0; k < 2; ++k) {
+    const std::string name = p.get_func(k).name();
+    CHECK(out.find("Func f" + std::to_string(k) +
+                   " = ::opforge::generators::pipeline_func(pipeline, \"" + name + "\");") !=
+          std::string::npos);
+    CHECK(generators::pipeline_func(p, name).name() == name);
+  }
+  CHECK_THROWS_WITH_AS(generators::pipeline_func(p, "third_stage"),
+                       doctest::Contains("no Func 'third_stage'"), std::runtime_error);
+  // A Func Halide made unique ("f$1") cannot be found by name in another process.
+  Halide::Func c("dup"), d("dup");
+  c(i) = i;
+  d(i) = c(i);
+  CHECK_THROWS_WITH_AS(
+      funcs_by_name("pipeline.get_func(0) pipeline.get_func(1)", Halide::Pipeline(d)),
+      doctest::Contains("no exact name"), std::runtime_error);
 }
 
 TEST_CASE("the key of an autoscheduled variant covers the schedule file's text") {
