@@ -36,8 +36,8 @@ OMP_WAIT_POLICY=passive set before torch loads (see bench_torch.py). Calls are i
 (the order alternating between reps), each timed alone with time.perf_counter_ns; medians of
 --reps. Caches are cold like `opforge bench` (registry/cli/bench_nn.cpp): before each timed call
 a read+write pass over 2 x L3 as glibc's sysconf reports it, clamped to [64, 256] MB, evicts
-what the previous call left; --warm skips it. GFLOP/s counts the descriptor's cost.flops ("-" for memory-bound ops,
-whose GB/s from cost.bytes is in --json).
+what the previous call left; --warm skips it. GFLOP/s counts the descriptor's cost.flops ("-"
+for memory-bound ops, whose GB/s from cost.bytes is in --json).
 
 torch.matmul goes to the BLAS that Debian's libblas.so.3 alternative points at (torch is built
 with BLAS_INFO=generic); with only libblas3 installed that is netlib's reference BLAS, serial
@@ -58,21 +58,9 @@ import statistics
 import sys
 import time
 
-# See bench_torch.py: idle libgomp workers spin and steal the cores Halide's pool needs next.
-# Must be set before torch (libgomp) loads; an explicit user setting is respected.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+import bench_env  # noqa: E402  (first: OMP_WAIT_POLICY before torch; runtime/python on sys.path)
 
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:  # pragma: no cover - environment problem
-    sys.exit(f"error: cannot import numpy/torch ({e}); run with a Python that has both, "
-             f"e.g. /usr/bin/python3 (scripts/setup.sh --bench installs them)")
-
-# The package from this source tree (runtime/python); --lib picks the library it loads.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
-                                "python"))
+np, torch, F = bench_env.require("numpy", "torch", "torch.nn.functional")
 import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 from opforge import OpforgeError  # noqa: E402

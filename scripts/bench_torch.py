@@ -29,27 +29,9 @@ import statistics
 import sys
 import time
 
-# libgomp (torch's OpenMP runtime) spins its idle workers for a while after each parallel
-# region (OMP_WAIT_POLICY=active behaviour, GOMP_SPINCOUNT). With torch and opforge
-# interleaved in one process, those spinning threads steal the cores that Halide's thread
-# pool needs for the next opforge call (and vice versa), which distorts both timings.
-# Passive waiting makes idle OpenMP threads sleep. It must be set before torch (and so
-# libgomp) is loaded; an explicit user setting is respected.
-# Caveat (measured on a 2-core box, threads=2): passive also slows torch itself, since every
-# one of the ~8 _foreach ops in an Adam step then wakes sleeping workers; torch's median
-# was ~2x lower at n=1e5..1e6 with OMP_WAIT_POLICY=active, while opforge's did not change
-# measurably. Run both ways (OMP_WAIT_POLICY=active ...) before quoting a speed-up.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+import bench_env  # noqa: E402  (first: OMP_WAIT_POLICY before torch; runtime/python on sys.path)
 
-try:
-    import torch
-except ImportError as e:  # pragma: no cover - environment problem
-    sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
-             f"e.g. /usr/bin/python3")
-
-# The package from this source tree (runtime/python); --lib picks the library it loads.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
-                                "python"))
+torch = bench_env.require("torch")
 import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 from opforge import OpforgeError  # noqa: E402

@@ -42,18 +42,9 @@ import statistics
 import sys
 import time
 
-# See scripts/bench_torch.py: idle OpenMP workers spinning steal the 2 cores from Halide's
-# thread pool (and vice versa) when both run in one process; set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+import bench_env  # noqa: E402  (first: OMP_WAIT_POLICY before torch; runtime/python on sys.path)
 
-try:
-    import torch
-except ImportError as e:  # pragma: no cover - environment problem
-    sys.exit(f"error: cannot import torch ({e}); run with a Python that has torch, "
-             f"e.g. /usr/bin/python3")
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime",
-                                "python"))
+torch = bench_env.require("torch")
 import bench_docs  # noqa: E402  (this directory: sys.path[0] when run as a script)
 import opforge  # noqa: E402
 import opforge.torch.optim as of_optim  # noqa: E402
