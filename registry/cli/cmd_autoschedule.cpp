@@ -75,4 +75,16 @@ int cmd_autoschedule(const Args& a) {
   return check && differing ? 1 : 0;
 }
 
+Command autoschedule_command() {
+  return {
+      {"autoschedule",
+       "[OP...]",
+       "Regenerate the Adams2019 schedule files of the op table's autoscheduled variants "
+       "(default: every one)",
+       {{"out", "DIR", "where <variant>.schedule.h go (default: " + default_schedules_dir() + ")"},
+        {"check", "", "compare a regeneration with the files in DIR; exit 1 if any differs"},
+        json_option()}},
+      cmd_autoschedule};
+}
+
 }  // namespace opforge::cli

@@ -433,4 +433,40 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
+Command bench_command() {
+  return {
+      {"bench",
+       "OP|all|nn",
+       "Time an op (or every optimizer op: all; every NN op: nn) against the bandwidth kernel "
+       "with the same traffic and, for NN ops, every algorithm that applies and oneDNN",
+       {registry_option(),
+        {"n", "N", "elements per tensor (default 1e6; accepts 1e7)"},
+        {"rows", "R", "sparse ops: rows of the states (default 1e5)"},
+        {"cols", "C", "sparse ops: columns (default 128)"},
+        {"indices", "K", "sparse ops: indexed rows per call (default: rows)"},
+        attr_option(),
+        isa_option(),
+        variant_option(),
+        {"threads", "N", "threads for the op (default 2)"},
+        {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
+        {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
+        {"split", "K[,K...]",
+         "splittable dense ops: time the whole-tensor call against the update as consecutive "
+         "calls of K elements (2^20, 1e6; several comma-separated), interleaved on the same "
+         "buffers; no bandwidth kernel"},
+        {"model", "PRESET",
+         "multi-tensor apply on a model preset (" + model_names() +
+             "): one call over flat buffers holding every tensor, one call per tensor on the "
+             "same buffers, and the bandwidth kernel, interleaved; elementwise ops only"},
+        {"align", "N", "--model: each tensor starts at a multiple of N elements (default 32)"},
+        {"shape", "NAME=D0,D1,...",
+         "NN ops: a tensor's shape (outermost first); default: the op's example call", true},
+        {"warm", "",
+         "NN ops: skip the cache eviction before each timed call (default: cold caches, a "
+         "pass over twice the L3 first)"},
+        {"models", "", "list the model presets (tensors, elements, source) and exit", false, true},
+        json_option()}},
+      cmd_bench};
+}
+
 }  // namespace opforge::cli

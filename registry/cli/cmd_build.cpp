@@ -89,4 +89,24 @@ int cmd_build(const Args& a) {
   return 0;
 }
 
+Command build_command() {
+  return {
+      {"build",
+       "",
+       "Regenerate the op library from the op table through the compile cache; print what it "
+       "built",
+       {registry_option(),
+        cache_option(),
+        {"only", "OP", "build only this op (keeps the registry's other ops)", true},
+        {"rules", "PATH", "add the ops of a rule file, or of every *.rule in a directory", true},
+        {"jobs", "N", "parallel compiles (default: number of cores)"},
+        {"explain", "", "say per variant why it hit or missed the cache"},
+        {"quiet", "", "print nothing but errors (no progress, no summary)"},
+        {"recache", "",
+         "compile every variant and overwrite its cache entry (OPFORGE_CACHE_DISABLE=1: "
+         "compile without reading or writing the cache)"},
+        json_option()}},
+      cmd_build};
+}
+
 }  // namespace opforge::cli

@@ -117,4 +117,18 @@ int cmd_cache(const Args& a) {
   throw UsageError("unknown action '" + verb + "' (stats, verify, prune, clear, config)");
 }
 
+Command cache_command() {
+  return {{"cache",
+           "stats|verify|prune|clear|config [NAME] [VALUE]",
+           "Manage the compile cache; config NAME VALUE sets a persistent setting (max-size: "
+           "pruned to it after every build, default 2G; $OPFORGE_CACHE_MAXSIZE overrides), config "
+           "alone prints them",
+           {cache_option(),
+            {"zero", "", "stats: reset the hit/miss statistics"},
+            {"max-size", "SIZE", "prune: keep at most this much (K/M/G/T; default: the max-size)"},
+            {"max-age", "DAYS", "prune: drop entries unused for longer"},
+            json_option()}},
+          cmd_cache};
+}
+
 }  // namespace opforge::cli

@@ -197,4 +197,23 @@ int cmd_check(const Args& a) {
   return ok ? 0 : 1;
 }
 
+Command check_command() {
+  return {{"check",
+           "OP",
+           "Compare a registered kernel with the fp64 golden of its declaration on random data",
+           {registry_option(),
+            attr_option(),
+            isa_option(),
+            variant_option(),
+            {"n", "N", "elements per tensor (default 1e5)"},
+            {"rows", "R", "sparse ops: rows of the states (default 1000)"},
+            {"cols", "C", "sparse ops: columns (default 17)"},
+            {"indices", "K", "sparse ops: indexed rows (default 500)"},
+            {"seed", "S", "random seed (default 1)"},
+            {"scalar", "NAME=VALUE", "a scalar (default: the rule's, else 0.1; integers 1)", true},
+            {"rules", "PATH", "rule files the op may come from", true},
+            json_option()}},
+          cmd_check};
+}
+
 }  // namespace opforge::cli

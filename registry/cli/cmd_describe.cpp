@@ -216,4 +216,12 @@ int cmd_describe(const Args& a) {
   return 0;
 }
 
+Command describe_command() {
+  return {{"describe",
+           "OP",
+           "Show an op's declaration: formula, arguments, attrs, variants, tolerance",
+           {registry_option(), json_option()}},
+          cmd_describe};
+}
+
 }  // namespace opforge::cli

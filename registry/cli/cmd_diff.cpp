@@ -133,4 +133,19 @@ int cmd_diff(const Args& a) {
   return 0;
 }
 
+Command diff_command() {
+  return {{"diff",
+           "A [B]",
+           "Compare two variants' schedules (params, target, loop nests); with --set, B is a "
+           "preview of A (or of B) under those schedule params",
+           {registry_option(),
+            cache_option(),
+            attr_option(),
+            isa_option(),
+            {"set", "NAME=VALUE", "preview B with this schedule param changed (cache only)", true},
+            {"rules", "PATH", "rule files a previewed op comes from", true},
+            {"context", "N", "unchanged lines shown around each change (default 3)"}}},
+          cmd_diff};
+}
+
 }  // namespace opforge::cli

@@ -141,4 +141,32 @@ int cmd_inspect(const Args& a) {
   return 0;
 }
 
+Command inspect_command() {
+  return {{"inspect",
+           "OP|VARIANT",
+           "Show a registered kernel's schedule: loops with kinds and widths, splits and tails, "
+           "specializations and which one N takes; or its stmt / HTML / assembly / LLVM IR",
+           {registry_option(),
+            cache_option(),
+            attr_option(),
+            isa_option(),
+            variant_option(),
+            {"n", "N", "mark the case each stage takes for N elements (and evaluate chunk sizes)"},
+            {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
+            {"set", "NAME=VALUE",
+             "preview with this schedule param changed (vector, unroll, tasks, chunk, "
+             "serial_below): compiled into the cache, not the registry",
+             true},
+            {"rules", "PATH", "rule files a previewed op comes from", true},
+            {"stmt", "", "print the lowered Halide IR (stmt)"},
+            {"html", "FILE", "write Halide's stmt_html view to FILE"},
+            {"asm", "", "print the assembly"},
+            {"llvm", "", "print the LLVM IR"},
+            {"header", "", "print the kernel's C header"},
+            {"loop-nest", "", "print Halide's own print_loop_nest output"},
+            {"schedule", "", "print the Adams2019 .schedule.h of an autoscheduled variant"},
+            json_option()}},
+          cmd_inspect};
+}
+
 }  // namespace opforge::cli

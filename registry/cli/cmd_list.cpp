@@ -85,4 +85,15 @@ int cmd_list(const Args& a) {
   return 0;
 }
 
+Command list_command() {
+  return {{"list",
+           "",
+           "List the registry's ops and variants",
+           {registry_option(),
+            json_option(),
+            {"markdown", "", "the op table of generators/README.md"},
+            {"names", "", "op names only, one a line (for shell completion)"}}},
+          cmd_list};
+}
+
 }  // namespace opforge::cli

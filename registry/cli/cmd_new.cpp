@@ -50,4 +50,12 @@ int cmd_new(const Args& a) {
   return 0;
 }
 
+Command new_command() {
+  return {{"new",
+           "NAME",
+           "Write a commented starter rule NAME.rule",
+           {{"dir", "DIR", "where to write it (default: the current directory)"}}},
+          cmd_new};
+}
+
 }  // namespace opforge::cli

@@ -583,4 +583,18 @@ int cmd_profile(const Args& a) {
   return 0;
 }
 
+Command profile_command() {
+  return {{"profile",
+           "FILE.json",
+           "Time a step of op calls (a JSON list of ops and shapes): per-op time, GB/s and % of "
+           "the same-traffic bandwidth kernel, sorted",
+           {registry_option(),
+            isa_option(),
+            {"steps", "K", "timed steps (default: about 1 s of op time, at least 5)"},
+            {"threads", "N", "Halide thread pool size (default 2)"},
+            {"by-call", "", "one row per call (label) instead of per op"},
+            json_option()}},
+          cmd_profile};
+}
+
 }  // namespace opforge::cli

@@ -454,4 +454,23 @@ int cmd_report(const Args& a) {
   return 0;
 }
 
+Command report_command() {
+  return {
+      {"report",
+       "",
+       "Write a static HTML page of the whole op library: descriptors, schedules, links to "
+       "stmt_html and assembly, GB/s against N next to the bandwidth kernel",
+       {registry_option(),
+        cache_option(),
+        {"html", "DIR", "where the report goes (replaces an earlier report there)"},
+        {"only", "OP", "report only this op (repeatable)", true},
+        {"sizes", "LIST", "N values to measure, comma-separated (default 1e3,1e4,1e5,1e6,1e7)"},
+        {"budget-ms", "MS", "time per kernel per size (default 40)"},
+        {"scalar", "NAME=VALUE",
+         "a scalar's value for every op that has it (default: 0.5, integers 1, as bench)", true},
+        {"threads", "N", "threads for the kernels (default 2)"},
+        {"no-bench", "", "leave out the measurements (descriptors and schedules only)"}}},
+      cmd_report};
+}
+
 }  // namespace opforge::cli

@@ -161,4 +161,25 @@ int cmd_run(const Args& a) {
   return 0;
 }
 
+Command run_command() {
+  return {
+      {"run",
+       "OP",
+       "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
+       {registry_option(),
+        {"in", "NAME=FILE.npy",
+         "a tensor argument (C order; bf16 as ml_dtypes saves it, descr '<V2')", true},
+        {"dtype", "NAME=bf16",
+         "the --in file NAME holds raw bf16 bits as uint16 ('<u2'); its outputs, and fresh bf16 "
+         "outputs, are written the same way (default '<V2')",
+         true},
+        {"scalar", "NAME=VALUE", "a run-time scalar argument", true},
+        attr_option(),
+        isa_option(),
+        variant_option(),
+        {"out", "DIR", "where outputs go (created if missing)"},
+        {"threads", "N", "Halide thread pool size (default: all cores)"}}},
+      cmd_run};
+}
+
 }  // namespace opforge::cli

@@ -19,27 +19,32 @@ struct Command {
   int (*run)(const Args& args);
 };
 
+// Every subcommand, in --help order. Each is declared by its <name>_command(), next to its
+// implementation (cmd_<name>.cpp; completion.cpp): options and help are written once there.
 const std::vector<Command>& commands();
 
-int cmd_build(const Args& a);
-int cmd_list(const Args& a);
-int cmd_describe(const Args& a);
-int cmd_inspect(const Args& a);
-int cmd_diff(const Args& a);
-int cmd_report(const Args& a);
-int cmd_run(const Args& a);
-int cmd_bench(const Args& a);
-int cmd_profile(const Args& a);
-int cmd_cache(const Args& a);
-int cmd_new(const Args& a);
-int cmd_check(const Args& a);
-int cmd_autoschedule(const Args& a);
-int cmd_completion(const Args& a);
+Command build_command();
+Command list_command();
+Command describe_command();
+Command inspect_command();
+Command diff_command();
+Command report_command();
+Command run_command();
+Command bench_command();
+Command profile_command();
+Command check_command();
+Command autoschedule_command();
+Command new_command();
+Command cache_command();
+Command completion_command();
 
 // An op's arguments and attrs, from its descriptor (for `opforge run OP --help`).
 std::string op_help(const Args& a, const std::string& op);
 
-// Options shared by commands that read a registry / the cache.
+// Options shared by several commands.
+OptionSpec json_option();
+OptionSpec attr_option();  // --attr NAME=VALUE (repeatable)
+OptionSpec isa_option();
 OptionSpec registry_option();
 OptionSpec cache_option();
 std::string registry_dir(const Args& a);

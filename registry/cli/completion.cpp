@@ -118,4 +118,13 @@ int cmd_completion(const Args& a) {
   return 0;
 }
 
+Command completion_command() {
+  return {{"completion",
+           "bash",
+           "Print a bash completion script (commands, options, op names): "
+           "source <(opforge completion bash)",
+           {}},
+          cmd_completion};
+}
+
 }  // namespace opforge::cli
