@@ -1,4 +1,4 @@
-// NumPy .npy reader/writer. See npy.h for the contract.
+// NumPy .npy reader/writer. See opforge/npy.hpp for the contract.
 //
 // Format reference (numpy/lib/format.py):
 //   magic "\x93NUMPY", u8 major, u8 minor,
@@ -6,7 +6,7 @@
 //   header: a Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...), }
 //           padded with spaces and terminated by '\n',
 //   then the raw array data.
-#include "runtime/npy.h"
+#include "opforge/npy.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
