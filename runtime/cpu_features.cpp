@@ -6,7 +6,7 @@
 #include <set>
 
 #include "opforge/runtime.hpp"
-#include "runtime/suggest.h"
+#include "opforge/suggest.hpp"
 
 namespace opforge {
 

@@ -1,8 +1,8 @@
 // The argument checks of a kernel call, and the Halide dims its tensors get: every check runs
 // on the whole call before anything is computed, so a bad argument changes nothing.
+#include "opforge/suggest.hpp"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
-#include "runtime/suggest.h"
 
 namespace opforge {
 

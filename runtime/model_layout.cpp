@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "runtime/suggest.h"
+#include "opforge/suggest.hpp"
 #include "runtime/views.h"
 
 namespace opforge {

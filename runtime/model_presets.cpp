@@ -1,7 +1,7 @@
 // Model presets: realistic tensor lists from architecture formulas.
 #include "opforge/model_presets.hpp"
 
-#include "runtime/suggest.h"
+#include "opforge/suggest.hpp"
 
 namespace opforge {
 

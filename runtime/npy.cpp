@@ -1,4 +1,4 @@
-// NumPy .npy reader/writer. See npy.h for the contract.
+// NumPy .npy reader/writer. See opforge/npy.hpp for the contract.
 //
 // Format reference (numpy/lib/format.py):
 //   magic "\x93NUMPY", u8 major, u8 minor,
@@ -6,7 +6,7 @@
 //   header: a Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...), }
 //           padded with spaces and terminated by '\n',
 //   then the raw array data.
-#include "runtime/npy.h"
+#include "opforge/npy.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,10 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "registry/format/atomic_write.h"
 
 namespace opforge::npy {
 namespace {
@@ -415,20 +417,6 @@ std::string errno_text(int err) {
   return std::strerror(err);
 }
 
-// Permission bits a newly created file would get: 0666 & ~umask. The umask is read from
-// /proc/self/status (calling umask() to query it would race with other threads).
-mode_t default_file_mode() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Umask:", 0) == 0) {
-      const unsigned long mask = std::strtoul(line.c_str() + 6, nullptr, 8);
-      return static_cast<mode_t>(0666 & ~mask);
-    }
-  }
-  return 0644;
-}
-
 }  // namespace
 
 int64_t Array::elements() const {
@@ -557,45 +545,10 @@ std::string serialize(const Array& a) {
 
 void write_atomic(const std::string& path, const Array& a) {
   const std::string bytes = serialize_impl(a, path);  // validate before touching the disk
-
-  const size_t slash = path.find_last_of('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (base.empty()) fail(path, "cannot write: path names a directory");
-  std::string tmpl = (dir == "/" ? std::string("/") : dir + "/") + "." + base + ".tmpXXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) fail(path, "cannot create temporary file in '" + dir + "': " + errno_text(errno));
-  const std::string tmp(name.data());
-  auto abort_with = [&](const std::string& what, int err, bool close_fd) {
-    if (close_fd) ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, what + ": " + errno_text(err));
-  };
-
-  // mkstemp creates the file 0600; give it the mode of the file it replaces, or the mode a
-  // plain open(O_CREAT, 0666) would have produced.
-  struct stat st {};
-  const mode_t mode = (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-                          ? static_cast<mode_t>(st.st_mode & 07777)
-                          : default_file_mode();
-  if (::fchmod(fd, mode) != 0) abort_with("cannot set permissions on temporary file", errno, true);
-
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      abort_with("write failed", errno, true);
-    }
-    off += static_cast<size_t>(w);
-  }
-  if (::close(fd) != 0) abort_with("write failed (close)", errno, false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    abort_with("cannot rename temporary file into place", errno, false);
+  try {
+    registry::write_file_atomic(path, bytes);  // the mode of the file replaced, else umask's
+  } catch (const std::runtime_error& e) {
+    throw NpyError(e.what());  // "PATH: what failed: reason"
   }
 }
 

@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "opforge/runtime.hpp"
+#include "opforge/suggest.hpp"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
-#include "runtime/suggest.h"
 #include "runtime/views.h"
 
 namespace opforge {

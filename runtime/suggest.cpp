@@ -1,4 +1,4 @@
-#include "runtime/suggest.h"
+#include "opforge/suggest.hpp"
 
 #include <algorithm>
 

@@ -152,6 +152,22 @@ std::string schedule_file_path(const std::string& dir, const std::string& varian
   return dir + "/" + variant + ".schedule.h";
 }
 
+std::optional<std::string> compiled_schedule_source(const std::string& variant) {
+  const generators::AutoSchedule* s = generators::find_auto_schedule(variant);
+  if (!s) return std::nullopt;
+  return s->source;
+}
+
+std::string auto_variant_id(const std::string& hand_id) {
+  return generators::auto_variant_id(hand_id);
+}
+
+std::string autoschedule_settings_text() {
+  const auto& s = generators::autoschedule_settings();
+  return s.autoscheduler + " (" + s.plugin + "), machine params " + s.machine_params_text() + ", " +
+         s.env_text();
+}
+
 std::string generate_schedule_file(const AutoscheduledVariant& v) {
   const auto& s = generators::autoschedule_settings();
   load_plugin_once();

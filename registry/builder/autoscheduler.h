@@ -3,6 +3,7 @@
 // (generators/auto_schedules.h); `opforge build` only applies them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,16 @@ std::string funcs_by_name(const std::string& schedule_source, Halide::Pipeline p
 
 // "<dir>/<variant>.schedule.h".
 std::string schedule_file_path(const std::string& dir, const std::string& variant);
+
+// The schedule files compiled into this opforge, for the CLI (which reads them through here,
+// not through the generators' own generators/auto_schedules.h):
+// the exact text of the file compiled in for `variant`, what `opforge build` applies, or
+// nullopt when the variant has none (it is not autoscheduled, or its file is missing).
+std::optional<std::string> compiled_schedule_source(const std::string& variant);
+// The id of the autoscheduled twin of a hand-scheduled variant id ("<hand id>__auto").
+std::string auto_variant_id(const std::string& hand_id);
+// The pinned settings on one line: "Adams2019 (PLUGIN), machine params 8,16777216,40,
+// HL_SEED=0 ... unset: ...".
+std::string autoschedule_settings_text();
 
 }  // namespace opforge::builder

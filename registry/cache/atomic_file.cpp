@@ -1,44 +1,23 @@
 #include "registry/cache/atomic_file.h"
 
-#include <llvm/Support/Error.h>
-#include <llvm/Support/FileSystem.h>
-#include <llvm/Support/Path.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
+
+#include "registry/format/atomic_write.h"
 
 namespace opforge::cache {
 
 void write_file_atomic(const std::string& path, const std::string& bytes, unsigned mode) {
-  auto fail = [&](const std::string& what) { return std::runtime_error(path + ": " + what); };
-  llvm::SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) {
-    if (auto ec = llvm::sys::fs::create_directories(dir)) throw fail("mkdir: " + ec.message());
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(path + ": mkdir: " + ec.message());
   }
-  llvm::SmallString<256> model(dir);
-  llvm::sys::path::append(model, ".tmp-%%%%%%%%");
-  auto tmp = llvm::sys::fs::TempFile::create(model, mode);
-  if (!tmp) throw fail("cannot create temp file: " + llvm::toString(tmp.takeError()));
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(tmp->FD, p, left);
-    if (n <= 0) {
-      llvm::consumeError(tmp->discard());
-      throw fail("write failed");
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  ::fchmod(tmp->FD, mode);
-  if (auto err = tmp->keep(path)) {
-    std::string msg = llvm::toString(std::move(err));
-    throw fail("cannot install: " + msg);
-  }
+  registry::write_file_atomic(path, bytes, mode);
 }
 
 std::string read_file(const std::string& path) {

@@ -1,5 +1,6 @@
-// Whole-file writes that readers see complete or not at all: a temp file in the target's
-// directory (llvm::sys::fs::TempFile), renamed into place.
+// Whole-file writes that readers see complete or not at all, for the cache, builder and CLI:
+// registry/format/atomic_write.h (a temp file in the target's directory, renamed into place)
+// with parent directories created and a fixed mode.
 #pragma once
 
 #include <string>

@@ -3,7 +3,7 @@
 // An entry is one file holding every artifact of one compiled kernel variant (object,
 // shared object, stmt, stmt_html, assembly, loop nest, manifest) plus a SHA-256 of its
 // whole content. Entries are written to a temp file in the cache directory and renamed into
-// place (llvm::sys::fs::TempFile::keep), so a reader sees a whole entry or none. A corrupt,
+// place (registry/cache/atomic_file.h), so a reader sees a whole entry or none. A corrupt,
 // truncated or foreign entry is a miss: it is removed and rebuilt.
 //
 // Layout: <root>/v<format>/llvmcache-<key>.opfc   (the "llvmcache-" prefix lets

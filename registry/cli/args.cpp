@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "runtime/suggest.h"
+#include "opforge/suggest.hpp"
 
 namespace opforge::cli {
 

@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
-#include "generators/auto_schedules.h"
 #include "registry/builder/autoscheduler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cli/commands.h"
@@ -26,12 +27,7 @@ int cmd_autoschedule(const Args& a) {
   const std::string dir = a.get("out", default_schedules_dir());
   const bool check = a.has("check");
   const auto variants = builder::autoscheduled_variants(generators::op_table(), a.positional);
-  const auto& settings = generators::autoschedule_settings();
-  if (!a.has("json")) {
-    std::printf("%s (%s), machine params %s, %s\n", settings.autoscheduler.c_str(),
-                settings.plugin.c_str(), settings.machine_params_text().c_str(),
-                settings.env_text().c_str());
-  }
+  if (!a.has("json")) std::printf("%s\n", builder::autoschedule_settings_text().c_str());
   nlohmann::json report = nlohmann::json::array();
   int differing = 0, stale = 0;
   for (const auto& v : variants) {
@@ -45,8 +41,8 @@ int cmd_autoschedule(const Args& a) {
     differing += state != "unchanged";
     if (!check && state != "unchanged") cache::write_file_atomic(path, text);
     // The copy compiled into this opforge: what `opforge build` applies.
-    const generators::AutoSchedule* built_in = generators::find_auto_schedule(v.variant);
-    const bool needs_rebuild = !built_in || built_in->source != text;
+    const std::optional<std::string> built_in = builder::compiled_schedule_source(v.variant);
+    const bool needs_rebuild = !built_in || *built_in != text;
     stale += needs_rebuild;
     report.push_back({{"variant", v.variant},
                       {"op", v.op.name()},

@@ -10,10 +10,10 @@
 
 #include "dsl/ulp.h"
 #include "opforge/runtime.hpp"
+#include "opforge/suggest.hpp"
 #include "registry/builder/golden.h"
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/commands.h"
-#include "runtime/suggest.h"
 
 namespace opforge::cli {
 

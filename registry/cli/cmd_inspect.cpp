@@ -5,8 +5,10 @@
 // With --set, a preview of the same variant under other schedule params (cache only).
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string>
 
-#include "generators/auto_schedules.h"
+#include "registry/builder/autoscheduler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cli/commands.h"
 #include "registry/cli/inspected_kernel.h"
@@ -92,14 +94,14 @@ int cmd_inspect(const Args& a) {
   if (a.has("header")) return std::cout << artifact("kernel.h"), 0;
   if (a.has("loop-nest")) return std::cout << artifact("loop_nest.txt"), 0;
   if (a.has("schedule")) {
-    const generators::AutoSchedule* s = generators::find_auto_schedule(k.descriptor.variant);
+    const std::optional<std::string> s = builder::compiled_schedule_source(k.descriptor.variant);
     if (!s) {
       throw std::runtime_error("variant " + k.descriptor.variant + " is scheduled by the '" +
                                k.descriptor.schedule.recipe +
                                "' recipe, not autoscheduled: it has no .schedule.h (its "
                                "schedule is what `opforge inspect` prints)");
     }
-    return std::cout << s->source, 0;
+    return std::cout << *s, 0;
   }
   if (a.has("html")) {
     cache::write_file_atomic(a.get("html"), artifact("kernel.stmt.html"));

@@ -48,9 +48,9 @@
 #include <sstream>
 
 #include "opforge/runtime.hpp"
+#include "opforge/suggest.hpp"
 #include "registry/cli/bench_workload.h"
 #include "registry/cli/commands.h"
-#include "runtime/suggest.h"
 
 namespace opforge::cli {
 

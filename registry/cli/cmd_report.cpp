@@ -20,7 +20,7 @@
 #include <set>
 #include <sstream>
 
-#include "generators/auto_schedules.h"
+#include "registry/builder/autoscheduler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/bench_workload.h"
@@ -339,8 +339,8 @@ int cmd_report(const Args& a) {
         };
         put("stmt_html", ".stmt.html", entry->artifacts.at("kernel.stmt.html"));
         put("asm", ".s", entry->artifacts.at("kernel.s"));
-        if (const auto* s = generators::find_auto_schedule(v.d.variant)) {
-          put("schedule.h", ".schedule.h", s->source);
+        if (const auto s = builder::compiled_schedule_source(v.d.variant)) {
+          put("schedule.h", ".schedule.h", *s);
         }
         auto sched = entry->artifacts.find("schedule.json");
         if (sched != entry->artifacts.end()) {
@@ -379,7 +379,7 @@ int cmd_report(const Args& a) {
         }
         page.conditions = measured_conditions(k.descriptor(), measured, scalars, sizes.back());
         Kernel* twin = nullptr;
-        const std::string twin_id = generators::auto_variant_id(page.measured_variant);
+        const std::string twin_id = builder::auto_variant_id(page.measured_variant);
         for (const auto& v : page.variants) {
           if (v.d.variant == twin_id) twin = &reg->load(twin_id);
         }

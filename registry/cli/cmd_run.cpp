@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <set>
 
+#include "opforge/npy.hpp"
 #include "opforge/runtime.hpp"
 #include "registry/cli/commands.h"
-#include "runtime/npy.h"
 
 namespace opforge::cli {
 

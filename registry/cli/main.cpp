@@ -8,8 +8,8 @@
 
 #include "opforge/opforge.h"
 #include "opforge/runtime.hpp"
+#include "opforge/suggest.hpp"
 #include "registry/cli/commands.h"
-#include "runtime/suggest.h"
 
 namespace {
 

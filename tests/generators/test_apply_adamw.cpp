@@ -116,7 +116,7 @@ TEST_CASE("apply_adamw: one step matches torch.optim.AdamW") {
   Scalars s;
   adamw_inputs(rng, n, {{"amsgrad", "true"}, {"convention", "torch"}}, in, s);
   s["step"] = 7;  // a small step: the bias corrections matter
-  // Raw little-endian arrays (numpy tofile/fromfile): test_kernels does not link opforge_npy.
+  // Raw little-endian arrays (numpy tofile/fromfile).
   for (const auto& [name, v] : in) {
     const std::vector<float> f(v.begin(), v.end());
     std::ofstream(dir / (name + ".f32"), std::ios::binary)

@@ -20,7 +20,8 @@ libdir=$(cd "$p" && ls -d lib*/ | head -1)
 [[ -d $p/lib/x86_64-linux-gnu ]] && libdir=lib/x86_64-linux-gnu
 
 for f in bin/opforge include/opforge/opforge.h include/opforge/runtime.hpp \
-         include/opforge/descriptor.h include/opforge/version.h \
+         include/opforge/descriptor.h include/opforge/version.h include/opforge/npy.hpp \
+         include/opforge/suggest.hpp \
          "$libdir"/cmake/opforge/opforgeConfig.cmake \
          "$libdir"/cmake/opforge/opforgeConfigVersion.cmake \
          "$libdir"/cmake/opforge/opforgeTargets.cmake "$libdir"/pkgconfig/opforge.pc \

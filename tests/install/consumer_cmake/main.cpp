@@ -1,11 +1,13 @@
 // A C++ program built against an installed opforge with find_package(opforge): opens the
-// registry installed with the library, runs one Adam step through the C++ API and checks it.
+// registry installed with the library, runs one Adam step through the C++ API and checks it,
+// and round-trips its result through the .npy functions of opforge/npy.hpp.
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "adam_reference.h"
+#include "opforge/npy.hpp"
 #include "opforge/runtime.hpp"
 
 int main() try {
@@ -45,6 +47,13 @@ int main() try {
                    (*got[j])[i], (*want[j])[i]);
       return 1;
     }
+  }
+  // The public .npy functions are in the installed library too.
+  const opforge::npy::Array a = opforge::npy::parse(
+      opforge::npy::serialize(opforge::npy::from_f32(var, shape)), "consumer_cmake");
+  if (opforge::npy::to_f32(a, "consumer_cmake") != var) {
+    std::fprintf(stderr, "consumer_cmake: .npy round trip changed the values\n");
+    return 1;
   }
   std::printf("consumer_cmake: ok: %s, N = %d, registry %s\n", k.descriptor().variant.c_str(),
               kAdamN, reg->dir().c_str());

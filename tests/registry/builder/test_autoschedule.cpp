@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -70,6 +71,26 @@ TEST_CASE("every compiled-in schedule belongs to an autoscheduled variant of the
   }
   CHECK_THROWS_WITH_AS(autoscheduled_variants(generators::op_table(), {"apply_adagrad"}),
                        doctest::Contains("no autoscheduled variant"), std::runtime_error);
+}
+
+TEST_CASE("the CLI's view of the compiled-in schedules is the generators' own") {
+  REQUIRE(!generators::auto_schedules().empty());
+  for (const auto& s : generators::auto_schedules()) {
+    CAPTURE(s.variant);
+    const std::optional<std::string> source = compiled_schedule_source(s.variant);
+    REQUIRE(source.has_value());
+    CHECK(*source == s.source);
+  }
+  CHECK_FALSE(compiled_schedule_source("apply_adam__f32__avx2").has_value());
+  CHECK_FALSE(compiled_schedule_source("no_such__auto").has_value());
+  CHECK(auto_variant_id("apply_adam__f32__avx2") ==
+        generators::auto_variant_id("apply_adam__f32__avx2"));
+  // What `opforge autoschedule` prints first: every pinned setting.
+  const auto& settings = generators::autoschedule_settings();
+  const std::string text = autoschedule_settings_text();
+  CHECK(text.rfind(settings.autoscheduler + " (" + settings.plugin + ")", 0) == 0);
+  CHECK(text.find("machine params " + settings.machine_params_text()) != std::string::npos);
+  CHECK(text.find(settings.env_text()) != std::string::npos);
 }
 
 TEST_CASE("guard_tails rewrites ShiftInwards and RoundUp to GuardWithIf, and counts them") {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/npy.h"
+#include "opforge/npy.hpp"
 
 using namespace opforge::npy;
 

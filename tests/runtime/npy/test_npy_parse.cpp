@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/npy.h"
+#include "opforge/npy.hpp"
 
 using namespace opforge::npy;
 

@@ -1,4 +1,5 @@
-// NumPy .npy files: strict reader and atomic writer (format versions 1.0, 2.0, 3.0).
+// opforge runtime: NumPy .npy files, strict reader and atomic writer (format versions 1.0, 2.0,
+// 3.0), for exchanging tensors with NumPy (the CLI's `opforge run` reads and writes them).
 //
 // Only what opforge exchanges: little-endian '<f2', '<f4', '<f8', '<i4', '<i8', '<u2' ('|u1'/
 // '|b1' too), and '<V2' / '|V2': what np.save writes for ml_dtypes.bfloat16 arrays (bf16), C order

@@ -1,4 +1,5 @@
-// "did you mean" for misspelled op, argument and attr names.
+// opforge runtime: "did you mean" for misspelled op, argument and attr names, as the runtime's
+// own messages suggest them (the CLI uses it for commands and options too).
 #pragma once
 
 #include <string>

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/npy.h"
+#include "opforge/npy.hpp"
 #include "test_registry.h"
 
 extern char** environ;

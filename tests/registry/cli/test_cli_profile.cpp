@@ -12,11 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// scripts/profiles/NAME, from this source file's place in the tree.
+// scripts/profiles/NAME in the source tree.
 std::string profile_path(const std::string& name) {
-  return (fs::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" / "profiles" /
-          name)
-      .string();
+  return (fs::path(OPFORGE_SOURCE_DIR) / "scripts" / "profiles" / name).string();
 }
 
 const std::string kTiny = profile_path("tiny_mlp_sgd_momentum.json");
