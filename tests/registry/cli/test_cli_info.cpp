@@ -290,6 +290,32 @@ TEST_CASE("new writes a starter rule that builds, describes and runs") {
   CHECK(contains(c.out, "ok: within tolerance"));
 }
 
+}  // namespace
+}  // namespace opforge::testing
+
+namespace opforge::testing {
+namespace {
+
+TEST_CASE("new writes a starter rule that builds, describes and runs") {
+  TempDir dir;
+  const Result made = opforge({"new", "my_rule", "--dir", dir.path().string()});
+  REQUIRE_MESSAGE(made.rc == 0, made.all());
+  CHECK(fs::exists(dir / "my_rule.rule"));
+  CHECK(opforge({"new", "my_rule", "--dir", dir.path().string()}).rc == 1);  // no overwrite
+  CHECK(opforge({"new", "../escape", "--dir", dir.path().string()}).rc == 2);
+  const Result built = opforge({"build", "--registry", dir / "reg", "--cache-dir", test_cache_dir(),
+                                "--rules", dir / "my_rule.rule", "--only", "my_rule"});
+  REQUIRE_MESSAGE(built.rc == 0, built.all());
+  const Result d = opforge({"describe", "my_rule", "--registry", dir / "reg"});
+  CHECK(contains(d.out, "sign(grad)"));
+  CHECK(contains(d.out, "nesterov"));
+  // The fp64 golden of the rule, with the rule's hyper defaults.
+  const Result c = opforge({"check", "my_rule", "--registry", dir / "reg", "--rules",
+                            dir / "my_rule.rule", "--n", "5000"});
+  CHECK_MESSAGE(c.rc == 0, c.all());
+  CHECK(contains(c.out, "ok: within tolerance"));
+}
+
 TEST_CASE("check compares a kernel with its fp64 golden and fails past the tolerance") {
   const Result ok = opforge_reg({"check", "apply_adam", "--n", "20000", "--json"});
   REQUIRE_MESSAGE(ok.rc == 0, ok.all());
