@@ -381,7 +381,7 @@ TEST_CASE("every op in the registry has an fp64 reference") {
     if (op.rfind("multi_tensor_", 0) == 0) dense = op.substr(13);
     // Rule-file ops (the test registry builds generators/rules too): their fp64 golden is the
     // rule itself, checked at odd sizes on every ISA by tests/registry/cli/test_cmd_check.cpp;
-    // the example rules against hand-written formulas by test_rules_build.cpp.
+    // the example rules against hand-written formulas by test_registry_builder_rules.cpp.
     if (reg->variants(op).front().reference.rfind("rule file ", 0) == 0) continue;
     // NN ops have their own references (test_nn_kernels.cpp).
     if (reg->variants(op).front().shape.named_dims) {

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "opforge/opforge.h"
-#include "validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "opforge/runtime.hpp"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 #include "test_registry.h"
 
 using namespace opforge;

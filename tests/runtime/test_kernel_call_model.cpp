@@ -10,7 +10,7 @@
 
 #include "opforge/model_layout.hpp"
 #include "opforge/model_presets.hpp"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {
@@ -107,7 +107,7 @@ bool padding_is(const ModelLayout& l, const FlatArgs& a, size_t k, uint8_t byte)
 const std::vector<TensorShape> kOdd = {
     {"a", {1}}, {"b", {5}}, {"c", {17}}, {"d", {10, 100}}, {"e", {65543}}};
 
-// Variants whose vector tails round differently from full vectors (test_chunked_calls.cpp,
+// Variants whose vector tails round differently from full vectors (test_kernel_chunked_calls.cpp,
 // position_dependent): their elements depend on where a call starts, so a flat call and
 // per-tensor calls agree within tolerance, not in every bit.
 bool position_dependent(const std::string& variant) {

@@ -1,4 +1,4 @@
-// Shared helpers of the runtime validation tests: Adam workloads, exception capture and
+// Shared helpers of the runtime tests: Adam workloads, exception capture and
 // scratch copies of the test registry.
 #pragma once
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {
@@ -195,7 +195,7 @@ TEST_CASE("call: a negative dimension is named") {
 }
 
 // Only an op that cannot be split: a splittable one (Adam) updates more than max_elements
-// elements in slices (test_chunked_calls.cpp).
+// elements in slices (test_kernel_chunked_calls.cpp).
 TEST_CASE("call: more elements than the kernel's limit are rejected before any access") {
   AdamData d(4);  // the kernel must never touch these small buffers
   const AdamData before = d;

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "opforge/opforge.h"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "opforge/model_presets.hpp"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

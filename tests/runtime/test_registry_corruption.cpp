@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

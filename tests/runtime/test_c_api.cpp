@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "opforge/opforge.h"
-#include "validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "opforge/model_layout.hpp"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {

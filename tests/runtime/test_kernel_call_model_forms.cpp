@@ -8,7 +8,7 @@
 #include <random>
 
 #include "opforge/model_layout.hpp"
-#include "runtime/validation/validation_util.h"
+#include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
 namespace {
