@@ -106,13 +106,5 @@ TEST_CASE("resolve: bad attrs, algorithms and kinds are errors naming the op") {
                        "op 'two_algos': is an NN op, not an optimizer op", std::invalid_argument);
 }
 
-TEST_CASE("declarations share one attr builder: clashes and duplicates are refused") {
-  CHECK_THROWS_WITH_AS(OptimizerDecl("x").state("lr", "s").attr_bool("lr", false, "clash"),
-                       "op 'x': attr 'lr' has an argument's name", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(NnOpDecl("y").attr_int("k", 1, "a").attr_int("k", 2, "b"),
-                       "op 'y': attr 'k' declared twice", std::invalid_argument);
-  CHECK_THROWS_AS(NnOpDecl("Bad-Name"), std::invalid_argument);
-}
-
 }  // namespace
 }  // namespace opforge::dsl

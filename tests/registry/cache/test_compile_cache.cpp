@@ -54,17 +54,6 @@ size_t count_containing(const std::string& dir, const std::string& needle) {
   return n;
 }
 
-void set_times(const std::string& p, std::chrono::system_clock::time_point t) {
-  int fd = -1;
-  REQUIRE(!fs::openFileForRead(p, fd));
-  REQUIRE(!fs::setLastAccessAndModificationTime(fd, t));
-  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-}
-
-std::string key_of(const std::string& s) {
-  return KeyBuilder().add("k", s).hex_digest();
-}
-
 Entry sample_entry(const std::string& tag, size_t payload = 100) {
   Entry e;
   e.artifacts["kernel.o"] = std::string(payload, 'o') + tag;

@@ -15,6 +15,29 @@ namespace {
 
 using json = nlohmann::json;
 
+TEST_CASE("check compares a kernel with its fp64 golden and fails past the tolerance") {
+  const Result ok = opforge_reg({"check", "apply_adam", "--n", "20000", "--json"});
+  REQUIRE_MESSAGE(ok.rc == 0, ok.all());
+  const json j = json::parse(ok.out);
+  CHECK(j["ok"] == true);
+  for (const char* s : {"var", "m", "v"}) {
+    CHECK(j["states"][s]["elements"] == 20000);
+    CHECK(j["states"][s]["max_abs_error"].get<double>() < 1e-5);
+    CHECK(j["states"][s]["exceeding"] == 0);
+  }
+  // Sparse and int64 scalar ops go through the same golden.
+  CHECK(opforge_reg({"check", "sparse_apply_momentum", "--rows", "50", "--indices", "80"}).rc == 0);
+  CHECK(opforge_reg({"check", "apply_adagrad_da"}).rc == 0);
+  // Centered RMSProp on generic data divides by ms - mg^2 + eps close to 0: fp32 cannot meet
+  // the tolerance there, and check says so with exit code 1.
+  const Result bad = opforge_reg({"check", "apply_centered_rms_prop"});
+  CHECK(bad.rc == 1);
+  CHECK(contains(bad.out, "FAILED"));
+  const Result unknown = opforge_reg({"check", "apply_adma"});
+  CHECK(unknown.rc == 2);
+  CHECK(contains(unknown.err, "did you mean 'apply_adam'"));
+}
+
 // Every rule file in generators/rules is in the test registry (build_test_registry adds them),
 // and each of its variants this host runs matches the rule's fp64 golden at the odd sizes every
 // in-place kernel is held to: a new rule file is checked like every op, without a test of its

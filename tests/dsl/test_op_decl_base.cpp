@@ -1,0 +1,50 @@
+// OpDecl and DeclBuilder: the attr declarations, texts and resolution both kinds of op share.
+#include <doctest/doctest.h>
+
+#include "dsl/nn_op_decl.h"
+#include "dsl/op_decl.h"
+
+namespace opforge::dsl {
+namespace {
+
+TEST_CASE("declarations share one attr builder: clashes and duplicates are refused") {
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").state("lr", "s").attr_bool("lr", false, "clash"),
+                       "op 'x': attr 'lr' has an argument's name", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(NnOpDecl("y").attr_int("k", 1, "a").attr_int("k", 2, "b"),
+                       "op 'y': attr 'k' declared twice", std::invalid_argument);
+  CHECK_THROWS_AS(NnOpDecl("Bad-Name"), std::invalid_argument);
+}
+
+TEST_CASE("resolve_attrs: defaults filled, values canonical, unknown names refused") {
+  const OptimizerDecl d = OptimizerDecl("x")
+                              .attr_bool("flag", false, "a bool")
+                              .attr_int("k", 3, "an int")
+                              .attr_float("f", 0.5, "a float")
+                              .attr_string("mode", "tf", {"tf", "torch"}, "a choice");
+  CHECK(d.resolve_attrs({}) ==
+        AttrValues{{"flag", "false"}, {"k", "3"}, {"f", "0.5"}, {"mode", "tf"}});
+  CHECK(d.resolve_attrs({{"flag", "1"}, {"k", "+7"}, {"f", "0.25"}, {"mode", "torch"}}) ==
+        AttrValues{{"flag", "true"}, {"k", "7"}, {"f", "0.25"}, {"mode", "torch"}});
+  CHECK_THROWS_WITH_AS(d.resolve_attrs({{"mode", "keras"}}),
+                       doctest::Contains("op 'x': attr 'mode'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(d.resolve_attrs({{"flg", "true"}}), "op 'x': unknown attr 'flg'",
+                       std::invalid_argument);
+}
+
+TEST_CASE("DeclBuilder: texts, kind, version and tolerance chain on either kind") {
+  const NnOpDecl nn =
+      NnOpDecl("y").summary("s").formula("f").reference("r").version(3).tolerance(1e-3, 1e-4);
+  CHECK(nn.summary() == "s");
+  CHECK(nn.formula() == "f");
+  CHECK(nn.reference() == "r");
+  CHECK(nn.version() == 3);
+  CHECK(nn.kind() == "nn");
+  CHECK(nn.tolerance().rtol == doctest::Approx(1e-3));
+  CHECK(OptimizerDecl("z").kind() == "optimizer");
+  CHECK(OptimizerDecl("z").kind("bandwidth").kind() == "bandwidth");
+  CHECK_THROWS_WITH_AS(OptimizerDecl("z").named_in_id_off_default("nope"),
+                       doctest::Contains("no attr 'nope'"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace opforge::dsl
