@@ -26,14 +26,27 @@ struct Errors {
   int64_t max_ulp = 0, exceeding = 0, elements = 0;
 };
 
-}  // namespace
+bool narrow(registry::DType t) {
+  return t == registry::DType::f16 || t == registry::DType::bf16;
+}
+uint16_t to_bits(registry::DType t, float x) {
+  return t == registry::DType::bf16 ? Halide::bfloat16_t(x).to_bits()
+                                    : Halide::float16_t(x).to_bits();
+}
+float widen(registry::DType t, uint16_t h) {
+  return t == registry::DType::bf16 ? float(Halide::bfloat16_t::make_from_bits(h))
+                                    : float(Halide::float16_t::make_from_bits(h));
+}
 
-int cmd_check(const Args& a) {
-  const std::string op = a.positional.at(0);
-  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
-  std::vector<const dsl::OptimizerDecl*> decls;  // the op's rows: one per storage
+// The declarations of `op` (a C++ op or a rule), one per storage (f32, bf16m, bf16s, ...);
+// rule declarations are owned by `keep`. Throws UsageError for an unknown op (naming the
+// nearest) or an NN op.
+std::vector<const dsl::OptimizerDecl*> declarations_of(
+    const std::string& op, const std::vector<std::string>& rules,
+    std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
+  std::vector<const dsl::OptimizerDecl*> decls;
   std::vector<std::string> names;
-  for (const auto& row : builder::table_with_rules(a.all("rules"), keep)) {
+  for (const auto& row : builder::table_with_rules(rules, keep)) {
     names.push_back(row.decl->name());
     if (row.decl->name() != op) continue;
     const auto* opt = dynamic_cast<const dsl::OptimizerDecl*>(row.decl);
@@ -44,33 +57,39 @@ int cmd_check(const Args& a) {
     decls.push_back(opt);
   }
   if (decls.empty()) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
-  auto reg = Registry::open(registry_dir(a));
-  Kernel& kernel = op_kernel(*reg, a, op);
-  const registry::Descriptor& d = kernel.descriptor();
-  // The declaration with the kernel's storage (f32, bf16m, bf16s, ...): the golden evaluates it in
-  // fp64 from the same (rounded) narrow inputs.
-  const dsl::OptimizerDecl* decl = decls.front();
-  for (const auto* x : decls) {
-    if (x->storage().tag() == storage_tag(d)) decl = x;
-  }
-  auto narrow = [](registry::DType t) {
-    return t == registry::DType::f16 || t == registry::DType::bf16;
-  };
-  auto to_bits = [](registry::DType t, float x) {
-    return t == registry::DType::bf16 ? Halide::bfloat16_t(x).to_bits()
-                                      : Halide::float16_t(x).to_bits();
-  };
-  auto widen = [](registry::DType t, uint16_t h) {
-    return t == registry::DType::bf16 ? float(Halide::bfloat16_t::make_from_bits(h))
-                                      : float(Halide::float16_t::make_from_bits(h));
-  };
-  std::map<std::string, std::vector<uint16_t>> half;
-  std::map<std::string, registry::DType> dtypes;
+  return decls;
+}
 
-  // Seeded data: states in [0.1, 1) (accumulators stay positive), other tensors in [-1, 1).
+// The one in the kernel's storage: the golden evaluates it in fp64 from the same (rounded)
+// narrow inputs.
+const dsl::OptimizerDecl& in_storage_of(const std::vector<const dsl::OptimizerDecl*>& decls,
+                                        const registry::Descriptor& d) {
+  for (const auto* x : decls) {
+    if (x->storage().tag() == storage_tag(d)) return *x;
+  }
+  return *decls.front();
+}
+
+// One check's data: the kernel's buffers (fp32, or narrow bits) and the golden's fp64 copies
+// of the same values.
+struct CheckData {
+  builder::GoldenData golden;
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<uint16_t>> half;
+  std::vector<int32_t> idx32;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<Tensor> tensors;
+  std::map<std::string, double> scalars;
+};
+
+// Seeded data for every argument of `d`: states in [0.1, 1) (accumulators stay positive),
+// other tensors in [-1, 1), narrow tensors the same draws rounded to nearest even; scalars
+// from --scalar, else the rule's default, else 0.1 (1 for integer scalars).
+void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::OptimizerDecl& decl,
+                 CheckData& c) {
   std::mt19937 rng(static_cast<unsigned>(a.get_int("seed", 1)));
   std::uniform_real_distribution<float> state(0.1f, 1.0f), other(-1.0f, 1.0f);
-  builder::GoldenData g;
+  builder::GoldenData& g = c.golden;
   g.n = a.get_int("n", 100000);
   g.rows = a.get_int("rows", 1000);
   g.cols = a.get_int("cols", 17);
@@ -79,15 +98,11 @@ int cmd_check(const Args& a) {
     throw UsageError("--n, --rows, --cols must be positive");
   }
   const std::map<std::string, double> given = scalar_options(a);
-  std::map<std::string, std::vector<float>> f32;
-  std::map<std::string, std::vector<int64_t>> shapes;
-  std::vector<int32_t> idx32;
-  std::vector<Tensor> tensors;
-  // Scalars: --scalar, else a rule's default, else 0.1 (1 for integer scalars).
   std::map<std::string, double> defaults;
-  for (const auto& arg : decl->args()) {
+  for (const auto& arg : decl.args()) {
     if (arg.default_value) defaults[arg.name] = *arg.default_value;
   }
+  std::map<std::string, registry::DType> dtypes;
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::scalar) {
       const bool integer = in.dtype == registry::DType::i64 || in.dtype == registry::DType::i32;
@@ -101,64 +116,59 @@ int cmd_check(const Args& a) {
       std::uniform_int_distribution<int64_t> pick(0, g.rows - 1);
       auto& v = g.indices[in.name];
       for (int64_t k = 0; k < g.count; ++k) v.push_back(pick(rng));
-      idx32.assign(v.begin(), v.end());
-      shapes[in.name] = {g.count};
+      c.idx32.assign(v.begin(), v.end());
+      c.shapes[in.name] = {g.count};
       const bool wide = in.dtype == registry::DType::i64;
-      tensors.push_back(
-          {in.name, wide ? static_cast<void*>(v.data()) : idx32.data(), in.dtype, shapes[in.name]});
+      c.tensors.push_back({in.name, wide ? static_cast<void*>(v.data()) : c.idx32.data(), in.dtype,
+                           c.shapes[in.name]});
       continue;
     }
     if (in.role == registry::Input::Role::result) {  // one element, starting clear
-      shapes[in.name] = {1};
-      f32[in.name] = {0.f};
+      c.shapes[in.name] = {1};
+      c.f32[in.name] = {0.f};
       g.tensors[in.name] = {0.0};
       continue;
     }
     const bool is_state = in.role == registry::Input::Role::state;
     const int64_t n = d.shape.elementwise ? g.n : (is_state ? g.rows : g.count) * g.cols;
-    shapes[in.name] =
+    c.shapes[in.name] =
         d.shape.elementwise ? std::vector<int64_t>{n} : std::vector<int64_t>{n / g.cols, g.cols};
     dtypes[in.name] = in.dtype;
     if (narrow(in.dtype)) {
-      // Narrow storage: the same draws rounded to nearest even; the golden reads them widened.
-      auto& h = half[in.name];
+      auto& h = c.half[in.name];
       for (int64_t k = 0; k < n; ++k)
         h.push_back(to_bits(in.dtype, is_state ? state(rng) : other(rng)));
       for (uint16_t x : h) g.tensors[in.name].push_back(widen(in.dtype, x));
       continue;
     }
-    auto& v = f32[in.name];
+    auto& v = c.f32[in.name];
     for (int64_t k = 0; k < n; ++k) v.push_back(is_state ? state(rng) : other(rng));
     g.tensors[in.name].assign(v.begin(), v.end());
   }
-  for (auto& [name, v] : f32)
-    tensors.push_back({name, v.data(), registry::DType::f32, shapes[name]});
-  for (auto& [name, v] : half) tensors.push_back({name, v.data(), dtypes.at(name), shapes[name]});
-  std::map<std::string, double> scalars(g.scalars.begin(), g.scalars.end());
-  kernel.call(tensors, scalars);
-  builder::run_golden(dsl::resolve(*decl, d.attr_values()), g);
+  for (auto& [name, v] : c.f32)
+    c.tensors.push_back({name, v.data(), registry::DType::f32, c.shapes[name]});
+  for (auto& [name, v] : c.half)
+    c.tensors.push_back({name, v.data(), dtypes.at(name), c.shapes[name]});
+  c.scalars.insert(g.scalars.begin(), g.scalars.end());
+}
 
-  // Compare every state with the golden: |k - g| <= atol + rtol * |g|; NaN only matches NaN.
-  nlohmann::json report = {{"op", op},
-                           {"variant", d.variant},
-                           {"rtol", d.tolerance.rtol},
-                           {"atol", d.tolerance.atol},
-                           {"states", nlohmann::json::object()}};
-  bool ok = true;
+// Every output against the golden: |k - g| <= atol + rtol * |g|; NaN only matches NaN. A
+// narrow output (the model copy, bf16 states) is the golden's fp64 value rounded once more:
+// its tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16, relative) and
+// f16's smallest subnormal. test_kernels checks the copy bit-exactly against the kernel's own
+// master.
+nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
+  nlohmann::json states = nlohmann::json::object();
   for (const auto& out : d.outputs) {
-    // A narrow output (the model copy, bf16 states) is the golden's fp64 value rounded once
-    // more: its tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16,
-    // relative) and f16's smallest subnormal. test_kernels checks the copy bit-exactly against
-    // the kernel's own master.
     std::vector<float> widened;
     double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
     if (narrow(out.dtype)) {
-      for (uint16_t x : half.at(out.aliases)) widened.push_back(widen(out.dtype, x));
+      for (uint16_t x : c.half.at(out.aliases)) widened.push_back(widen(out.dtype, x));
       rtol += out.dtype == registry::DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
       atol += std::ldexp(1.0, -24);
     }
-    const std::vector<float>& k = narrow(out.dtype) ? widened : f32.at(out.aliases);
-    const std::vector<double>& want = g.tensors.at(out.aliases);
+    const std::vector<float>& k = narrow(out.dtype) ? widened : c.f32.at(out.aliases);
+    const std::vector<double>& want = c.golden.tensors.at(out.aliases);
     Errors e;
     for (size_t i = 0; i < k.size(); ++i) {
       ++e.elements;
@@ -172,27 +182,55 @@ int cmd_check(const Args& a) {
       e.max_ulp = std::max(e.max_ulp, ulp_distance(k[i], static_cast<float>(want[i])));
       e.exceeding += !(err <= atol + rtol * std::fabs(want[i]));
     }
-    ok = ok && e.exceeding == 0;
-    report["states"][out.name] = {{"max_abs_error", e.max_abs},
-                                  {"max_rel_error", e.max_rel},
-                                  {"max_ulp", e.max_ulp},
-                                  {"exceeding", e.exceeding},
-                                  {"elements", e.elements}};
+    states[out.name] = {{"max_abs_error", e.max_abs},
+                        {"max_rel_error", e.max_rel},
+                        {"max_ulp", e.max_ulp},
+                        {"exceeding", e.exceeding},
+                        {"elements", e.elements}};
   }
+  return states;
+}
+
+void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
+  std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|)\n", d.variant.c_str(),
+              d.tolerance.atol, d.tolerance.rtol);
+  std::printf("  %-28s %12s %12s %8s %10s\n", "state", "max abs", "max rel", "max ulp",
+              "exceeding");
+  for (const auto& [name, e] : report["states"].items()) {
+    std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
+                e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
+                e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
+  }
+  std::printf("%s\n", report["ok"].get<bool>() ? "ok: within tolerance"
+                                               : "FAILED: elements exceed the tolerance");
+}
+
+}  // namespace
+
+int cmd_check(const Args& a) {
+  const std::string op = a.positional.at(0);
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+  const auto decls = declarations_of(op, a.all("rules"), keep);
+  auto reg = Registry::open(registry_dir(a));
+  Kernel& kernel = op_kernel(*reg, a, op);
+  const registry::Descriptor& d = kernel.descriptor();
+  const dsl::OptimizerDecl& decl = in_storage_of(decls, d);
+  CheckData c;
+  make_inputs(a, d, decl, c);
+  kernel.call(c.tensors, c.scalars);
+  builder::run_golden(dsl::resolve(decl, d.attr_values()), c.golden);
+  nlohmann::json report = {{"op", op},
+                           {"variant", d.variant},
+                           {"rtol", d.tolerance.rtol},
+                           {"atol", d.tolerance.atol},
+                           {"states", compare(d, c)}};
+  bool ok = true;
+  for (const auto& [name, e] : report["states"].items()) ok = ok && e["exceeding"] == 0;
   report["ok"] = ok;
   if (a.has("json")) {
     std::cout << report.dump(2) << "\n";
   } else {
-    std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|)\n", d.variant.c_str(),
-                d.tolerance.atol, d.tolerance.rtol);
-    std::printf("  %-28s %12s %12s %8s %10s\n", "state", "max abs", "max rel", "max ulp",
-                "exceeding");
-    for (const auto& [name, e] : report["states"].items()) {
-      std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
-                  e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
-                  e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
-    }
-    std::printf("%s\n", ok ? "ok: within tolerance" : "FAILED: elements exceed the tolerance");
+    print_report(d, report);
   }
   return ok ? 0 : 1;
 }
