@@ -281,136 +281,111 @@ void install_report(const fs::path& staging, const fs::path& out) {
 
 }  // namespace
 
-int cmd_report(const Args& a) {
-  if (!a.has("html")) throw UsageError("report needs --html DIR");
-  const fs::path out = fs::absolute(a.get("html")).lexically_normal();
-  const std::vector<int64_t> sizes = parse_sizes(a.get("sizes", "1e3,1e4,1e5,1e6,1e7"));
-  const double budget = a.get_int("budget-ms", 40) / 1000.0;
-  const int64_t threads = a.get_int("threads", 2);
-  if (threads < 1) throw UsageError("--threads must be at least 1");
-  const bool bench = !a.has("no-bench");
-  const std::map<std::string, double> given = scalar_options(a);
-  const auto t0 = Clock::now();
+namespace {
 
-  auto reg = Registry::open(registry_dir(a));
-  reg->set_num_threads(static_cast<int>(threads));
-  cache::CompileCache cache(cache_dir(a));
-  std::vector<std::string> ops = a.has("only") ? a.all("only") : reg->ops();
-  std::set<std::string> scalar_names;
-  for (const auto& op : ops) {
-    for (const auto& in : reg->variants(op).front().inputs) {  // unknown op: error, suggestion
-      if (in.role == registry::Input::Role::scalar) scalar_names.insert(in.name);
-    }
+// What the measurements take from the command line.
+struct MeasureOptions {
+  std::vector<int64_t> sizes;
+  double budget_s = 0.04;
+  bool bench = true;
+  std::map<std::string, double> scalars;  // --scalar, for every op that has one of the name
+};
+
+// A variant's page: its descriptor, and the views of its cache entry (stmt_html, assembly,
+// schedule) written into `staging`.
+VariantPage variant_page(registry::Descriptor d, cache::CompileCache& cache,
+                         const fs::path& staging) {
+  VariantPage v{std::move(d), {}, ""};
+  // Variant ids are validated C identifiers (descriptor schema): safe as file names.
+  auto entry = cache.lookup(v.d.cache_key);
+  if (!entry) return v;
+  const std::string base = "kernels/" + v.d.variant;
+  auto put = [&](const std::string& label, const std::string& suffix, const std::string& bytes) {
+    cache::write_file_atomic((staging / (base + suffix)).string(), bytes);
+    v.links[label] = base + suffix;
+  };
+  put("stmt_html", ".stmt.html", entry->artifacts.at("kernel.stmt.html"));
+  put("asm", ".s", entry->artifacts.at("kernel.s"));
+  if (const auto s = builder::compiled_schedule_source(v.d.variant)) {
+    put("schedule.h", ".schedule.h", *s);
   }
-  for (const auto& [name, v] : given) {
-    if (!scalar_names.count(name)) {
-      throw UsageError("--scalar " + name + ": no reported op has a scalar of that name");
-    }
+  auto sched = entry->artifacts.find("schedule.json");
+  if (sched != entry->artifacts.end()) {
+    v.schedule_json = nlohmann::json::parse(sched->second);
+    v.schedule_text = registry::render_schedule(v.schedule_json);
+    put("schedule", ".schedule.txt", v.schedule_text);
   }
+  return v;
+}
 
-  fs::create_directories(out.parent_path());
-  std::string tmpl = (out.parent_path() / ("." + out.filename().string() + ".tmp-XXXXXX")).string();
-  if (!mkdtemp(tmpl.data()))
-    throw std::runtime_error("cannot create a directory next to " + out.string());
-  const fs::path staging = tmpl;
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
+// Measures the op's selected variant (and its autoscheduled twin) against the bandwidth
+// kernel with its traffic at every size, or says on the page why not. True when it plotted.
+bool measure_page(OpPage& page, Registry& reg, const MeasureOptions& o) {
+  const std::string& op = page.op;
+  try {
+    Kernel& k = reg.select(op);
+    page.measured_variant = k.descriptor().variant;
+    Kernel* bw = bandwidth_kernel(reg, k.descriptor());
+    if (!o.bench) {
+      page.note = "not measured (--no-bench)";
+      return false;
     }
-  } cleanup{staging};
-  fs::create_directories(staging / "kernels");
-
-  std::vector<OpPage> pages, bandwidth_pages;
-  size_t variants = 0, plots = 0;
-  for (const auto& op : ops) {
-    OpPage page{op, {}, "", "", "", {}};
-    for (auto& d : reg->variants(op)) {
-      VariantPage v{std::move(d), {}, ""};
-      ++variants;
-      // Variant ids are validated C identifiers (descriptor schema): safe as file names.
-      if (auto entry = cache.lookup(v.d.cache_key)) {
-        const std::string base = "kernels/" + v.d.variant;
-        auto put = [&](const std::string& label, const std::string& suffix,
-                       const std::string& bytes) {
-          cache::write_file_atomic((staging / (base + suffix)).string(), bytes);
-          v.links[label] = base + suffix;
-        };
-        put("stmt_html", ".stmt.html", entry->artifacts.at("kernel.stmt.html"));
-        put("asm", ".s", entry->artifacts.at("kernel.s"));
-        if (const auto s = builder::compiled_schedule_source(v.d.variant)) {
-          put("schedule.h", ".schedule.h", *s);
-        }
-        auto sched = entry->artifacts.find("schedule.json");
-        if (sched != entry->artifacts.end()) {
-          v.schedule_json = nlohmann::json::parse(sched->second);
-          v.schedule_text = registry::render_schedule(v.schedule_json);
-          put("schedule", ".schedule.txt", v.schedule_text);
-        }
-      }
-      page.variants.push_back(std::move(v));
+    if (!k.descriptor().shape.elementwise) {
+      page.note = "sparse op: measure rows/s with `opforge bench " + op + "`";
+      return false;
     }
-    const registry::Descriptor& first = page.variants.front().d;
-    if (first.kind == "bandwidth") {
-      bandwidth_pages.push_back(std::move(page));
-      continue;
+    if (!bw) {
+      page.note = "no bandwidth kernel with this traffic in the registry";
+      return false;
     }
-    try {
-      Kernel& k = reg->select(op);
-      page.measured_variant = k.descriptor().variant;
-      Kernel* bw = bandwidth_kernel(*reg, k.descriptor());
-      if (!bench) {
-        page.note = "not measured (--no-bench)";
-      } else if (!k.descriptor().shape.elementwise) {
-        page.note = "sparse op: measure rows/s with `opforge bench " + op + "`";
-      } else if (!bw) {
-        page.note = "no bandwidth kernel with this traffic in the registry";
-      } else {
-        page.bandwidth_variant = bw->descriptor().variant;
-        std::map<std::string, double> scalars;
-        for (const auto& [name, v] : given) {
-          const registry::Input* in = k.descriptor().find_input(name);
-          if (in && in->role == registry::Input::Role::scalar) scalars[name] = v;
-        }
-        const VariantPage* measured = nullptr;
-        for (const auto& v : page.variants) {
-          if (v.d.variant == page.measured_variant) measured = &v;
-        }
-        page.conditions = measured_conditions(k.descriptor(), measured, scalars, sizes.back());
-        Kernel* twin = nullptr;
-        const std::string twin_id = builder::auto_variant_id(page.measured_variant);
-        for (const auto& v : page.variants) {
-          if (v.d.variant == twin_id) twin = &reg->load(twin_id);
-        }
-        if (twin) page.twin_variant = twin_id;
-        for (int64_t n : sizes) {
-          page.points.push_back(measure(k, *bw, twin, n, budget, scalars));
-        }
-        ++plots;
-        std::fprintf(stderr, "measured %s\n", op.c_str());
-      }
-    } catch (const std::exception& e) {
-      page.note = std::string("not measured: ") + e.what();
+    page.bandwidth_variant = bw->descriptor().variant;
+    std::map<std::string, double> scalars;
+    for (const auto& [name, v] : o.scalars) {
+      const registry::Input* in = k.descriptor().find_input(name);
+      if (in && in->role == registry::Input::Role::scalar) scalars[name] = v;
     }
-    pages.push_back(std::move(page));
+    const VariantPage* measured = nullptr;
+    for (const auto& v : page.variants) {
+      if (v.d.variant == page.measured_variant) measured = &v;
+    }
+    page.conditions = measured_conditions(k.descriptor(), measured, scalars, o.sizes.back());
+    Kernel* twin = nullptr;
+    const std::string twin_id = builder::auto_variant_id(page.measured_variant);
+    for (const auto& v : page.variants) {
+      if (v.d.variant == twin_id) twin = &reg.load(twin_id);
+    }
+    if (twin) page.twin_variant = twin_id;
+    for (int64_t n : o.sizes) {
+      page.points.push_back(measure(k, *bw, twin, n, o.budget_s, scalars));
+    }
+    std::fprintf(stderr, "measured %s\n", op.c_str());
+    return true;
+  } catch (const std::exception& e) {
+    page.note = std::string("not measured: ") + e.what();
+    return false;
   }
+}
 
+// The whole page: a header naming the registry and the host, the ops' summary table, one
+// section per op, and the bandwidth kernels.
+std::string report_html(const Registry& reg, const std::vector<OpPage>& pages,
+                        const std::vector<OpPage>& bandwidth_pages, size_t variants,
+                        int64_t threads, int64_t largest) {
   std::ostringstream html;
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   html << "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        << "<title>opforge op library</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
-       << "<h1>opforge op library</h1>\n<p class=\"meta\">registry <code>"
-       << html_escape(reg->dir()) << "</code>, Halide " << html_escape(reg->index().halide_version)
-       << "; " << pages.size() << " ops, " << bandwidth_pages.size() << " bandwidth kernels, "
-       << variants << " variants. Generated " << date << " on " << sysconf(_SC_NPROCESSORS_ONLN)
-       << " cores, " << threads << " threads; " << html_escape(host_summary())
+       << "<h1>opforge op library</h1>\n<p class=\"meta\">registry <code>" << html_escape(reg.dir())
+       << "</code>, Halide " << html_escape(reg.index().halide_version) << "; " << pages.size()
+       << " ops, " << bandwidth_pages.size() << " bandwidth kernels, " << variants
+       << " variants. Generated " << date << " on " << sysconf(_SC_NPROCESSORS_ONLN) << " cores, "
+       << threads << " threads; " << html_escape(host_summary())
        << ". GB/s counts the bytes the op must read and write once.</p>\n";
   html << "<h2>Ops</h2>\n<table><tr><th>op</th><th>kind</th><th>variants</th><th>measured "
           "variant</th><th>% of bandwidth at N = "
-       << sizes.back() << "</th></tr>\n";
+       << largest << "</th></tr>\n";
   for (const auto& p : pages) {
     html << "<tr><td><a href=\"#op-" << p.op << "\">" << p.op << "</a></td><td>"
          << html_escape(p.variants.front().d.kind) << "</td><td class=\"num\">" << p.variants.size()
@@ -444,7 +419,72 @@ int cmd_report(const Args& a) {
     html << "</table>\n";
   }
   html << "</body>\n</html>\n";
-  cache::write_file_atomic((staging / "index.html").string(), html.str());
+  return html.str();
+}
+
+}  // namespace
+
+int cmd_report(const Args& a) {
+  if (!a.has("html")) throw UsageError("report needs --html DIR");
+  const fs::path out = fs::absolute(a.get("html")).lexically_normal();
+  MeasureOptions o;
+  o.sizes = parse_sizes(a.get("sizes", "1e3,1e4,1e5,1e6,1e7"));
+  o.budget_s = a.get_int("budget-ms", 40) / 1000.0;
+  const int64_t threads = a.get_int("threads", 2);
+  if (threads < 1) throw UsageError("--threads must be at least 1");
+  o.bench = !a.has("no-bench");
+  o.scalars = scalar_options(a);
+  const auto t0 = Clock::now();
+
+  auto reg = Registry::open(registry_dir(a));
+  reg->set_num_threads(static_cast<int>(threads));
+  cache::CompileCache cache(cache_dir(a));
+  std::vector<std::string> ops = a.has("only") ? a.all("only") : reg->ops();
+  std::set<std::string> scalar_names;
+  for (const auto& op : ops) {
+    for (const auto& in : reg->variants(op).front().inputs) {  // unknown op: error, suggestion
+      if (in.role == registry::Input::Role::scalar) scalar_names.insert(in.name);
+    }
+  }
+  for (const auto& [name, v] : o.scalars) {
+    if (!scalar_names.count(name)) {
+      throw UsageError("--scalar " + name + ": no reported op has a scalar of that name");
+    }
+  }
+
+  fs::create_directories(out.parent_path());
+  std::string tmpl = (out.parent_path() / ("." + out.filename().string() + ".tmp-XXXXXX")).string();
+  if (!mkdtemp(tmpl.data()))
+    throw std::runtime_error("cannot create a directory next to " + out.string());
+  const fs::path staging = tmpl;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{staging};
+  fs::create_directories(staging / "kernels");
+
+  std::vector<OpPage> pages, bandwidth_pages;
+  size_t variants = 0, plots = 0;
+  for (const auto& op : ops) {
+    OpPage page{op, {}, "", "", "", {}};
+    for (auto& d : reg->variants(op)) {
+      page.variants.push_back(variant_page(std::move(d), cache, staging));
+      ++variants;
+    }
+    if (page.variants.front().d.kind == "bandwidth") {
+      bandwidth_pages.push_back(std::move(page));
+      continue;
+    }
+    plots += measure_page(page, *reg, o);
+    pages.push_back(std::move(page));
+  }
+
+  cache::write_file_atomic(
+      (staging / "index.html").string(),
+      report_html(*reg, pages, bandwidth_pages, variants, threads, o.sizes.back()));
   cache::write_file_atomic((staging / kMarker).string(), "opforge report\n");
   install_report(staging, out);
   cleanup.dir.clear();
