@@ -32,12 +32,12 @@ selected variant's tolerance (which is stated against an fp64 reference, so torc
 error counts against it too); the worst err/tol ratio is printed. A sanity check, not the tests.
 
 Timing: both thread pools get --threads (torch.set_num_threads, opforge_set_num_threads), with
-OMP_WAIT_POLICY=passive set before torch loads (see bench_torch.py). Calls are interleaved
+OMP_WAIT_POLICY=passive set before torch loads (see bench_env.py). Calls are interleaved
 (the order alternating between reps), each timed alone with time.perf_counter_ns; medians of
---reps. Caches are cold like `opforge bench` (registry/cli/bench_nn.cpp): before each timed call
-a read+write pass over 2 x L3 as glibc's sysconf reports it, clamped to [64, 256] MB, evicts
-what the previous call left; --warm skips it. GFLOP/s counts the descriptor's cost.flops ("-"
-for memory-bound ops, whose GB/s from cost.bytes is in --json).
+--reps. Caches are cold like `opforge bench` (registry/cli/bench/bench_nn.cpp): before each
+timed call a read+write pass over 2 x L3 as glibc's sysconf reports it, clamped to [64, 256]
+MB, evicts what the previous call left; --warm skips it. GFLOP/s counts the descriptor's
+cost.flops ("-" for memory-bound ops, whose GB/s from cost.bytes is in --json).
 
 torch.matmul goes to the BLAS that Debian's libblas.so.3 alternative points at (torch is built
 with BLAS_INFO=generic); with only libblas3 installed that is netlib's reference BLAS, serial

@@ -17,9 +17,9 @@
 #include <sstream>
 
 #include "opforge/runtime.hpp"
-#include "registry/cli/bench_model.h"
-#include "registry/cli/bench_nn.h"
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_model.h"
+#include "registry/cli/bench/bench_nn.h"
+#include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
 
 namespace opforge::cli {

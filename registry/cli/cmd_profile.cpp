@@ -49,7 +49,7 @@
 
 #include "opforge/runtime.hpp"
 #include "opforge/suggest.hpp"
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
 
 namespace opforge::cli {

@@ -23,7 +23,7 @@
 #include "registry/builder/autoscheduler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/compile_cache.h"
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
 #include "registry/cli/report_html.h"
 #include "registry/format/schedule_view.h"

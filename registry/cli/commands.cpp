@@ -5,7 +5,7 @@
 
 #include "opforge/runtime.hpp"
 #include "registry/cache/compile_cache.h"
-#include "registry/cli/bench_model.h"
+#include "registry/cli/bench/bench_model.h"
 
 namespace opforge::cli {
 

@@ -6,7 +6,7 @@
 // the flat buffers, on the op's own buffers where its arguments map onto them (as `profile`
 // does). Elements/s and GB/s count the model's elements (not padding); the bandwidth kernel's
 // GB/s counts every element it moves.
-#include "registry/cli/bench_model.h"
+#include "registry/cli/bench/bench_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 
 #include "opforge/model_presets.hpp"
 #include "opforge/runtime.hpp"
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_workload.h"
 
 namespace opforge::cli {
 

@@ -1,4 +1,4 @@
-#include "registry/cli/bench_nn.h"
+#include "registry/cli/bench/bench_nn.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
 #include "registry/cli/peers/onednn.h"
 #include "registry/format/shape_expr.h"

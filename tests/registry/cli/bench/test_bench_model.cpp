@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_util.h"
+#include "registry/cli/cli_util.h"
 
 namespace opforge::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "registry/cli/bench_workload.h"
+#include "registry/cli/bench/bench_workload.h"
 
 #include <algorithm>
 #include <cstring>
