@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "builder_test_util.h"
 #include "generators/op_table.h"
 #include "opforge/runtime.hpp"
 #include "registry/builder/registry_builder.h"
@@ -15,23 +16,8 @@ namespace opforge::builder {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/opforge-test-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-BuildReport build(const fs::path& reg, const fs::path& cache, std::vector<std::string> only) {
-  BuildOptions o;
-  o.registry_dir = reg.string();
-  o.cache_dir = cache.string();
-  o.only = std::move(only);
-  return build_registry(o);
-}
+using testing::build;
+using testing::TempDir;
 
 int leftover_temps(const fs::path& dir) {
   int n = 0;

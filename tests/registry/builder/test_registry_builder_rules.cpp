@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "builder_test_util.h"
 #include "dsl/rules/diagnostics.h"
 #include "opforge/runtime.hpp"
 #include "registry/builder/registry_builder.h"
@@ -17,27 +18,10 @@ namespace opforge::builder {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/opforge-rules-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::build;
+using testing::TempDir;
 
 const fs::path kRules = fs::path(OPFORGE_SOURCE_DIR) / "generators" / "rules";
-
-BuildReport build(const fs::path& reg, const fs::path& cache, std::vector<std::string> only,
-                  std::vector<std::string> rules) {
-  BuildOptions o;
-  o.registry_dir = reg.string();
-  o.cache_dir = cache.string();
-  o.only = std::move(only);
-  o.rules = std::move(rules);
-  return build_registry(o);
-}
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "registry/cli/cli_util.h"
+#include "../cli_util.h"
 
 namespace opforge::testing {
 namespace {
