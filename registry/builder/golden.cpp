@@ -2,9 +2,12 @@
 
 #include <Halide.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "dsl/optimizer_pipeline.h"
+#include "dsl/ulp.h"
 
 namespace opforge::builder {
 
@@ -80,6 +83,29 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d) {
     std::vector<double>& dst = d.tensors.at(names[k]);
     std::copy(results[k].data(), results[k].data() + results[k].number_of_elements(), dst.begin());
   }
+}
+
+GoldenErrors compare_with_golden(const std::vector<float>& kernel,
+                                 const std::vector<double>& golden, double rtol, double atol) {
+  if (kernel.size() != golden.size())
+    throw std::invalid_argument("compare_with_golden: " + std::to_string(kernel.size()) +
+                                " kernel values against " + std::to_string(golden.size()));
+  GoldenErrors e;
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    const float k = kernel[i];
+    const double g = golden[i];
+    ++e.elements;
+    if (std::isnan(k) || std::isnan(g)) {
+      e.exceeding += std::isnan(k) != std::isnan(g);
+      continue;
+    }
+    const double err = std::fabs(k - g);
+    e.max_abs = std::max(e.max_abs, err);
+    if (g != 0) e.max_rel = std::max(e.max_rel, err / std::fabs(g));
+    e.max_ulp = std::max(e.max_ulp, dsl::ulp_distance(k, static_cast<float>(g)));
+    e.exceeding += !(err <= atol + rtol * std::fabs(g));
+  }
+  return e;
 }
 
 }  // namespace opforge::builder

@@ -24,4 +24,14 @@ struct GoldenData {
 // fp64.
 void run_golden(const dsl::ResolvedOp& op, GoldenData& d);
 
+// How far a kernel's output is from the golden: the largest absolute, relative (where the
+// golden is not 0) and ulp errors, and how many elements exceed |k - g| <= atol + rtol * |g|
+// (NaN matches only NaN).
+struct GoldenErrors {
+  double max_abs = 0, max_rel = 0;
+  int64_t max_ulp = 0, exceeding = 0, elements = 0;
+};
+GoldenErrors compare_with_golden(const std::vector<float>& kernel,
+                                 const std::vector<double>& golden, double rtol, double atol);
+
 }  // namespace opforge::builder

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "dsl/ulp.h"
 #include "opforge/runtime.hpp"
 #include "opforge/suggest.hpp"
 #include "registry/builder/golden.h"
@@ -18,13 +17,6 @@
 namespace opforge::cli {
 
 namespace {
-
-using dsl::ulp_distance;
-
-struct Errors {
-  double max_abs = 0, max_rel = 0;
-  int64_t max_ulp = 0, exceeding = 0, elements = 0;
-};
 
 bool narrow(registry::DType t) {
   return t == registry::DType::f16 || t == registry::DType::bf16;
@@ -152,11 +144,10 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
   c.scalars.insert(g.scalars.begin(), g.scalars.end());
 }
 
-// Every output against the golden: |k - g| <= atol + rtol * |g|; NaN only matches NaN. A
-// narrow output (the model copy, bf16 states) is the golden's fp64 value rounded once more:
-// its tolerance adds half an ulp of its dtype (at most 2^-8 bf16, 2^-11 f16, relative) and
-// f16's smallest subnormal. test_kernels checks the copy bit-exactly against the kernel's own
-// master.
+// Every output against the golden (builder::compare_with_golden). A narrow output (the model copy,
+// bf16 states) is the golden's fp64 value rounded once more: its tolerance adds half an ulp of its
+// dtype (at most 2^-8 bf16, 2^-11 f16, relative) and f16's smallest subnormal. test_kernels checks
+// the copy bit-exactly against the kernel's own master.
 nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
   nlohmann::json states = nlohmann::json::object();
   for (const auto& out : d.outputs) {
@@ -168,20 +159,8 @@ nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
       atol += std::ldexp(1.0, -24);
     }
     const std::vector<float>& k = narrow(out.dtype) ? widened : c.f32.at(out.aliases);
-    const std::vector<double>& want = c.golden.tensors.at(out.aliases);
-    Errors e;
-    for (size_t i = 0; i < k.size(); ++i) {
-      ++e.elements;
-      if (std::isnan(k[i]) || std::isnan(want[i])) {
-        e.exceeding += std::isnan(k[i]) != std::isnan(want[i]);
-        continue;
-      }
-      const double err = std::fabs(k[i] - want[i]);
-      e.max_abs = std::max(e.max_abs, err);
-      if (want[i] != 0) e.max_rel = std::max(e.max_rel, err / std::fabs(want[i]));
-      e.max_ulp = std::max(e.max_ulp, ulp_distance(k[i], static_cast<float>(want[i])));
-      e.exceeding += !(err <= atol + rtol * std::fabs(want[i]));
-    }
+    const builder::GoldenErrors e =
+        builder::compare_with_golden(k, c.golden.tensors.at(out.aliases), rtol, atol);
     states[out.name] = {{"max_abs_error", e.max_abs},
                         {"max_rel_error", e.max_rel},
                         {"max_ulp", e.max_ulp},

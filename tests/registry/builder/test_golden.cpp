@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "dsl/resolved_op.h"
 #include "generators/ops.h"
@@ -62,6 +64,27 @@ TEST_CASE("run_golden: the multi-tensor form is refused, naming the op") {
   GoldenData g;
   CHECK_THROWS_WITH_AS(run_golden(dsl::resolve(generators::multi_tensor_apply_lamb()), g),
                        doctest::Contains("op 'multi_tensor_apply_lamb'"), std::invalid_argument);
+}
+
+TEST_CASE("compare_with_golden: errors, ulps, the tolerance, NaN only matching NaN") {
+  const float one_up = std::nextafter(1.0f, 2.0f);  // 1 + 2^-23
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> kernel = {1.0f, one_up, 2.5f, nan, nan, 0.0f};
+  const std::vector<double> golden = {1.0, 1.0, 2.0, std::nan(""), 1.0, 1e-9};
+  // |err| <= 1e-6 + 0.1 * |g|: index 2 (err 0.5 > 0.2) and index 4 (NaN vs 1) exceed.
+  const GoldenErrors e = compare_with_golden(kernel, golden, 0.1, 1e-6);
+  CHECK(e.elements == 6);
+  CHECK(e.exceeding == 2);
+  CHECK(e.max_abs == 0.5);
+  CHECK(e.max_rel == doctest::Approx(1.0));  // index 5: |0 - 1e-9| / 1e-9
+  // The largest is index 5: from 0 to 1e-9f are as many steps as 1e-9f's bits, 0x3089705f.
+  CHECK(e.max_ulp == 0x3089705f);
+  // 2.5f is 2^21 fp32 steps above 2.0f: 0.5 in a binade of 2^23 steps of 2^-22.
+  CHECK(compare_with_golden({2.5f}, {2.0}, 0, 0).max_ulp == (int64_t(1) << 21));
+  CHECK(compare_with_golden({one_up}, {1.0}, 0, 0).max_ulp == 1);
+  CHECK(compare_with_golden({one_up}, {1.0}, 0, 0).exceeding == 1);
+  CHECK(compare_with_golden({one_up}, {1.0}, 0, 1.2e-7).exceeding == 0);
+  CHECK_THROWS_AS(compare_with_golden({1.0f}, {1.0, 2.0}, 0, 0), std::invalid_argument);
 }
 
 }  // namespace
