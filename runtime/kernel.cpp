@@ -99,9 +99,16 @@ void Kernel::fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values,
   }
 }
 
+std::shared_mutex& thread_pool_mutex() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 void Kernel::invoke(void** argv, const std::string& where) {
   halide_error.clear();
+  std::shared_lock<std::shared_mutex> pool(thread_pool_mutex());
   const int rc = reinterpret_cast<int (*)(void**)>(argv_fn_)(argv);
+  pool.unlock();
   if (rc != 0) {
     throw Error("op '" + desc_.op + "': kernel " + desc_.variant + " failed with Halide error " +
                 std::to_string(rc) + where + (halide_error.empty() ? "" : ": " + halide_error));

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ constexpr size_t kMaxArgs = 32;
 
 // The Halide runtime's error handler: keeps the message for the failing call's error.
 void capture_halide_error(void*, const char* msg);
+
+// Kernel invocations hold it shared; Registry::set_num_threads holds it exclusively, so the
+// shared Halide thread pool is never shut down under a running kernel (it hung or aborted
+// when it was). One per process, as the Halide runtime is.
+std::shared_mutex& thread_pool_mutex();
 
 inline halide_type_t halide_type_of(registry::DType t) {
   using registry::DType;

@@ -160,6 +160,7 @@ std::vector<Descriptor> Registry::variants(const std::string& op) const {
 }
 
 void* Registry::runtime_handle() {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
   if (runtime_) return runtime_;
   // Kernels name the runtime by soname, so every registry's kernels in a process bind to the
   // first one loaded: reuse it, so thread count and error handler act on the pool in use.
@@ -179,11 +180,15 @@ void* Registry::runtime_handle() {
 }
 
 void Registry::set_num_threads(int n) {
+  if (n < 0)
+    throw Error("set_num_threads: " + std::to_string(n) + " threads (0 = Halide's default)");
   void* h = runtime_handle();
   auto shutdown = reinterpret_cast<void (*)()>(dlsym(h, "halide_shutdown_thread_pool"));
   auto set = reinterpret_cast<int (*)(int)>(dlsym(h, "halide_set_num_threads"));
   if (!shutdown || !set) throw Error("Halide runtime lacks thread-pool controls");
-  // halide_set_num_threads alone is lazy: existing workers keep taking jobs.
+  // halide_set_num_threads alone is lazy: existing workers keep taking jobs. Calls running
+  // now finish first, and calls made meanwhile wait (thread_pool_mutex).
+  std::unique_lock<std::shared_mutex> pool(thread_pool_mutex());
   shutdown();
   set(n);
 }
@@ -381,6 +386,7 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
 }
 
 Kernel& Registry::load(const std::string& variant) {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
   auto it = loaded_.find(variant);
   if (it != loaded_.end()) return *it->second;
   bool known = false;
@@ -404,6 +410,7 @@ Kernel& Registry::load(const std::string& variant) {
 }
 
 Kernel& Registry::load_descriptor(const Descriptor& d) {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
   auto it = loaded_.find(d.variant);
   if (it != loaded_.end()) return *it->second;
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -186,7 +187,12 @@ class Registry {
   // or a CPU without the variant's features.
   Kernel& load(const std::string& variant);
 
-  void set_num_threads(int n);  // shared Halide thread pool; 0 = Halide's default
+  // The shared Halide thread pool's size; 0 = Halide's default. Waits for kernel calls in
+  // flight (in any thread) to finish; calls made meanwhile wait for it.
+  void set_num_threads(int n);
+
+  // Thread safety: a Registry and its Kernels may be shared between threads. select(), load()
+  // and the Kernel calls may run concurrently; load() dlopens each variant once.
 
  private:
   Registry() = default;
@@ -204,6 +210,8 @@ class Registry {
   registry::Index index_;
   void* runtime_ = nullptr;
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
+  // Guards runtime_ and loaded_ (recursive: load() calls load_descriptor()).
+  std::unique_ptr<std::recursive_mutex> mu_ = std::make_unique<std::recursive_mutex>();
 };
 
 // CPU features by the names registry descriptors use (__builtin_cpu_supports spelling), as the
