@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "dsl/fingerprint.h"
@@ -421,7 +422,13 @@ void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& o
     }
   };
   std::vector<std::thread> pool;
-  for (int j = 1; j < jobs; ++j) pool.emplace_back(work);
+  for (int j = 1; j < jobs; ++j) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
   work();
   for (auto& t : pool) t.join();
   for (const auto& e : errors) {
@@ -466,6 +473,8 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
 }  // namespace
 
 BuildReport build_registry(const BuildOptions& opts) {
+  if (opts.registry_dir.empty()) throw std::invalid_argument("build_registry: empty registry dir");
+  if (opts.jobs < 0) throw std::invalid_argument("build_registry: negative jobs");
   const auto t0 = Clock::now();
   BuildReport report;
   report.registry_dir = opts.registry_dir;

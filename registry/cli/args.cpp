@@ -19,6 +19,15 @@ const std::vector<std::string>& Args::all(const std::string& o) const {
   return it == values.end() ? none : it->second;
 }
 
+int64_t Args::get_int(const std::string& o, int64_t def, int64_t lo, int64_t hi) const {
+  const int64_t v = get_int(o, def);
+  if (has(o) && (v < lo || v > hi)) {
+    throw UsageError("--" + o + ": " + std::to_string(v) + " is outside [" + std::to_string(lo) +
+                     ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
 int64_t Args::get_int(const std::string& o, int64_t def) const {
   if (!has(o)) return def;
   const std::string s = get(o);
@@ -64,6 +73,9 @@ Args parse(const CommandSpec& spec, int argc, char** argv, int first) {
       value = argv[++k];
     }
     if (o->value_name.empty() && inline_value) throw UsageError("--" + name + " takes no value");
+    // An empty value is never meant: `--registry ""` used to build into /.
+    if (!o->value_name.empty() && value.empty())
+      throw UsageError("--" + name + " needs a non-empty " + o->value_name);
     if (!o->repeated && a.values.count(name)) throw UsageError("--" + name + " given twice");
     a.values[name].push_back(value);
   }

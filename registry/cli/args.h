@@ -13,6 +13,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Ranges of the integer options several commands share.
+inline constexpr int64_t kMaxThreads = 1024;  // --threads, --jobs
+
 struct OptionSpec {
   std::string name;        // without "--"
   std::string value_name;  // "" for a flag
@@ -35,6 +38,8 @@ struct Args {
   std::string get(const std::string& o, const std::string& def = "") const;
   const std::vector<std::string>& all(const std::string& o) const;
   int64_t get_int(const std::string& o, int64_t def) const;  // UsageError on bad numbers
+  // The same, and a UsageError naming the range when a given value is outside [lo, hi].
+  int64_t get_int(const std::string& o, int64_t def, int64_t lo, int64_t hi) const;
 };
 
 // Parses argv[first..]; `--help` sets values["help"]. Throws UsageError naming the option.

@@ -36,12 +36,12 @@ nlohmann::json bench_sparse(const Args& a, Registry& reg, Kernel& op,
     throw UsageError("--rows, --cols, --indices must be positive");
   }
   SparseWorkload w(d, rows, cols, count, given);
-  reg.set_num_threads(static_cast<int>(a.get_int("threads", 2)));
+  reg.set_num_threads(static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads)));
   auto call = [&] { return time_call(op, w); };
   call();
   const double once = std::max(1e-7, call());
-  const int64_t reps =
-      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(1.0 / once), 11, 2001);
+  const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
+                                     : std::clamp<int64_t>(int64_t(1.0 / once), 11, 2001);
   std::vector<double> t;
   for (int64_t r = 0; r < reps; ++r) t.push_back(call());
   const double m = median(t);
@@ -66,7 +66,7 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
                            const std::map<std::string, double>& given, Kernel* twin) {
   const registry::Descriptor& d = op.descriptor();
   const int64_t n = a.get_int("n", 1000000);
-  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   Kernel* bwk = bandwidth_kernel(reg, d);
   if (!bwk) throw Error(d.variant + ": the registry has no bandwidth kernel with its traffic");
   Kernel& bw = *bwk;
@@ -78,8 +78,8 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   reg.set_num_threads(threads);
   time_call(op, wo);
   const double once = std::max(1e-7, time_call(op, wo));
-  const int64_t reps =
-      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(0.3 / once), 21, 5001);
+  const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
+                                     : std::clamp<int64_t>(int64_t(0.3 / once), 21, 5001);
   std::vector<double> t_op, t_bw, t_bw1, t_twin;
   std::unique_ptr<Workload> wt(twin ? new Workload(twin->descriptor(), n, given) : nullptr);
   const int rounds = 5;  // thread-count switches happen between rounds, never inside timing
@@ -168,7 +168,7 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
         "): it cannot be updated in chunks");
   }
   const int64_t n = a.get_int("n", 1000000);
-  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   const std::vector<int64_t> chunks = split_sizes(a.get("split"));
   Workload w(d, n, given);
   const double bytes = static_cast<double>(n) * bytes_per_element(d);
@@ -194,8 +194,8 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
   series.insert(series.end(), chunks.begin(), chunks.end());
   for (int64_t c : series) run(c);  // warm up: pages, pool, caches
   const double once = std::max(1e-7, run(0));
-  const int64_t reps =
-      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(0.3 / once), 7, 2001);
+  const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
+                                     : std::clamp<int64_t>(int64_t(0.3 / once), 7, 2001);
   if (reps < 1) throw UsageError("--reps must be positive");
   std::vector<std::vector<double>> t(series.size());
   for (int64_t r = 0; r < reps; ++r) {
@@ -343,7 +343,7 @@ int cmd_bench(const Args& a) {
   }
   auto reg = Registry::open(registry_dir(a));
   const std::map<std::string, double> given = scalar_options(a);
-  if (a.get_int("n", 1) < 1 || a.get_int("threads", 1) < 1) {
+  if (a.get_int("n", 1) < 1 || a.get_int("threads", 1, 1, kMaxThreads) < 1) {
     throw UsageError("--n and --threads must be positive");
   }
   const std::string target = a.positional.at(0);

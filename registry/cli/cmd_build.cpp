@@ -33,7 +33,7 @@ int cmd_build(const Args& a) {
   builder::BuildOptions o;
   o.registry_dir = registry_dir(a);
   o.cache_dir = cache_dir(a);
-  o.jobs = static_cast<int>(a.get_int("jobs", 0));
+  o.jobs = static_cast<int>(a.get_int("jobs", 0, 1, kMaxThreads));
   o.only = a.all("only");
   o.rules = a.all("rules");
   const char* disable = std::getenv("OPFORGE_CACHE_DISABLE");

@@ -105,7 +105,7 @@ int cmd_cache(const Args& a) {
     const uint64_t bytes = a.has("max-size")  ? size_option(a, "max-size")
                            : a.has("max-age") ? 0
                                               : cache::effective_max_size(c.root()).bytes;
-    const uint64_t age = static_cast<uint64_t>(a.get_int("max-age", 0)) * 86400;
+    const uint64_t age = static_cast<uint64_t>(a.get_int("max-age", 0, 0, 36500)) * 86400;
     std::printf("removed %llu entries\n", (unsigned long long)c.prune(bytes, age));
     return 0;
   }

@@ -94,7 +94,7 @@ int cmd_diff(const Args& a) {
   if (a.positional.size() == 1 && set.empty()) {
     throw UsageError("diff needs two variants, or one and --set NAME=VALUE to preview");
   }
-  const int64_t context = a.get_int("context", 3);
+  const int64_t context = a.get_int("context", 3, 0, 1000000);
   if (context < 0) throw UsageError("--context must be >= 0");
   const InspectedKernel ka = inspect_kernel(a, first, {});
   const InspectedKernel kb = inspect_kernel(a, second, set);

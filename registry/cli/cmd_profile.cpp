@@ -485,9 +485,10 @@ void print_text(const ojson& j, bool by_call) {
 
 int cmd_profile(const Args& a) {
   const std::string file = a.positional.at(0);
-  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   if (threads < 1) throw UsageError("--threads must be positive");
-  if (a.has("steps") && a.get_int("steps", 1) < 1) throw UsageError("--steps must be positive");
+  if (a.has("steps") && a.get_int("steps", 1, 1, 100000000) < 1)
+    throw UsageError("--steps must be positive");
   const ProfileSpec spec = read_profile(file);
 
   auto reg = Registry::open(registry_dir(a));
@@ -505,7 +506,7 @@ int cmd_profile(const Args& a) {
   op_step(calls, t_op);  // warm-up: wakes the pool, faults in code and data
   bw_step(calls, t_bw);
   // --steps, or until about 1 s of op time (at least 5 steps).
-  const int64_t fixed = a.has("steps") ? a.get_int("steps", 5) : 0;
+  const int64_t fixed = a.has("steps") ? a.get_int("steps", 5, 1, 100000000) : 0;
   std::vector<std::vector<double>> op_t, bw_t;
   double op_time = 0;
   while (fixed ? static_cast<int64_t>(op_t.size()) < fixed

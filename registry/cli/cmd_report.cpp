@@ -429,9 +429,8 @@ int cmd_report(const Args& a) {
   const fs::path out = fs::absolute(a.get("html")).lexically_normal();
   MeasureOptions o;
   o.sizes = parse_sizes(a.get("sizes", "1e3,1e4,1e5,1e6,1e7"));
-  o.budget_s = a.get_int("budget-ms", 40) / 1000.0;
-  const int64_t threads = a.get_int("threads", 2);
-  if (threads < 1) throw UsageError("--threads must be at least 1");
+  o.budget_s = a.get_int("budget-ms", 40, 1, 3600000) / 1000.0;
+  const int64_t threads = a.get_int("threads", 2, 1, kMaxThreads);
   o.bench = !a.has("no-bench");
   o.scalars = scalar_options(a);
   const auto t0 = Clock::now();

@@ -102,7 +102,8 @@ int cmd_run(const Args& a) {
   if (!a.has("out")) throw UsageError("--out DIR is required");
   auto reg = Registry::open(registry_dir(a));
   const std::string op = a.positional.at(0);
-  if (a.has("threads")) reg->set_num_threads(static_cast<int>(a.get_int("threads", 0)));
+  if (a.has("threads"))
+    reg->set_num_threads(static_cast<int>(a.get_int("threads", 0, 1, kMaxThreads)));
 
   // Read every input before anything runs or is written.
   std::map<std::string, npy::Array> arrays;

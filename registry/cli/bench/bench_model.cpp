@@ -53,7 +53,7 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
   const bool segmented = !d.shape.segments.empty();
   const ModelLayout layout = model_preset(
       a.get("model"), a.get_int("align", segmented ? 2048 : ModelLayout::kDefaultAlignment));
-  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   Kernel* bwk = bandwidth_kernel(reg, d);
   if (!bwk) throw Error(d.variant + ": the registry has no bandwidth kernel with its traffic");
   Kernel& bw = *bwk;
@@ -103,8 +103,8 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
   reg.set_num_threads(threads);
   for (const auto& f : series) seconds(f);  // warm up: pool, caches, lazy binding
   const double once = std::max(1e-7, seconds(series[0]));
-  const int64_t reps =
-      a.has("reps") ? a.get_int("reps", 0) : std::clamp<int64_t>(int64_t(0.3 / once), 21, 2001);
+  const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
+                                     : std::clamp<int64_t>(int64_t(0.3 / once), 21, 2001);
   if (reps < 1) throw UsageError("--reps must be positive");
   std::vector<double> t[3];
   for (int64_t r = 0; r < reps; ++r) {

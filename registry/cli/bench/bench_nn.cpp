@@ -149,7 +149,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   const registry::Descriptor d0 = reg.variants(op).front();
   if (!d0.shape.named_dims) throw UsageError("op '" + op + "' is not an NN op");
   Problem p = make_problem(d0, a.all("shape"), given);
-  const int threads = static_cast<int>(a.get_int("threads", 2));
+  const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   reg.set_num_threads(threads);
   std::map<std::string, std::string> attrs = attr_options(a);
   Kernel& k = a.has("variant")
@@ -259,7 +259,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   double once = 0;
   for (auto& r : runs) once += timed(r.run);
   const int64_t reps = a.has("reps")
-                           ? a.get_int("reps", 0)
+                           ? a.get_int("reps", 0, 1, 100000000)
                            : std::clamp<int64_t>(int64_t(2.0 / std::max(once, 1e-7)), 7, 301);
   for (int64_t i = 0; i < reps; ++i) {
     for (auto& r : runs) r.t.push_back(timed(r.run));

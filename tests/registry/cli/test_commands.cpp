@@ -53,5 +53,38 @@ TEST_CASE("run OP --help lists the op's own arguments in order, from its descrip
   CHECK(contains(r.out, "Nesterov"));
 }
 
+TEST_CASE("option values: an empty value and an out-of-range number are usage errors") {
+  TempDir dir;
+  // `--registry ""` built into / before; now nothing is written anywhere.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"build", "--registry", "", "--only", "apply_gradient_descent"},
+        {"build", "--registry=", "--only", "apply_gradient_descent"},
+        {"list", "--registry", ""},
+        {"run", "apply_adam", "--out", ""}}) {
+    const Result r = opforge(args);
+    CAPTURE(r.all());
+    CHECK(r.rc == 2);
+    CHECK(contains(r.err, "needs a non-empty"));
+  }
+  CHECK_FALSE(fs::exists("/index.json"));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> ranges = {
+      {{"bench", "apply_adam", "--threads", "-5"}, "--threads: -5 is outside [1, 1024]"},
+      {{"bench", "apply_adam", "--threads", "0"}, "--threads: 0 is outside [1, 1024]"},
+      {{"build", "--jobs", "100000"}, "--jobs: 100000 is outside"},
+      {{"bench", "apply_adam", "--reps", "0"}, "--reps: 0 is outside"},
+      {{"report", "--html", dir / "r", "--budget-ms", "-1"}, "--budget-ms: -1 is outside"},
+      {{"cache", "prune", "--max-age", "-3", "--cache-dir", dir / "cache"},
+       "--max-age: -3 is outside"}};
+  for (const auto& [args, message] : ranges) {
+    const bool reads_registry = args[0] != "cache" && args[0] != "build";
+    const Result r = reads_registry ? opforge_reg(args) : opforge(args);
+    CAPTURE(r.all());
+    CHECK(r.rc == 2);
+    CHECK(contains(r.err, message));
+  }
+  CHECK_FALSE(fs::exists(dir / "r"));
+  CHECK_FALSE(fs::exists(dir / "cache"));
+}
+
 }  // namespace
 }  // namespace opforge::testing
