@@ -2,6 +2,7 @@
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/LockFileManager.h>
 
 #include <algorithm>
 #include <atomic>
@@ -211,32 +212,94 @@ void install(const std::string& path, const std::string& bytes, unsigned mode) {
   cache::write_file_atomic(path, bytes, mode);
 }
 
+// Written into a registry directory before anything else: a directory holding it is opforge's
+// own, so a build that finds it without index.json (killed, or out of disk, before the index
+// was written) resumes there instead of refusing.
+constexpr const char* kRegistryMarker = ".opforge-registry";
+
 void check_registry_dir(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return;
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir + ": not a directory");
   if (fs::exists(fs::path(dir) / "index.json", ec)) return;
+  if (fs::exists(fs::path(dir) / kRegistryMarker, ec)) return;  // our own, half written
   if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
-    throw std::runtime_error(dir +
-                             ": exists, is not empty and holds no index.json; refusing to write "
-                             "a registry over it");
+    throw std::runtime_error(dir + ": exists, is not empty and holds neither index.json nor " +
+                             kRegistryMarker + "; refusing to write a registry over it");
   }
 }
 
-// The variants of an existing index that a partial build keeps.
+// The entries a registry's own descriptors describe (those that parse and whose kernel file is
+// there): the index of a registry whose index.json is missing or corrupt.
+std::vector<registry::IndexEntry> entries_from_descriptors(const std::string& dir) {
+  std::vector<registry::IndexEntry> out;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "ops", ec)) {
+    if (f.path().extension() != ".json") continue;
+    try {
+      const registry::Descriptor d =
+          registry::descriptor_from_json(cache::read_file(f.path().string()), f.path().string());
+      if (d.variant != f.path().stem().string()) continue;
+      if (!fs::is_regular_file(fs::path(dir) / d.kernel.file, ec)) continue;
+      out.push_back({d.variant, d.op, "ops/" + d.variant + ".json", d.target.isa, d.attr_values()});
+    } catch (const std::exception&) {
+      // a damaged descriptor describes nothing; the build rewrites its ops' files
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const registry::IndexEntry& a, const registry::IndexEntry& b) {
+              return a.variant < b.variant;
+            });
+  return out;
+}
+
+// The variants of an existing registry that a partial build keeps: its index's, or, when
+// index.json is missing or corrupt, what its descriptors describe.
 std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
                                                const std::set<std::string>& rebuilt_ops) {
-  std::vector<registry::IndexEntry> out;
   const std::string path = dir + "/index.json";
   std::error_code ec;
-  if (!fs::exists(path, ec)) return out;
-  registry::Index old = registry::index_from_json(cache::read_file(path), path);
-  for (const auto& e : old.variants) {
+  std::vector<registry::IndexEntry> old;
+  try {
+    if (!fs::exists(path, ec)) throw std::runtime_error("no index");
+    old = registry::index_from_json(cache::read_file(path), path).variants;
+  } catch (const std::exception&) {
+    old = entries_from_descriptors(dir);
+  }
+  std::vector<registry::IndexEntry> out;
+  for (const auto& e : old) {
     if (!rebuilt_ops.count(e.op) && fs::exists(fs::path(dir) / e.descriptor, ec)) {
       out.push_back(e);
     }
   }
   return out;
+}
+
+// Runs `fn` holding the registry's lock (llvm::LockFileManager on <dir>/index.json, as the
+// cache locks its entries): concurrent builds into one registry install one at a time, each
+// reading the index the previous one wrote. A lock whose owner died is taken over. Throws
+// when the lock cannot be made or another build holds it for `wait_seconds`.
+template <typename Fn>
+void with_registry_lock(const std::string& dir, unsigned wait_seconds, Fn&& fn) {
+  const std::string target = dir + "/index.json";
+  const auto give_up = Clock::now() + std::chrono::seconds(wait_seconds);
+  for (;;) {
+    llvm::LockFileManager lock(target);
+    switch (lock.getState()) {
+      case llvm::LockFileManager::LFS_Owned:
+        fn();
+        return;
+      case llvm::LockFileManager::LFS_Error:
+        throw std::runtime_error(dir + ": cannot lock the registry: " + lock.getErrorMessage());
+      case llvm::LockFileManager::LFS_Shared:
+        if (Clock::now() >= give_up) {
+          throw std::runtime_error(dir + ": another opforge build holds the registry lock (" +
+                                   target + ".lock) after " + std::to_string(wait_seconds) + " s");
+        }
+        lock.waitForUnlock(wait_seconds);
+        break;
+    }
+  }
 }
 
 void remove_stale(const std::string& dir, const std::string& sub, const std::string& ext,
@@ -442,6 +505,7 @@ void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& o
 void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant>& plan,
                       const std::string& halide_version, const cache::Entry& rt_entry,
                       const std::vector<cache::Entry>& entries) {
+  install(opts.registry_dir + "/" + kRegistryMarker, "opforge registry\n", 0644);
   registry::Index index;
   index.runtime_library = std::string("lib/") + kRuntimeLibrary;
   index.halide_version = halide_version;
@@ -552,7 +616,11 @@ BuildReport build_registry(const BuildOptions& opts) {
       cache.record_variant(plan[k].id, plan[k].key.hex_digest(), plan[k].key.parts());
     }
   }
-  install_registry(opts, plan, hid.version, rt_entry, entries);
+  // One build installs at a time; a partial build keeps what the previous one wrote.
+  if (auto ec = llvm::sys::fs::create_directories(opts.registry_dir))
+    throw std::runtime_error(opts.registry_dir + ": cannot create the registry: " + ec.message());
+  with_registry_lock(opts.registry_dir, 600,
+                     [&] { install_registry(opts, plan, hid.version, rt_entry, entries); });
 
   // ccache's automatic cleanup, after every build: keeps the entries this registry uses.
   if (use_cache) {
