@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "registry/format/atomic_write.h"
+#include "registry/format/bounded_read.h"
 
 namespace opforge::npy {
 namespace {
@@ -516,26 +517,13 @@ Array parse(const std::string& bytes, const std::string& origin) {
 }
 
 Array read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
   std::string bytes;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    bytes.reserve(static_cast<size_t>(st.st_size));
+  try {
+    // Regular files only: /dev/zero grew without bound, a FIFO blocked.
+    bytes = registry::read_regular_file(path, registry::kNpyLimits);
+  } catch (const std::runtime_error& e) {
+    throw NpyError(e.what());  // "PATH: what is wrong[: reason]"
   }
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail(path, "cannot read: " + errno_text(err));
-    }
-    if (r == 0) break;
-    bytes.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
   return parse(bytes, path);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "opforge/runtime.hpp"
 #include "opforge/suggest.hpp"
+#include "registry/format/bounded_read.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
 #include "runtime/views.h"
@@ -25,12 +27,40 @@ using registry::KernelArg;
 
 namespace {
 
+// A registry's JSON: a regular file inside it (no symlink), of bounded size.
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  try {
+    return registry::read_regular_file(path, registry::kJsonLimits);
+  } catch (const std::runtime_error& e) {
+    throw Error(e.what());
+  }
+}
+
+// `rel` (a descriptor's kernel file, the index's runtime library) is a regular file inside the
+// registry `dir`: neither it nor a directory on the way is a symbolic link, so dlopen never
+// follows a link out of the registry (a library's constructors run before any other check).
+void check_inside(const std::string& dir, const std::string& rel, const std::string& what) {
+  std::string path = dir;
+  size_t at = 0;
+  for (;;) {
+    const size_t slash = rel.find('/', at);
+    const bool last = slash == std::string::npos;
+    path += "/" + rel.substr(at, last ? std::string::npos : slash - at);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      throw Error(dir + "/" + rel + ": " + what + ": " + path + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      throw Error(dir + "/" + rel + ": " + what + ": " + path +
+                  " is a symbolic link; registry files are not followed out of the registry");
+    }
+    if (last && !S_ISREG(st.st_mode)) {
+      throw Error(path + ": " + what + ": it is " + registry::file_kind(st.st_mode) +
+                  ", not a regular file");
+    }
+    if (last) return;
+    at = slash + 1;
+  }
 }
 
 std::string canonical_attr(const registry::Attr& a, const std::string& text,
@@ -167,6 +197,7 @@ void* Registry::runtime_handle() {
   const std::string path = dir_ + "/" + index_.runtime_library;
   const std::string soname = path.substr(path.find_last_of('/') + 1);
   if (access(path.c_str(), R_OK) != 0) throw Error(path + ": Halide runtime library missing");
+  check_inside(dir_, index_.runtime_library, "cannot load the Halide runtime");
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (!h) h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
@@ -416,6 +447,7 @@ Kernel& Registry::load_descriptor(const Descriptor& d) {
 
   runtime_handle();
   const std::string path = dir_ + "/" + d.kernel.file;
+  check_inside(dir_, d.kernel.file, "cannot load kernel");
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
   void* argv_fn = dlsym(h, (d.kernel.entry + "_argv").c_str());

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "dsl/rules/rule_parser.h"
+#include "registry/format/bounded_read.h"
 
 namespace opforge::dsl::rules {
 
@@ -168,11 +169,9 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
 }
 
 OptimizerDecl load_rule_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open rule file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return to_decl(std::make_shared<const Rule>(parse_rule(text.str(), path)), path);
+  // A regular file of at most 1 MiB: a FIFO given as a rule file used to hang the build.
+  const std::string text = registry::read_regular_file(path, registry::kRuleLimits);
+  return to_decl(std::make_shared<const Rule>(parse_rule(text, path)), path);
 }
 
 }  // namespace opforge::dsl::rules

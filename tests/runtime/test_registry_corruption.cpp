@@ -178,6 +178,52 @@ TEST_CASE("corrupt registry: a kernel .so replaced by garbage cannot load") {
   CHECK(contains(msg2, so2.string()));
 }
 
+TEST_CASE("hostile registry: a kernel or runtime that is a symlink, or not a file, is not loaded") {
+  RegistryCopy copy;
+  TempDir elsewhere;
+  // A kernel .so replaced by a link to a library outside the registry: dlopen would run its
+  // constructors before any check; now it is refused without being opened.
+  const fs::path so = copy / "kernels/apply_gradient_descent__f32__avx2.so";
+  const fs::path outside = elsewhere.path() / "evil.so";
+  fs::copy_file(so, outside);
+  fs::remove(so);
+  fs::create_symlink(outside, so);
+  auto reg = Registry::open(copy.dir().string());
+  std::string msg = error_of([&] { reg->select("apply_gradient_descent", {}, "avx2"); });
+  CHECK(contains(msg, "is a symbolic link"));
+  CHECK(contains(msg, so.string()));
+  // A kernels/ directory that is itself a link out.
+  RegistryCopy copy2;
+  fs::rename(copy2 / "kernels", elsewhere.path() / "kernels");
+  fs::create_symlink(elsewhere.path() / "kernels", copy2 / "kernels");
+  auto reg2 = Registry::open(copy2.dir().string());
+  msg = error_of([&] { reg2->select("apply_gradient_descent", {}, "avx2"); });
+  CHECK(contains(msg, "is a symbolic link"));
+  // A kernel that is a directory.
+  RegistryCopy copy3;
+  const fs::path so3 = copy3 / "kernels/apply_gradient_descent__f32__avx2.so";
+  fs::remove(so3);
+  fs::create_directory(so3);
+  auto reg3 = Registry::open(copy3.dir().string());
+  msg = error_of([&] { reg3->select("apply_gradient_descent", {}, "avx2"); });
+  CHECK(contains(msg, "a directory, not a regular file"));
+  // index.json as a symlink: the registry is refused at open.
+  RegistryCopy copy4;
+  fs::rename(copy4 / "index.json", elsewhere.path() / "index.json");
+  fs::create_symlink(elsewhere.path() / "index.json", copy4 / "index.json");
+  msg = error_of([&] { Registry::open(copy4.dir().string()); });
+  CHECK(contains(msg, "symbolic link"));
+}
+
+TEST_CASE("hostile registry: an index nested 100,000 deep is refused by its depth") {
+  RegistryCopy copy;
+  write_file(copy / "index.json", std::string(100000, '[') + std::string(100000, ']'));
+  // Refused at the 65th level, before anything deeper is built (before: 10 GB and 44 s).
+  const std::string msg = error_of([&] { Registry::open(copy.dir().string()); });
+  CHECK(contains(msg, "nested deeper than 64 levels"));
+  CHECK(contains(msg, "/0/0/0"));  // the pointer where it stopped
+}
+
 TEST_CASE("corrupt registry: a missing Halide runtime library is named") {
   RegistryCopy copy;
   const fs::path rt = copy / "lib/libopforge_halide_runtime.so";

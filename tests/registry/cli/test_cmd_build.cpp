@@ -217,6 +217,19 @@ TEST_CASE("a registry without its index, or with a corrupt one, is resumed by th
   CHECK_FALSE(fs::exists(foreign / "index.json"));
 }
 
+// A FIFO given as a rule file hung the build.
+TEST_CASE("build --rules: a FIFO or a directory entry that is not a file is refused, unread") {
+  TempDir dir;
+  const std::string fifo = dir / "x.rule";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Result r = opforge({"build", "--registry", dir / "reg", "--cache-dir", dir / "cache",
+                            "--rules", fifo, "--only", "apply_gradient_descent"},
+                           kNoPrune);
+  CHECK(r.rc != 0);
+  CHECK(contains(r.err, fifo + ": is a FIFO, not a regular file"));
+  CHECK_FALSE(fs::exists(dir / "reg"));
+}
+
 TEST_CASE("build on a terminal: one line rewritten in place, cut to the width, then the summary") {
   TempDir dir;
   const std::string out =

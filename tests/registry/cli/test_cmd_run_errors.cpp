@@ -1,6 +1,7 @@
 // `opforge run` failures: non-zero exit, a one-line message naming the offending thing, and
 // nothing written to --out.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -65,6 +66,20 @@ TEST_CASE("run errors: a malformed .npy is named") {
   c.ins["m"] = bad;
   const std::string msg = c.fails(c.args());
   CHECK(contains(msg, bad));
+}
+
+// --in grad=/dev/zero grew to 8.6 GB before; a FIFO hung the run.
+TEST_CASE("run errors: a device or a FIFO as --in is refused without reading it") {
+  RunCase c;
+  c.ins["grad"] = "/dev/zero";
+  std::string msg = c.fails(c.args());
+  CHECK(contains(msg, "/dev/zero: is a character device, not a regular file"));
+  RunCase f;
+  const std::string fifo = f.dir / "grad.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  f.ins["grad"] = fifo;
+  msg = f.fails(f.args());
+  CHECK(contains(msg, fifo + ": is a FIFO, not a regular file"));
 }
 
 TEST_CASE("run errors: a missing .npy file is named") {
