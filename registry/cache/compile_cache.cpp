@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -35,6 +36,7 @@ namespace path = llvm::sys::path;
 constexpr char kMagic[8] = {'O', 'P', 'F', 'C', 'A', 'C', 'H', 'E'};
 constexpr size_t kDigestSize = 32;
 constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
+constexpr size_t kKeySize = 64;                 // the entry's key, hex, after the artifacts
 constexpr size_t kReadChunk = size_t(1) << 20;  // 1 MiB
 constexpr const char* kEntryPrefix = "llvmcache-";
 constexpr const char* kEntrySuffix = ".opfc";
@@ -290,7 +292,8 @@ std::optional<std::string> sha256_file_hex(const std::string& p) {
 
 // ---- entry encoding --------------------------------------------------------------------------
 
-std::string encode_entry(const Entry& e) {
+std::string encode_entry(const Entry& e, const std::string& key) {
+  require_key(key);
   if (e.artifacts.size() > UINT32_MAX) throw std::invalid_argument("too many artifacts");
   std::string out(kMagic, sizeof(kMagic));
   put_u32(out, static_cast<uint32_t>(kFormatVersion));
@@ -304,13 +307,14 @@ std::string encode_entry(const Entry& e) {
     put_u64(out, data.size());
     out += data;
   }
+  out += key;
   llvm::SHA256 h;
   h.update(llvm::StringRef(out));
   out += h.final().str();
   return out;
 }
 
-std::optional<Entry> decode_entry(const std::string& bytes, std::string* why) {
+std::optional<Entry> decode_entry(const std::string& bytes, std::string* why, std::string* key) {
   auto fail = [&](std::string reason) -> std::optional<Entry> {
     if (why) *why = std::move(reason);
     return std::nullopt;
@@ -324,9 +328,9 @@ std::optional<Entry> decode_entry(const std::string& bytes, std::string* why) {
   if (version != static_cast<uint32_t>(kFormatVersion)) {
     return fail("version " + std::to_string(version) + " != " + std::to_string(kFormatVersion));
   }
-  if (size < kHeaderSize + kDigestSize) return fail("truncated");
+  if (size < kHeaderSize + kKeySize + kDigestSize) return fail("truncated");
   const uint32_t count = get_u32(bytes, 12);
-  const size_t body_end = size - kDigestSize;  // artifacts must end exactly here
+  const size_t body_end = size - kDigestSize - kKeySize;  // artifacts must end exactly here
   size_t pos = kHeaderSize;
   // Each artifact takes at least 16 bytes of lengths; reject absurd counts up front.
   if (uint64_t(count) * 16 > body_end - pos) return fail("truncated");
@@ -351,10 +355,11 @@ std::optional<Entry> decode_entry(const std::string& bytes, std::string* why) {
   }
   if (pos != body_end) return fail("trailing bytes");
   llvm::SHA256 h;
-  h.update(llvm::StringRef(bytes.data(), body_end));
-  if (h.final() != llvm::StringRef(bytes.data() + body_end, kDigestSize)) {
+  h.update(llvm::StringRef(bytes.data(), body_end + kKeySize));
+  if (h.final() != llvm::StringRef(bytes.data() + body_end + kKeySize, kDigestSize)) {
     return fail("checksum mismatch");
   }
+  if (key) *key = bytes.substr(body_end, kKeySize);
   return e;
 }
 
@@ -407,11 +412,15 @@ std::optional<Entry> CompileCache::lookup(const std::string& key, std::string* w
     close_fd(fd);
     return drop("unreadable (" + ec.message() + ")");
   }
-  std::string why;
-  std::optional<Entry> e = decode_entry(bytes, &why);
+  std::string why, recorded;
+  std::optional<Entry> e = decode_entry(bytes, &why, &recorded);
   if (!e) {
     close_fd(fd);
     return drop(why);
+  }
+  if (recorded != key) {  // intact, but another key's entry (a file copied over this one)
+    close_fd(fd);
+    return drop("holds the entry of key " + recorded.substr(0, 12) + "...");
   }
   // Mark as recently used so that LRU pruning (which orders by access time) keeps it.
   (void)fs::setLastAccessAndModificationTime(fd, std::chrono::system_clock::now());
@@ -421,7 +430,7 @@ std::optional<Entry> CompileCache::lookup(const std::string& key, std::string* w
 
 void CompileCache::store(const std::string& key, const Entry& entry) {
   const std::string p = entry_path(key);
-  write_atomic(dir(), p, encode_entry(entry));
+  write_atomic(dir(), p, encode_entry(entry, key));
 }
 
 std::pair<Entry, bool> CompileCache::get_or_build(const std::string& key,
@@ -550,8 +559,11 @@ VerifyResult CompileCache::verify() {
     std::string bytes;
     std::error_code ec = read_file(p, bytes);
     if (ec == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
-    std::string why;
-    if (!ec && decode_entry(bytes, &why)) {
+    std::string why, recorded;
+    const std::string named =
+        name.substr(std::strlen(kEntryPrefix),
+                    name.size() - std::strlen(kEntryPrefix) - std::strlen(kEntrySuffix));
+    if (!ec && decode_entry(bytes, &why, &recorded) && recorded == named) {
       ++r.ok;
       continue;
     }

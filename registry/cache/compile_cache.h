@@ -20,7 +20,7 @@
 
 namespace opforge::cache {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: entries record their key
 
 // Length-prefixed canonical serialization of key parts, hashed with SHA-256.
 // Each part is a (name, value) pair; the serialization is
@@ -108,9 +108,14 @@ class CompileCache {
   std::string root_;
 };
 
-// Serialization of an entry file (exposed for tests).
-std::string encode_entry(const Entry& e);
-// Returns nullopt and sets `why` when the bytes are not a whole, intact entry.
-std::optional<Entry> decode_entry(const std::string& bytes, std::string* why);
+// Serialization of an entry file (exposed for tests): "OPFCACHE", format version, artifact
+// count, the artifacts (u64 LE name length, name, u64 LE data length, data), the entry's key
+// (64 hex characters: an entry copied over another key's file is told apart), and the SHA-256
+// of everything before it.
+std::string encode_entry(const Entry& e, const std::string& key);
+// Returns nullopt and sets `why` when the bytes are not a whole, intact entry; `key`, when
+// given, receives the key the entry records.
+std::optional<Entry> decode_entry(const std::string& bytes, std::string* why,
+                                  std::string* key = nullptr);
 
 }  // namespace opforge::cache

@@ -148,12 +148,15 @@ TEST_CASE("KeyBuilder is stable and sensitive to every part") {
 TEST_CASE("entry encoding round trip and rejection") {
   Entry e = sample_entry("x");
   e.artifacts["empty.bin"] = "";
-  const std::string bytes = encode_entry(e);
+  const std::string k = key_of("x");
+  const std::string bytes = encode_entry(e, k);
   CHECK(bytes.compare(0, 8, "OPFCACHE") == 0);
-  std::string why;
-  auto d = decode_entry(bytes, &why);
+  std::string why, recorded;
+  auto d = decode_entry(bytes, &why, &recorded);
   REQUIRE(d.has_value());
   CHECK(d->artifacts == e.artifacts);
+  CHECK(recorded == k);  // the key, just before the checksum
+  CHECK(bytes.compare(bytes.size() - 32 - 64, 64, k) == 0);
 
   // Re-seals a modified body with a fresh checksum.
   auto reseal = [](const std::string& body) {
@@ -168,7 +171,7 @@ TEST_CASE("entry encoding round trip and rejection") {
   CHECK(reseal(body) == bytes);
 
   SUBCASE("empty entry") {
-    auto de = decode_entry(encode_entry(Entry{}), &why);
+    auto de = decode_entry(encode_entry(Entry{}, k), &why);
     REQUIRE(de.has_value());
     CHECK(de->artifacts.empty());
   }
@@ -186,9 +189,9 @@ TEST_CASE("entry encoding round trip and rejection") {
   }
   SUBCASE("wrong version") {
     std::string b = body;
-    b[8] = 2;
+    b[8] = 1;
     CHECK_FALSE(decode_entry(reseal(b), &why));
-    CHECK(why == "version 2 != 1");
+    CHECK(why == "version 1 != 2");
   }
   SUBCASE("truncated anywhere") {
     for (size_t n = 0; n < bytes.size(); ++n) {
@@ -210,7 +213,11 @@ TEST_CASE("entry encoding round trip and rejection") {
       CHECK_FALSE(why.empty());
     }
     std::string b = bytes;
-    b[bytes.size() - 40] ^= 1;  // inside the last artifact's data
+    b[bytes.size() - 32 - 64 - 3] ^= 1;  // inside the last artifact's data
+    CHECK_FALSE(decode_entry(b, &why));
+    CHECK(why == "checksum mismatch");
+    b = bytes;
+    b[bytes.size() - 40] ^= 1;  // inside the recorded key
     CHECK_FALSE(decode_entry(b, &why));
     CHECK(why == "checksum mismatch");
   }
@@ -227,7 +234,7 @@ TEST_CASE("entry encoding round trip and rejection") {
   SUBCASE("invalid artifact name") {
     Entry one;
     one.artifacts["a.o"] = "data";
-    std::string b = encode_entry(one);
+    std::string b = encode_entry(one, k);
     b = b.substr(0, b.size() - 32);
     b[24] = '/';  // "a.o" -> "/.o"
     CHECK_FALSE(decode_entry(reseal(b), &why));
@@ -236,11 +243,11 @@ TEST_CASE("entry encoding round trip and rejection") {
   SUBCASE("duplicate artifact name") {
     Entry one;
     one.artifacts["a.o"] = "data";
-    std::string b = encode_entry(one);
-    b = b.substr(0, b.size() - 32);
+    std::string b = encode_entry(one, k);
+    b = b.substr(0, b.size() - 32 - 64);  // header and the one artifact
     std::string artifact = b.substr(16);
     b[12] = 2;
-    CHECK_FALSE(decode_entry(reseal(b + artifact), &why));
+    CHECK_FALSE(decode_entry(reseal(b + artifact + k), &why));
     CHECK(why == "duplicate artifact name");
   }
   SUBCASE("encode rejects invalid artifact names") {
@@ -248,13 +255,38 @@ TEST_CASE("entry encoding round trip and rejection") {
                             std::string("sp ace"), std::string(129, 'a')}) {
       Entry x;
       x.artifacts[bad] = "d";
-      CHECK_THROWS_AS(encode_entry(x), std::invalid_argument);
+      CHECK_THROWS_AS(encode_entry(x, k), std::invalid_argument);
     }
     Entry ok;
     ok.artifacts[std::string(128, 'a')] = "d";
     ok.artifacts["Az09_.-"] = "d";
-    CHECK(decode_entry(encode_entry(ok), &why).has_value());
+    CHECK(decode_entry(encode_entry(ok, k), &why).has_value());
+    CHECK_THROWS_AS(encode_entry(ok, "not a key"), std::invalid_argument);
   }
+}
+
+// An intact entry copied over another key's file was a hit for that key; entries now record
+// their key, and a mismatch is a corrupt entry: dropped, counted, rebuilt.
+TEST_CASE("an entry copied over another key's file is a miss, counted corrupt") {
+  TempDir t;
+  CompileCache c(t.path + "/cache");
+  const std::string a = key_of("a"), b = key_of("b");
+  c.store(a, sample_entry("a"));
+  c.store(b, sample_entry("b"));
+  write_all(c.entry_path(b), read_all(c.entry_path(a)));
+  std::string why;
+  CHECK_FALSE(c.lookup(b, &why).has_value());
+  CHECK(why == "corrupt: holds the entry of key " + a.substr(0, 12) + "...");
+  CHECK_FALSE(exists(c.entry_path(b)));  // dropped
+  CHECK(c.stats().corrupt == 1);
+  CHECK(c.lookup(a).has_value());  // the original is untouched
+  // verify finds the same.
+  c.store(b, sample_entry("b"));
+  write_all(c.entry_path(b), read_all(c.entry_path(a)));
+  const VerifyResult v = c.verify();
+  CHECK(v.ok == 1);
+  REQUIRE(v.bad.size() == 1);
+  CHECK(v.bad[0] == "llvmcache-" + b + ".opfc");
 }
 
 TEST_CASE("store and lookup") {
@@ -276,7 +308,7 @@ TEST_CASE("store and lookup") {
   auto got = c.lookup(k, &why);
   REQUIRE(got.has_value());
   CHECK(got->artifacts == e.artifacts);
-  CHECK(read_all(c.entry_path(k)) == encode_entry(e));
+  CHECK(read_all(c.entry_path(k)) == encode_entry(e, k));
 
   // Overwrite with new content.
   const Entry e2 = sample_entry("b");
@@ -582,7 +614,7 @@ TEST_CASE("stats counts entries, bytes and counters") {
   uint64_t bytes = 0;
   for (const char* tag : {"a", "b", "c"}) {
     c.store(key_of(tag), sample_entry(tag, 1000));
-    bytes += encode_entry(sample_entry(tag, 1000)).size();
+    bytes += encode_entry(sample_entry(tag, 1000), key_of(tag)).size();
   }
   for (int i = 0; i < 3; ++i) c.count(true);
   for (int i = 0; i < 2; ++i) c.count(false);

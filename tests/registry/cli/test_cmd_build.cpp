@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli_util.h"
+#include "registry/cache/compile_cache.h"
 
 namespace opforge::testing {
 namespace {
@@ -303,6 +304,9 @@ TEST_CASE("cache config max-size: persistent, validated, overridden by the envir
 
 // A cache holding the entries of `build --only apply_gradient_descent` (copied from the test
 // cache) plus `junk` old entries of `junk_bytes` each.
+// The cache's directory for this format version, as the CLI writes it.
+const std::string kVersionDir = "/v" + std::to_string(cache::kFormatVersion);
+
 struct SmallCache {
   TempDir dir;
   std::string root = dir / "cache";
@@ -317,17 +321,17 @@ struct SmallCache {
     const nlohmann::json j = parse_json(r);
     std::vector<std::string> keys = {j["runtime_key"].get<std::string>()};
     for (const auto& v : j["variants"]) keys.push_back(v["key"]);
-    fs::create_directories(root + "/v1");
+    fs::create_directories(root + kVersionDir);
     for (const auto& k : keys) {
       const std::string name = "llvmcache-" + k + ".opfc";
-      fs::copy_file(test_cache_dir() + "/v1/" + name, root + "/v1/" + name);
-      used.push_back(root + "/v1/" + name);
+      fs::copy_file(test_cache_dir() + kVersionDir + "/" + name, root + kVersionDir + "/" + name);
+      used.push_back(root + kVersionDir + "/" + name);
       used_bytes += fs::file_size(used.back());
     }
     const auto old = fs::file_time_type::clock::now() - std::chrono::hours(24);
     for (int i = 0; i < junk_files; ++i) {
-      const std::string p =
-          root + "/v1/llvmcache-" + std::string(63, 'a') + static_cast<char>('0' + i) + ".opfc";
+      const std::string p = root + kVersionDir + "/llvmcache-" + std::string(63, 'a') +
+                            static_cast<char>('0' + i) + ".opfc";
       junk.push_back(p);
       std::ofstream(p) << std::string(junk_bytes, 'j');
       fs::last_write_time(p, old);
