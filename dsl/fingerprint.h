@@ -9,4 +9,4 @@ namespace opforge::generators {
 // SHA-256 over the NN op sources (generators/nn_*.cpp, whose hand schedules are not otherwise
 // in a kernel's key: an edited schedule must recompile its kernels).
 const char* nn_sources_fingerprint();
-}
+}  // namespace opforge::generators

@@ -3,6 +3,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "opforge/scalar_domain.h"
 #include "registry/format/shape_expr.h"
 
 namespace opforge::dsl {
@@ -57,6 +58,19 @@ NnOpDecl& NnOpDecl::output(const std::string& name, std::vector<std::string> dim
                            const std::string& description, registry::DType dtype) {
   outputs_.push_back({name, std::move(dims), description, dtype});
   return *this;
+}
+
+NnOpDecl& NnOpDecl::domain(const std::string& scalar, const std::string& text) {
+  for (auto& a : args_) {
+    if (!a.is_scalar || a.scalar.name != scalar) continue;
+    try {
+      a.scalar.domain = registry::ScalarDomain::parse(text).text();
+    } catch (const std::invalid_argument& e) {
+      fail(e.what());
+    }
+    return *this;
+  }
+  fail("domain: no scalar '" + scalar + "' (declare it first)");
 }
 
 NnOpDecl& NnOpDecl::check(const std::string& condition, const std::string& message) {

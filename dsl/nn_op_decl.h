@@ -47,6 +47,7 @@ struct NnScalarDecl {
   std::string name;
   registry::DType dtype = registry::DType::f32;  // f32 or i32
   std::string description;
+  std::string domain = "finite";  // opforge/scalar_domain.h
 };
 
 struct NnOutputDecl {
@@ -120,6 +121,8 @@ class NnOpDecl : public DeclBuilder<NnOpDecl> {
   NnOpDecl& output(const std::string& name, std::vector<std::string> dims,
                    const std::string& description, registry::DType dtype = registry::DType::f32);
   NnOpDecl& check(const std::string& condition, const std::string& message);
+  // The domain of a declared scalar ("[0, inf)", "any"; every scalar is finite by default).
+  NnOpDecl& domain(const std::string& scalar, const std::string& text);
   // Sets the tolerance of one declared algorithm (NnAlgorithm::tolerance).
   NnOpDecl& algorithm_tolerance(const std::string& name, double rtol, double atol);
   NnOpDecl& algorithm(const std::string& name, const std::string& applies_when, int priority,

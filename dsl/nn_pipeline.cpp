@@ -30,8 +30,13 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
       args.scalars[a.scalar.name] = p;
       r.arguments.push_back(p);
       r.kernel_args.push_back({a.scalar.name, KernelArg::Kind::input_scalar, a.scalar.dtype, 0});
-      r.inputs.push_back(
-          {a.scalar.name, Input::Role::scalar, a.scalar.dtype, 0, a.scalar.description, {}});
+      r.inputs.push_back({a.scalar.name,
+                          Input::Role::scalar,
+                          a.scalar.dtype,
+                          0,
+                          a.scalar.description,
+                          {},
+                          a.scalar.domain});
       continue;
     }
     const NnTensorDecl& t = a.tensor;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dsl/kernel_pipeline.h"
+#include "opforge/scalar_domain.h"
 
 namespace opforge::dsl {
 
@@ -260,6 +261,20 @@ std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
     }
   }
   return out;
+}
+
+OptimizerDecl& OptimizerDecl::domain(const std::string& scalar, const std::string& text) {
+  for (auto& a : args_) {
+    if (a.name != scalar) continue;
+    if (a.role != Input::Role::scalar) fail("domain: '" + scalar + "' is not a scalar");
+    try {
+      a.domain = registry::ScalarDomain::parse(text).text();
+    } catch (const std::invalid_argument& e) {
+      fail(e.what());
+    }
+    return *this;
+  }
+  fail("domain: no scalar '" + scalar + "' (declare it first)");
 }
 
 std::vector<std::string> OptimizerDecl::argument_names() const {

@@ -46,6 +46,9 @@ struct ArgDecl {
   registry::DType dtype = registry::DType::f32;  // scalars may be int64 (global_step)
   Condition when;
   std::optional<double> default_value;  // scalars: a rule's hyper default (used by check)
+  // Scalars: the values a call may pass (opforge/scalar_domain.h), written into the
+  // descriptor and checked by the runtime. Every scalar is finite unless declared otherwise.
+  std::string domain = "finite";
 };
 
 // How a variant stores its tensors (arithmetic is always fp32). The default is all fp32.
@@ -190,6 +193,8 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   OptimizerDecl renamed(std::string name) const;
 
   OptimizerDecl& update(UpdateFn fn);
+  // The domain of a declared scalar ("[0, 1)", "[0, inf]", "any"; see ArgDecl::domain).
+  OptimizerDecl& domain(const std::string& scalar, const std::string& text);
 
   // A copy with this storage (see Storage): gradients' dtype set, and in master mode the
   // write-only `model` state appended and assigned to_storage(new value of the first state).

@@ -450,8 +450,9 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
                              a.role == Input::Role::scalar ? KernelArg::Kind::input_scalar
                                                            : KernelArg::Kind::input_buffer,
                              a.dtype, dims});
+    const bool scalar = a.role == Input::Role::scalar;
     r.inputs.push_back(
-        {a.name, a.role, a.dtype, a.role == Input::Role::scalar ? 0 : -1, a.description, {}});
+        {a.name, a.role, a.dtype, scalar ? 0 : -1, a.description, {}, scalar ? a.domain : ""});
   }
   for (const auto& a : decl.attrs()) {
     r.attrs.push_back(

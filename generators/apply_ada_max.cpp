@@ -20,10 +20,14 @@ const dsl::OptimizerDecl& apply_ada_max() {
           .state("m", "First moment, in place")
           .state("v", "Infinity-norm moment, in place")
           .scalar("beta1_power", "beta1 ** t")
+          .domain("beta1_power", "[0, 1)")
           .scalar("lr", "Learning rate")
           .scalar("beta1", "First moment decay")
+          .domain("beta1", "[0, 1)")
           .scalar("beta2", "Infinity-norm decay")
+          .domain("beta2", "[0, 1)")
           .scalar("epsilon", "Added to v (epsilon_mode=torch: to |grad| inside the max)")
+          .domain("epsilon", "[0, inf)")
           .grad("grad", "The gradient")
           .attr_string("epsilon_mode", "tf", {"tf", "torch"},
                        "where epsilon goes: tf = var -= lr_t*m/(v + eps) with v = max(beta2*v, "

@@ -20,6 +20,7 @@ const dsl::OptimizerDecl& apply_adadelta() {
           .scalar("lr", "Scaling factor")
           .scalar("rho", "Decay factor")
           .scalar("epsilon", "Constant added inside both square roots")
+          .domain("epsilon", "[0, inf)")
           .grad("grad", "The gradient")
           .tolerance(1e-6, 1e-7)
           .update([](const dsl::UpdateContext& c) {

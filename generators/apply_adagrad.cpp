@@ -47,6 +47,7 @@ const dsl::OptimizerDecl& apply_adagrad_v2() {
           .state("accum", "Sum of squared gradients, in place")
           .scalar("lr", "Scaling factor")
           .scalar("epsilon", "Added to sqrt(accum)")
+          .domain("epsilon", "[0, inf)")
           .grad("grad", "The gradient")
           .attr_bool("update_slots", true, kUpdateSlotsDoc)
           .tolerance(3e-7, 1e-7)

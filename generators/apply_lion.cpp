@@ -18,7 +18,9 @@ const dsl::OptimizerDecl& apply_lion() {
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
           .scalar("beta1", "Interpolation factor for the update")
+          .domain("beta1", "[0, 1]")
           .scalar("beta2", "Momentum decay")
+          .domain("beta2", "[0, 1]")
           .scalar("weight_decay", "Decoupled weight decay")
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

@@ -259,6 +259,7 @@ const dsl::NnOpDecl& layer_norm() {
         .input("gamma", {"C"}, "Scale (weight)")
         .input("beta", {"C"}, "Shift (bias)")
         .scalar("eps", "Added to the variance (torch default 1e-5)")
+        .domain("eps", "[0, inf)")
         .output("y", {"R", "C"}, "Normalized rows")
         .algorithm("", "", 0, "two-pass mean and biased variance per row, then the output",
                    build_layer_norm)
@@ -286,6 +287,7 @@ const dsl::NnOpDecl& rms_norm() {
     d.input("x", {"R", "C"}, "Rows to normalize (leading dims flattened into R)")
         .input("gamma", {"C"}, "Scale (weight)")
         .scalar("eps", "Added to the mean square (LLaMA uses 1e-6 / 1e-5)")
+        .domain("eps", "[0, inf)")
         .output("y", {"R", "C"}, "Normalized rows")
         .algorithm("", "", 0, "sum of squares per row, then the output", build_rms_norm)
         .estimate("R", 4096)

@@ -336,6 +336,10 @@ int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
       });
 }
 
+void opforge_set_scalar_checks(int enabled) {
+  opforge::set_scalar_checks(enabled != 0);
+}
+
 int opforge_set_num_threads(opforge_registry* reg, int n) {
   if (!reg) return last_error = "opforge_set_num_threads: registry is NULL", 1;
   return guarded([&] { reg->reg->set_num_threads(n); });

@@ -1,5 +1,10 @@
 // The argument checks of a kernel call, and the Halide dims its tensors get: every check runs
 // on the whole call before anything is computed, so a bad argument changes nothing.
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+
+#include "opforge/scalar_domain.h"
 #include "opforge/suggest.hpp"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
@@ -7,6 +12,7 @@
 namespace opforge {
 
 using registry::Descriptor;
+using registry::DType;
 using registry::Input;
 
 const char* const kNotSplittable =
@@ -144,6 +150,37 @@ bool sparse_layout(const Slots& s, const CallArgs& a, Layout& l) {
 
 }  // namespace
 
+namespace {
+
+std::atomic<bool> g_scalar_checks{true};
+
+// A scalar within the domain its descriptor declares ("" from older registries: any). An f32
+// scalar is checked as the kernel will see it, rounded to float32: 1e39 becomes inf.
+void check_domain(const Descriptor& d, const registry::Input& in, double value) {
+  if (in.domain.empty() || in.domain == "any") return;
+  const double seen =
+      in.dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  const bool ok = in.domain == "finite" ? std::isfinite(seen)
+                                        : registry::ScalarDomain::parse(in.domain).contains(seen);
+  if (ok) return;
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  const bool overflow = std::isfinite(value) && !std::isfinite(seen);
+  throw op_error(d, "scalar " + in.name + " = " + text + (overflow ? " overflows float32" : "") +
+                        " is outside its domain " + in.domain +
+                        " (scalar checks: set_scalar_checks, run --unchecked-scalars)");
+}
+
+}  // namespace
+
+void set_scalar_checks(bool enabled) {
+  g_scalar_checks = enabled;
+}
+
+bool scalar_checks() {
+  return g_scalar_checks;
+}
+
 size_t slot_of(const Slots& s, const std::string& name) {
   size_t k = 0;
   while (k < s.tensors.size() && s.tensors[k]->name != name) ++k;
@@ -191,6 +228,8 @@ void match_arguments(const Slots& s, const TensorView* tensors, size_t n_tensors
   for (size_t k = 0; k < s.scalars.size(); ++k) {
     if (!s_set[k]) throw op_error(d, "missing scalar argument '" + s.scalars[k]->name + "'");
   }
+  if (!scalar_checks()) return;
+  for (size_t k = 0; k < s.scalars.size(); ++k) check_domain(d, *s.scalars[k], a.s_at[k]);
 }
 
 void count_elements(const Slots& s, CallArgs& a) {

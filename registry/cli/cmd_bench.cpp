@@ -333,6 +333,7 @@ void print_one(const nlohmann::json& j) {
 }  // namespace
 
 int cmd_bench(const Args& a) {
+  apply_unchecked_scalars(a);
   if (a.has("models")) {
     if (a.has("json")) {
       std::cout << model_list_json().dump(2) << "\n";
@@ -465,6 +466,7 @@ Command bench_command() {
          "NN ops: skip the cache eviction before each timed call (default: cold caches, a "
          "pass over twice the L3 first)"},
         {"models", "", "list the model presets (tensors, elements, source) and exit", false, true},
+        unchecked_scalars_option(),
         json_option()}},
       cmd_bench};
 }

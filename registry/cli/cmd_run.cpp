@@ -99,6 +99,7 @@ std::map<std::string, std::string> with_storage(std::map<std::string, std::strin
 }  // namespace
 
 int cmd_run(const Args& a) {
+  apply_unchecked_scalars(a);
   if (!a.has("out")) throw UsageError("--out DIR is required");
   auto reg = Registry::open(registry_dir(a));
   const std::string op = a.positional.at(0);
@@ -179,7 +180,8 @@ Command run_command() {
         isa_option(),
         variant_option(),
         {"out", "DIR", "where outputs go (created if missing)"},
-        {"threads", "N", "Halide thread pool size (default: all cores)"}}},
+        {"threads", "N", "Halide thread pool size (default: all cores)"},
+        unchecked_scalars_option()}},
       cmd_run};
 }
 

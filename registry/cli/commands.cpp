@@ -71,6 +71,15 @@ std::string host_summary() {
 OptionSpec json_option() {
   return {"json", "", "machine-readable output"};
 }
+OptionSpec unchecked_scalars_option() {
+  return {"unchecked-scalars", "",
+          "pass scalars outside the domains their descriptors declare (NaN, inf, a beta of 1): "
+          "experiments only"};
+}
+void apply_unchecked_scalars(const Args& a) {
+  if (a.has("unchecked-scalars")) set_scalar_checks(false);
+}
+
 OptionSpec attr_option() {
   return {"attr", "NAME=VALUE", "select the variant with this attr", true};
 }

@@ -43,6 +43,9 @@ std::string op_help(const Args& a, const std::string& op);
 
 // Options shared by several commands.
 OptionSpec json_option();
+// --unchecked-scalars: scalars outside their declared domains pass (set_scalar_checks(false)).
+OptionSpec unchecked_scalars_option();
+void apply_unchecked_scalars(const Args& a);
 OptionSpec attr_option();  // --attr NAME=VALUE (repeatable)
 OptionSpec isa_option();
 OptionSpec registry_option();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "opforge/scalar_domain.h"
 #include "registry/format/format_json.h"
 
 namespace opforge::registry {
@@ -23,6 +24,15 @@ Input parse_input(const std::string& origin, const json& j, const std::string& p
   if (o.field("dims", false)) in.dims = string_array(origin, o.array("dims"), o.at("dims"));
   if (in.role == Input::Role::scalar && in.rank != 0)
     o.fail_at("rank", "a scalar input has rank 0");
+  if (o.field("domain", false)) {
+    if (in.role != Input::Role::scalar) o.fail_at("domain", "only a scalar input has a domain");
+    in.domain = o.str("domain");
+    try {
+      in.domain = ScalarDomain::parse(in.domain).text();
+    } catch (const std::invalid_argument& e) {
+      o.fail_at("domain", e.what());
+    }
+  }
   o.finish();
   return in;
 }

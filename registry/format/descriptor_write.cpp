@@ -15,6 +15,7 @@ ojson input_json(const Input& in) {
   j["rank"] = in.rank;
   j["description"] = in.description;
   if (!in.dims.empty()) j["dims"] = in.dims;
+  if (!in.domain.empty()) j["domain"] = in.domain;
   return j;
 }
 

@@ -46,5 +46,23 @@ TEST_CASE("DeclBuilder: texts, kind, version and tolerance chain on either kind"
                        doctest::Contains("no attr 'nope'"), std::invalid_argument);
 }
 
+TEST_CASE("scalar domains: finite by default, declared ones canonical, misuse refused") {
+  const OptimizerDecl d = OptimizerDecl("x")
+                              .state("var", "v")
+                              .scalar("lr", "learning rate")
+                              .scalar("beta", "decay")
+                              .domain("beta", "[0,1)");
+  CHECK(d.args()[1].domain == "finite");
+  CHECK(d.args()[2].domain == "[0, 1)");
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").state("var", "v").domain("var", "[0, 1)"),
+                       "op 'x': domain: 'var' is not a scalar", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").domain("lr", "[0, 1)"),
+                       "op 'x': domain: no scalar 'lr' (declare it first)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").scalar("lr", "l").domain("lr", "[1, 0)"),
+                       doctest::Contains("scalar domain '[1, 0)'"), std::invalid_argument);
+  const NnOpDecl nn = NnOpDecl("y").scalar("eps", "e").domain("eps", "[0, inf)");
+  CHECK(nn.args()[0].scalar.domain == "[0, inf)");
+}
+
 }  // namespace
 }  // namespace opforge::dsl

@@ -189,6 +189,20 @@ def adam_args(n=17, seed=1, **change):
     return args
 
 
+def test_scalar_outside_its_domain_is_refused_unless_checks_are_off(reg):
+    k = reg.select("apply_adam")
+    refused(k, r"scalar beta2_power = 1.5 is outside its domain \[0, 1\)",
+            **adam_args(beta2_power=1.5))
+    refused(k, "scalar lr = nan is outside its domain finite", **adam_args(lr=float("nan")))
+    refused(k, "lr = 1e\\+39 overflows float32", **adam_args(lr=1e39))
+    opforge.set_scalar_checks(False)
+    try:
+        k(**adam_args(beta2_power=1.5))  # runs: the experiment asked for it
+    finally:
+        opforge.set_scalar_checks(True)
+    refused(k, "beta2_power", **adam_args(beta2_power=1.5))
+
+
 def test_wrong_dtype_names_the_tensor(reg):
     k = reg.select("apply_adam")
     refused(k, "'grad'.*float64", **adam_args(grad=np.ones(17)))

@@ -2,7 +2,9 @@
 // whose message names the offending op, argument, attr or ISA.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "runtime/runtime_test_util.h"
 
@@ -362,6 +364,56 @@ TEST_CASE("call: rank-3 across the parallel threshold equals the flat call") {
   CHECK(bitwise_equal(cube.var, flat.var));
   CHECK(bitwise_equal(cube.m, flat.m));
   CHECK(bitwise_equal(cube.v, flat.v));
+}
+
+}  // namespace
+}  // namespace opforge::testing
+
+namespace opforge::testing {
+namespace {
+
+// Scalars outside the domains their descriptors declare used to run with rc 0: NaN and inf
+// gave all-NaN output, beta2_power = 1.5 a wrong update, lr = 1e39 became inf.
+TEST_CASE("scalars outside their declared domain are refused, naming the scalar and domain") {
+  Kernel& k = shared_registry().select("apply_adam", {}, "avx2");
+  CHECK(k.descriptor().find_input("beta2_power")->domain == "[0, 1)");
+  CHECK(k.descriptor().find_input("lr")->domain == "finite");
+  CHECK(k.descriptor().find_input("epsilon")->domain == "[0, inf)");
+  const std::vector<std::pair<std::string, double>> bad = {
+      {"beta2_power", 1.5},
+      {"beta1", 1.0},
+      {"epsilon", -1e-8},
+      {"lr", std::nan("")},
+      {"lr", 1e39},
+      {"beta2", -0.1},
+      {"lr", -std::numeric_limits<double>::infinity()}};
+  for (const auto& [name, value] : bad) {
+    CAPTURE(name);
+    CAPTURE(value);
+    AdamData data(17);
+    const std::vector<float> var0 = data.var;
+    auto scalars = adam_scalars();
+    scalars[name] = value;
+    const std::string msg = error_of([&] { k.call(data.tensors({17}), scalars); });
+    CHECK(contains(msg, "op 'apply_adam': scalar " + name + " = "));
+    CHECK(contains(msg, "is outside its domain"));
+    CHECK(data.var == var0);  // nothing ran
+  }
+  AdamData data(17);
+  auto scalars = adam_scalars();
+  scalars["lr"] = 1e39;
+  CHECK(contains(error_of([&] { k.call(data.tensors({17}), scalars); }), "overflows float32"));
+  // The experiment's opt-out: the call runs (and gives what the formula gives).
+  set_scalar_checks(false);
+  scalars["beta2_power"] = 1.5;
+  CHECK_NOTHROW(k.call(data.tensors({17}), scalars));
+  set_scalar_checks(true);
+  CHECK(scalar_checks());
+}
+
+TEST_CASE("a domain that admits inf: clip_norm (torch's max_norm = inf means no clipping)") {
+  Kernel& k = shared_registry().select("clip_by_global_norm", {{"convention", "torch"}}, "avx2");
+  CHECK(k.descriptor().find_input("clip_norm")->domain == "[0, inf]");
 }
 
 }  // namespace

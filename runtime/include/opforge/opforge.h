@@ -172,6 +172,11 @@ int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
 /* Threads of the shared Halide thread pool (0: Halide's default). */
 int opforge_set_num_threads(opforge_registry* reg, int n);
 
+/* Whether calls check each scalar against its descriptor's declared domain (finite, or e.g.
+ * beta in [0, 1)) and fail naming it; on (1) by default, 0 turns the checks off for this
+ * process (experiments outside the domains). */
+void opforge_set_scalar_checks(int enabled);
+
 #ifdef __cplusplus
 }
 #endif

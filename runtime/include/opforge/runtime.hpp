@@ -220,6 +220,12 @@ class Registry {
 // AVX2 one. The variable is read once, at first use; a malformed one throws Error (every call).
 bool cpu_supports(const std::string& feature);
 
+// Whether calls check every scalar against the domain its descriptor declares (finite, or e.g.
+// beta in [0, 1)) and refuse the call naming the scalar. On by default; off is for experiments
+// outside the declared domains (NaN/inf inputs, betas of 1). Process-wide.
+void set_scalar_checks(bool enabled);
+bool scalar_checks();
+
 // What cpu_supports sees, for reports.
 struct CpuFeatures {
   std::vector<std::string> host;     // the CPU's own, in known_cpu_features() order

@@ -18,7 +18,7 @@ from .layout import ModelLayout, preset_names
 from .registry import Kernel, Registry, open
 
 __all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "open", "preset_names",
-           "version", "default_registry", "library_path", "dtypes"]
+           "version", "default_registry", "library_path", "dtypes", "set_scalar_checks"]
 
 
 def version():
@@ -29,6 +29,13 @@ def version():
 def default_registry():
     """The registry open() without a directory opens."""
     return _load().opforge_default_registry().decode()
+
+
+def set_scalar_checks(enabled):
+    """Whether calls check each scalar against its descriptor's domain (finite; betas in
+    [0, 1), ...) and raise OpforgeError naming it. On by default; False is for experiments
+    outside the domains. Process-wide."""
+    _load().opforge_set_scalar_checks(1 if enabled else 0)
 
 
 def library_path():

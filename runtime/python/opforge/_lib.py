@@ -116,6 +116,7 @@ SIGNATURES = {
     "opforge_model_layout_name": ([_P, _SZ], _STR),
     "opforge_call_model": ([_P, _P, _T, _SZ, _S, _SZ], _I),
     "opforge_set_num_threads": ([_P, _I], _I),
+    "opforge_set_scalar_checks": ([_I], None),
 }
 
 _lib = None

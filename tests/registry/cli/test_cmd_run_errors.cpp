@@ -239,3 +239,20 @@ TEST_CASE("run errors: an --out that exists keeps only what was there") {
 
 }  // namespace
 }  // namespace opforge::testing
+
+namespace opforge::testing {
+namespace {
+
+TEST_CASE("run errors: a scalar outside its declared domain; --unchecked-scalars lets it through") {
+  RunCase c;
+  c.scalars["beta2_power"] = "1.5";
+  const std::string msg = c.fails(c.args());
+  CHECK(contains(msg, "scalar beta2_power = 1.5 is outside its domain [0, 1)"));
+  std::vector<std::string> args = c.args();
+  args.push_back("--unchecked-scalars");
+  const Result r = opforge_reg(args);
+  CHECK_MESSAGE(r.rc == 0, r.all());
+}
+
+}  // namespace
+}  // namespace opforge::testing

@@ -160,3 +160,19 @@ TEST_CASE("reject: unknown keys, at the top level and inside") {
   check_rejected(reject([](json& j) { j["kernel"]["path"] = "x"; }), "/kernel/path", "unknown key");
   check_rejected(reject([](json& j) { j["a/b"] = 1; }), "/a~1b", "unknown key \"a/b\"");
 }
+
+TEST_CASE("scalar domains: canonical on read; refused on a tensor or when malformed") {
+  json j = json::parse(to_json(make_adam()));
+  size_t lr = 0;
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    if (j["inputs"][i]["name"] == "lr") lr = i;
+  }
+  j["inputs"][lr]["domain"] = "[0,1)";
+  const Descriptor d = descriptor_from_json(j.dump(), kOrigin);
+  CHECK(d.find_input("lr")->domain == "[0, 1)");
+  CHECK(d.find_input("var")->domain.empty());  // absent: any
+  check_rejected(reject([&](json& x) { x["inputs"][lr]["domain"] = "[1, 0)"; }),
+                 "/inputs/" + std::to_string(lr) + "/domain", "empty");
+  check_rejected(reject([](json& x) { x["inputs"][0]["domain"] = "finite"; }), "/inputs/0/domain",
+                 "only a scalar input has a domain");
+}

@@ -44,6 +44,9 @@ struct Input {
   // NN ops (shape.named_dims): a name per dim, outermost first; a leading "B?" may be absent
   // (it is then 1). Equal names must have equal extents across the op's tensors.
   std::vector<std::string> dims;
+  // Scalars: the values a call may pass (opforge/scalar_domain.h: "any", "finite",
+  // "[0, 1)", ...), checked by the runtime before the call; "" (absent) reads as "any".
+  std::string domain;
 };
 const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar", "result"
 
