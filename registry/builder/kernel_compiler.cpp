@@ -76,6 +76,22 @@ std::string loop_nest_of(Halide::Pipeline p) {
 
 }  // namespace
 
+int sweep_scratch_dirs(std::chrono::seconds older_than) {
+  llvm::SmallString<256> tmp;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, tmp);
+  const auto cutoff = std::chrono::system_clock::now() - older_than;
+  int removed = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(tmp, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = llvm::sys::path::filename(it->path()).str();
+    if (name.rfind("opforge-build-", 0) != 0 && name.rfind("opforge-link-", 0) != 0) continue;
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(it->path(), st) || st.getLastModificationTime() > cutoff) continue;
+    if (!llvm::sys::fs::remove_directories(it->path())) ++removed;
+  }
+  return removed;
+}
+
 std::string kernel_artifact_list() {
   return "kernel.so,kernel.o,kernel.h,kernel.stmt,kernel.stmt.html,kernel.s,kernel.ll,"
          "loop_nest.txt,schedule.json@" +

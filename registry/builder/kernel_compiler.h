@@ -5,6 +5,7 @@
 
 #include <Halide.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,10 @@ cache::Entry compile_runtime();
 
 // Names of the artifacts compile_kernel produces; part of the cache key.
 std::string kernel_artifact_list();
+
+// Removes the scratch directories ("opforge-build-*", "opforge-link-*" in the system temp
+// directory) of builds killed more than `older_than` ago: no build keeps one that long.
+// build_registry calls it with a day. Returns how many it removed.
+int sweep_scratch_dirs(std::chrono::seconds older_than);
 
 }  // namespace opforge::builder

@@ -555,6 +555,7 @@ BuildReport build_registry(const BuildOptions& opts) {
     report.max_cache_size_source = max.source;
   }
   check_registry_dir(opts.registry_dir);
+  sweep_scratch_dirs(std::chrono::hours(24));  // what killed builds left in the temp dir
   cache::CompileCache cache(report.cache_dir);
   if (use_cache) llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(use_cache ? report.cache_dir : "");

@@ -574,7 +574,31 @@ VerifyResult CompileCache::verify() {
   return r;
 }
 
+uint64_t CompileCache::sweep_leftovers(std::chrono::seconds older_than) {
+  uint64_t removed = 0;
+  const auto cutoff = std::chrono::system_clock::now() - older_than;
+  std::error_code ec;
+  for (fs::directory_iterator it(root_, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = path::filename(it->path()).str();
+    if (name.size() > 1 && name[0] == 'v' &&
+        name.find_first_not_of("0123456789", 1) == std::string::npos &&
+        name != "v" + std::to_string(kFormatVersion)) {
+      if (!fs::remove_directories(it->path())) ++removed;  // an older format's entries
+    }
+  }
+  const std::string d = dir();
+  for (fs::directory_iterator it(d, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = path::filename(it->path()).str();
+    const bool leftover = name.find(".lock") != std::string::npos || name.rfind(".tmp-", 0) == 0;
+    fs::file_status st;
+    if (!leftover || fs::status(it->path(), st) || st.getLastModificationTime() > cutoff) continue;
+    if (!fs::remove(it->path())) ++removed;
+  }
+  return removed;
+}
+
 uint64_t CompileCache::prune(uint64_t max_bytes, uint64_t max_age_seconds) {
+  sweep_leftovers(std::chrono::hours(24));
   const std::string d = dir();
   if (!fs::is_directory(d)) return 0;
   const uint64_t before = list_entries(d).size();
@@ -598,7 +622,10 @@ uint64_t CompileCache::prune(uint64_t max_bytes, uint64_t max_age_seconds) {
 uint64_t CompileCache::prune_keeping(uint64_t max_bytes, const std::vector<std::string>& keep,
                                      bool* kept_over) {
   if (kept_over) *kept_over = false;
-  if (max_bytes == 0) return 0;
+  if (max_bytes == 0) {
+    sweep_leftovers(std::chrono::hours(24));
+    return 0;
+  }
   uint64_t keep_bytes = 0;
   const auto now = std::chrono::system_clock::now();
   for (const std::string& key : keep) {
@@ -615,6 +642,7 @@ uint64_t CompileCache::prune_keeping(uint64_t max_bytes, const std::vector<std::
 }
 
 void CompileCache::clear() {
+  sweep_leftovers(std::chrono::hours(24));
   const std::string d = dir();
   for (const std::string& name : list_entries(d)) fs::remove(join(d, name));
   fs::remove_directories(join(d, kVariantsDir));

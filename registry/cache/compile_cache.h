@@ -11,6 +11,7 @@
 // the key and key parts last built for a variant (for `build --explain`).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -102,6 +103,10 @@ class CompileCache {
   uint64_t prune_keeping(uint64_t max_bytes, const std::vector<std::string>& keep,
                          bool* kept_over = nullptr);
   void clear();
+  // Removes what killed builds leave: lock files ("*.lock", "*.lock-*") and temp files
+  // (".tmp-*") older than `older_than`, and the directories of other format versions (never
+  // read again). prune, prune_keeping and clear call it with a day. Returns what it removed.
+  uint64_t sweep_leftovers(std::chrono::seconds older_than);
 
  private:
   std::string dir() const;  // <root>/v<format>

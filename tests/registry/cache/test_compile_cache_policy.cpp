@@ -99,3 +99,37 @@ TEST_CASE("rebuild compiles and replaces an existing entry") {
   c.rebuild(key_of("fresh"), [&] { return entry_of("fresh", 5); });
   CHECK(c.lookup(key_of("fresh")).has_value());
 }
+
+// Killed builds left *.opfc.lock-* files that no build, prune or clear removed.
+TEST_CASE(
+    "sweep_leftovers: old locks and temp files and other format versions go, live ones stay") {
+  TempDir t;
+  CompileCache c(t.path + "/cache");
+  const std::string k = key_of("kept");
+  c.store(k, entry_of("kept", 10));
+  const std::string d = t.path + "/cache/v" + std::to_string(kFormatVersion);
+  const auto old = std::chrono::system_clock::now() - std::chrono::hours(48);
+  const std::vector<std::string> stale = {d + "/llvmcache-" + k + ".opfc.lock",
+                                          d + "/llvmcache-" + k + ".opfc.lock-1a2b3c",
+                                          d + "/.tmp-abcdef"};
+  const std::string fresh = d + "/llvmcache-" + key_of("busy") + ".opfc.lock-9z8y7x";
+  for (const auto& p : stale) {
+    write_all(p, "x");
+    set_times(p, old);
+  }
+  write_all(fresh, "x");
+  fs::create_directories(t.path + "/cache/v1");
+  write_all(t.path + "/cache/v1/llvmcache-" + key_of("old") + ".opfc", "old format");
+  write_all(t.path + "/cache/opforge.conf", "max-size = 1G\n");
+  CHECK(c.sweep_leftovers(std::chrono::hours(24)) == stale.size() + 1);
+  for (const auto& p : stale) CHECK_FALSE(fs::exists(p));
+  CHECK(fs::exists(fresh));  // a build may hold it now
+  CHECK_FALSE(fs::exists(t.path + "/cache/v1"));
+  CHECK(fs::exists(t.path + "/cache/opforge.conf"));
+  CHECK(c.lookup(k).has_value());
+  // prune sweeps too.
+  write_all(stale[0], "x");
+  set_times(stale[0], old);
+  c.prune(0, 0);
+  CHECK_FALSE(fs::exists(stale[0]));
+}
