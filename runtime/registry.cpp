@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "opforge/runtime.hpp"
+#include "opforge/sha256.h"
 #include "opforge/suggest.hpp"
 #include "registry/format/bounded_read.h"
 #include "runtime/kernel_call.h"
@@ -33,6 +34,25 @@ std::string read_text(const std::string& path) {
     return registry::read_regular_file(path, registry::kJsonLimits);
   } catch (const std::runtime_error& e) {
     throw Error(e.what());
+  }
+}
+
+// A library whose bytes are not the ones the registry recorded is never dlopened: a flipped
+// byte in a kernel crashed the process or gave wrong results with rc 0. Checked once per
+// variant per process (load() keeps the Kernel); "" (registries from before) is not checked.
+void check_digest(const std::string& path, const std::string& want, const std::string& what) {
+  if (want.empty()) return;
+  std::string got;
+  try {
+    got = registry::sha256_file_hex(path);
+  } catch (const std::runtime_error& e) {
+    throw Error(e.what());
+  }
+  if (got != want) {
+    throw Error(path + ": cannot load " + what + ": its SHA-256 " + got.substr(0, 12) +
+                "... is not the " + want.substr(0, 12) +
+                "... the registry recorded: the file was damaged or replaced; rebuild the "
+                "registry (opforge build)");
   }
 }
 
@@ -199,7 +219,10 @@ void* Registry::runtime_handle() {
   if (access(path.c_str(), R_OK) != 0) throw Error(path + ": Halide runtime library missing");
   check_inside(dir_, index_.runtime_library, "cannot load the Halide runtime");
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (!h) h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    check_digest(path, index_.runtime_sha256, "the Halide runtime");
+    h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
   // Errors become codes with a message, not an abort() of the caller's process.
   using SetHandler = void (*)(void (*)(void*, const char*));
@@ -448,6 +471,7 @@ Kernel& Registry::load_descriptor(const Descriptor& d) {
   runtime_handle();
   const std::string path = dir_ + "/" + d.kernel.file;
   check_inside(dir_, d.kernel.file, "cannot load kernel");
+  check_digest(path, d.kernel.sha256, "kernel " + d.variant);
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
   void* argv_fn = dlsym(h, (d.kernel.entry + "_argv").c_str());

@@ -508,14 +508,17 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
   install(opts.registry_dir + "/" + kRegistryMarker, "opforge registry\n", 0644);
   registry::Index index;
   index.runtime_library = std::string("lib/") + kRuntimeLibrary;
+  index.runtime_sha256 = cache::sha256_hex(rt_entry.artifacts.at("runtime.so"));
   index.halide_version = halide_version;
   std::set<std::string> rebuilt_ops;
   for (const auto& v : plan) rebuilt_ops.insert(v.op.name());
   if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
   std::vector<registry::Descriptor> descs;
-  for (const auto& v : plan) {
-    descs.push_back(make_descriptor(v, halide_version));
-    registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + v.id);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    descs.push_back(make_descriptor(plan[k], halide_version));
+    // What the runtime checks before it dlopens the kernel.
+    descs.back().kernel.sha256 = cache::sha256_hex(entries[k].artifacts.at("kernel.so"));
+    registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + plan[k].id);
   }
   install(opts.registry_dir + "/" + index.runtime_library, rt_entry.artifacts.at("runtime.so"),
           0755);

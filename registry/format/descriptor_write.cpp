@@ -73,6 +73,7 @@ ojson kernel_json(const Kernel& k) {
   ojson j;
   j["file"] = k.file;
   j["entry"] = k.entry;
+  if (!k.sha256.empty()) j["sha256"] = k.sha256;
   j["args"] = ojson::array();
   for (const KernelArg& a : k.args) {
     ojson ja;

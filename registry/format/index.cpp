@@ -42,6 +42,7 @@ std::string to_json(const Index& idx) {
   ojson j;
   j["schema"] = Index::kSchema;
   j["runtime_library"] = idx.runtime_library;
+  if (!idx.runtime_sha256.empty()) j["runtime_sha256"] = idx.runtime_sha256;
   j["halide_version"] = idx.halide_version;
   j["variants"] = ojson::array();
   for (const IndexEntry& e : idx.variants) {
@@ -63,6 +64,11 @@ Index index_from_json(const std::string& text, const std::string& origin) {
   Index idx;
   check_schema(o, Index::kSchema);
   idx.runtime_library = safe_path(o, "runtime_library");
+  if (o.field("runtime_sha256", false)) {
+    idx.runtime_sha256 = o.str("runtime_sha256");
+    if (!is_sha256_hex(idx.runtime_sha256))
+      o.fail_at("runtime_sha256", "expected 64 lowercase hex digits");
+  }
   idx.halide_version = o.str("halide_version");
   idx.variants = parse_array(o, "variants", parse_index_entry);
   o.finish();

@@ -120,6 +120,9 @@ struct Kernel {
   std::string file;   // relative to the registry root, e.g. "kernels/<variant>.so"
   std::string entry;  // C symbol; "<entry>_argv" and "<entry>_metadata" exist too
   std::vector<KernelArg> args;
+  // SHA-256 of `file` as installed; the runtime checks it before dlopen ("" in registries
+  // built before it was recorded: not checked).
+  std::string sha256;
 };
 
 struct TargetInfo {
@@ -225,6 +228,7 @@ struct IndexEntry {
 struct Index {
   static constexpr const char* kSchema = "opforge.index/1";
   std::string runtime_library;  // relative path of the shared Halide runtime
+  std::string runtime_sha256;   // its SHA-256, checked before dlopen ("": not recorded)
   std::string halide_version;
   std::vector<IndexEntry> variants;
 };
