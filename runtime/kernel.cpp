@@ -34,6 +34,10 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
     : desc_(std::move(d)), handle_(handle), argv_fn_(argv_fn) {
   for (const auto& in : desc_.inputs) {
     (in.role == Input::Role::scalar ? scalar_inputs_ : tensor_inputs_).push_back(&in);
+    if (in.role == Input::Role::scalar) {
+      scalar_domains_.push_back(
+          registry::ScalarDomain::parse(in.domain.empty() ? "any" : in.domain));
+    }
   }
   // NN ops: each output is a tensor argument the caller passes by its name.
   if (desc_.shape.named_dims) {
@@ -225,7 +229,7 @@ void Kernel::call_named(const TensorView* const* t_at, const double* s_at) {
                           " (Registry::select with the call's tensors picks an algorithm that "
                           "applies)");
   }
-  const Slots slots{d, tensor_inputs_, scalar_inputs_};
+  const Slots slots{d, tensor_inputs_, scalar_inputs_, scalar_domains_};
   if (check_named_outputs(slots, n_in, t_at, b.output_shapes, output_slots_)) return;
   halide_dimension_t dims[kMaxArgs][kMaxDims];
   halide_buffer_t bufs[kMaxArgs];
@@ -272,7 +276,7 @@ void Kernel::call_chunked(const TensorView* tensors, size_t n_tensors, const Sca
 void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                        size_t n_scalars, int64_t chunk_elements) {
   const Descriptor& d = desc_;
-  const Slots slots{d, tensor_inputs_, scalar_inputs_};
+  const Slots slots{d, tensor_inputs_, scalar_inputs_, scalar_domains_};
   CallArgs a;
   match_arguments(slots, tensors, n_tensors, scalars, n_scalars, a);
   count_elements(slots, a);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "opforge/scalar_domain.h"
 #include "opforge/suggest.hpp"
@@ -156,13 +157,12 @@ std::atomic<bool> g_scalar_checks{true};
 
 // A scalar within the domain its descriptor declares ("" from older registries: any). An f32
 // scalar is checked as the kernel will see it, rounded to float32: 1e39 becomes inf.
-void check_domain(const Descriptor& d, const registry::Input& in, double value) {
-  if (in.domain.empty() || in.domain == "any") return;
+void check_domain(const Descriptor& d, const registry::Input& in,
+                  const registry::ScalarDomain& domain, double value) {
+  if (domain.any) return;
   const double seen =
       in.dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
-  const bool ok = in.domain == "finite" ? std::isfinite(seen)
-                                        : registry::ScalarDomain::parse(in.domain).contains(seen);
-  if (ok) return;
+  if (domain.contains(seen)) return;
   char text[64];
   std::snprintf(text, sizeof text, "%.9g", value);
   const bool overflow = std::isfinite(value) && !std::isfinite(seen);
@@ -229,7 +229,9 @@ void match_arguments(const Slots& s, const TensorView* tensors, size_t n_tensors
     if (!s_set[k]) throw op_error(d, "missing scalar argument '" + s.scalars[k]->name + "'");
   }
   if (!scalar_checks()) return;
-  for (size_t k = 0; k < s.scalars.size(); ++k) check_domain(d, *s.scalars[k], a.s_at[k]);
+  for (size_t k = 0; k < s.scalars.size(); ++k) {
+    check_domain(d, *s.scalars[k], s.domains[k], a.s_at[k]);
+  }
 }
 
 void count_elements(const Slots& s, CallArgs& a) {

@@ -65,6 +65,7 @@ struct Slots {
   const registry::Descriptor& d;
   const std::vector<const registry::Input*>& tensors;
   const std::vector<const registry::Input*>& scalars;
+  const std::vector<registry::ScalarDomain>& domains;  // by scalar slot
 };
 
 // The slot of the tensor argument `name` (tensors.size() when there is none).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "opforge/descriptor.h"
+#include "opforge/scalar_domain.h"
 
 struct halide_buffer_t;
 
@@ -112,6 +113,7 @@ class Kernel {
   void* argv_fn_;
   std::vector<const registry::Input*> tensor_inputs_;  // descriptor order
   std::vector<const registry::Input*> scalar_inputs_;
+  std::vector<registry::ScalarDomain> scalar_domains_;  // by scalar slot, parsed once
   std::vector<ArgSource> arg_sources_;
   // NN ops: the outputs as tensor slots (after the inputs in tensor_inputs_).
   std::vector<registry::Input> output_slots_;
