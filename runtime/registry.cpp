@@ -179,7 +179,13 @@ Descriptor Registry::descriptor(const std::string& variant) const {
     if (e.variant != variant) continue;
     const std::string path = dir_ + "/" + e.descriptor;
     try {
-      Descriptor d = registry::descriptor_from_json(read_text(path), path);
+      const std::string text = read_text(path);
+      if (!e.sha256.empty() && registry::sha256_hex(text) != e.sha256) {
+        throw Error(path +
+                    ": its SHA-256 is not the one the index recorded: the descriptor "
+                    "was damaged or edited; rebuild the registry (opforge build)");
+      }
+      Descriptor d = registry::descriptor_from_json(text, path);
       if (d.variant != variant || d.op != e.op) {
         throw Error(path + ": describes " + d.variant + ", the index says " + variant);
       }

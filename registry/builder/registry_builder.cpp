@@ -237,11 +237,12 @@ std::vector<registry::IndexEntry> entries_from_descriptors(const std::string& di
   for (const auto& f : fs::directory_iterator(fs::path(dir) / "ops", ec)) {
     if (f.path().extension() != ".json") continue;
     try {
-      const registry::Descriptor d =
-          registry::descriptor_from_json(cache::read_file(f.path().string()), f.path().string());
+      const std::string text = cache::read_file(f.path().string());
+      const registry::Descriptor d = registry::descriptor_from_json(text, f.path().string());
       if (d.variant != f.path().stem().string()) continue;
       if (!fs::is_regular_file(fs::path(dir) / d.kernel.file, ec)) continue;
-      out.push_back({d.variant, d.op, "ops/" + d.variant + ".json", d.target.isa, d.attr_values()});
+      out.push_back({d.variant, d.op, "ops/" + d.variant + ".json", d.target.isa, d.attr_values(),
+                     cache::sha256_hex(text)});
     } catch (const std::exception&) {
       // a damaged descriptor describes nothing; the build rewrites its ops' files
     }
@@ -527,8 +528,10 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
     const registry::Descriptor& d = descs[k];
     install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
     const std::string desc_file = "ops/" + v.id + ".json";
-    install(opts.registry_dir + "/" + desc_file, registry::to_json(d), 0644);
-    index.variants.push_back({v.id, v.op.name(), desc_file, v.isa.name, d.attr_values()});
+    const std::string text = registry::to_json(d);
+    install(opts.registry_dir + "/" + desc_file, text, 0644);
+    index.variants.push_back(
+        {v.id, v.op.name(), desc_file, v.isa.name, d.attr_values(), cache::sha256_hex(text)});
   }
   cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
   std::set<std::string> keep;

@@ -17,6 +17,10 @@ IndexEntry parse_index_entry(const std::string& origin, const json& j, const std
   e.descriptor = safe_path(o, "descriptor");
   e.isa = ident(o, "isa");
   e.attrs = string_map(origin, *o.field("attrs", true), o.at("attrs"));
+  if (o.field("sha256", false)) {
+    e.sha256 = o.str("sha256");
+    if (!is_sha256_hex(e.sha256)) o.fail_at("sha256", "expected 64 lowercase hex digits");
+  }
   o.finish();
   return e;
 }
@@ -53,6 +57,7 @@ std::string to_json(const Index& idx) {
     je["isa"] = e.isa;
     je["attrs"] = ojson::object();
     for (const auto& [k, v] : e.attrs) je["attrs"][k] = v;
+    if (!e.sha256.empty()) je["sha256"] = e.sha256;
     j["variants"].push_back(je);
   }
   return dump(j, "index");

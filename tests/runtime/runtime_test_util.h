@@ -7,14 +7,18 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "host_isa.h"
 #include "opforge/runtime.hpp"
+#include "opforge/sha256.h"
 #include "test_registry.h"
 
 namespace opforge::testing {
@@ -145,6 +149,23 @@ class RegistryCopy {
   }
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path operator/(const std::string& rel) const { return dir_ / rel; }
+  // Rewrites descriptors (variant -> JSON text) and the digests the index records for them,
+  // as a consistent edit of both would: for tests of what the other checks catch, or of a
+  // registry deliberately changed (max_elements).
+  void rewrite_descriptors(const std::map<std::string, std::string>& texts) const {
+    const std::filesystem::path index_path = dir_ / "index.json";
+    std::ifstream in(index_path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    nlohmann::ordered_json index = nlohmann::ordered_json::parse(buf.str());
+    for (auto& e : index["variants"]) {
+      auto it = texts.find(e["variant"].get<std::string>());
+      if (it == texts.end()) continue;
+      std::ofstream(dir_ / e["descriptor"].get<std::string>(), std::ios::trunc) << it->second;
+      e["sha256"] = registry::sha256_hex(it->second);
+    }
+    std::ofstream(index_path, std::ios::trunc) << index.dump(2) << "\n";
+  }
 
  private:
   TempDir tmp_;

@@ -130,7 +130,7 @@ TEST_CASE("corrupt registry: a self-consistent descriptor that disagrees with th
     if (s == "grad") s = "gradient", ++renamed;
   }
   REQUIRE(renamed == 3);
-  write_file(desc, j.dump(2));
+  copy.rewrite_descriptors({{kAdamAvx2, j.dump(2)}});
   auto reg = Registry::open(copy.dir().string());
   // The descriptor alone is valid ...
   registry::Descriptor d;
@@ -154,7 +154,7 @@ TEST_CASE("corrupt registry: a descriptor whose kernel argument order is swapped
   REQUIRE(args[3]["name"] == "beta1_power");
   REQUIRE(args[4]["name"] == "beta2_power");
   std::swap(args[3], args[4]);  // would silently swap two scalars
-  write_file(desc, j.dump(2));
+  copy.rewrite_descriptors({{kAdamAvx2, j.dump(2)}});
   auto reg = Registry::open(copy.dir().string());
   const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
   CHECK(contains(msg, "metadata"));
@@ -246,6 +246,24 @@ TEST_CASE("corrupt registry: one flipped byte in a kernel or the runtime is refu
   CHECK(index["runtime_sha256"].get<std::string>().size() == 64);
   const nlohmann::json desc = nlohmann::json::parse(read_file(copy / ("ops/" + variant + ".json")));
   CHECK(desc["kernel"]["sha256"].get<std::string>().size() == 64);
+}
+
+// A flipped byte in a descriptor can leave valid JSON that says something else (a tolerance,
+// a dim, a scalar's domain): the index records each descriptor's SHA-256.
+TEST_CASE("corrupt registry: a descriptor edited into other valid JSON is refused by digest") {
+  RegistryCopy copy;
+  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  std::string text = read_file(desc);
+  const size_t at = text.find("\"rtol\": ");
+  REQUIRE(at != std::string::npos);
+  const size_t digit = text.find_first_of("123456789", at + 8);
+  text[digit] = text[digit] == '9' ? '8' : static_cast<char>(text[digit] + 1);
+  write_file(desc, text);
+  REQUIRE_NOTHROW(registry::descriptor_from_json(text, desc.string()));  // still valid
+  auto reg = Registry::open(copy.dir().string());
+  const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
+  CHECK(contains(msg, desc.string()));
+  CHECK(contains(msg, "SHA-256 is not the one the index recorded"));
 }
 
 TEST_CASE("corrupt registry: a missing Halide runtime library is named") {

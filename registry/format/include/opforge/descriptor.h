@@ -223,6 +223,9 @@ struct IndexEntry {
   std::string descriptor;  // relative path, e.g. "ops/<variant>.json"
   std::string isa;
   std::map<std::string, std::string> attrs;  // canonical attr values of this variant
+  // SHA-256 of the descriptor file; the runtime checks it when it reads the descriptor (a
+  // flipped byte can leave valid JSON with another tolerance or dim). "": not recorded.
+  std::string sha256;
 };
 
 struct Index {
