@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "opforge/scalar_domain.h"
 #include "opforge/suggest.hpp"

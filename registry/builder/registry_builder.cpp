@@ -2,7 +2,6 @@
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/LockFileManager.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +22,8 @@
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/cache_config.h"
 #include "registry/cache/cache_key.h"
+#include "registry/cache/file_lock.h"
+#include "registry/format/bounded_read.h"
 
 namespace opforge::builder {
 
@@ -237,7 +238,8 @@ std::vector<registry::IndexEntry> entries_from_descriptors(const std::string& di
   for (const auto& f : fs::directory_iterator(fs::path(dir) / "ops", ec)) {
     if (f.path().extension() != ".json") continue;
     try {
-      const std::string text = cache::read_file(f.path().string());
+      const std::string text =
+          registry::read_regular_file(f.path().string(), registry::kJsonLimits);
       const registry::Descriptor d = registry::descriptor_from_json(text, f.path().string());
       if (d.variant != f.path().stem().string()) continue;
       if (!fs::is_regular_file(fs::path(dir) / d.kernel.file, ec)) continue;
@@ -263,7 +265,8 @@ std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
   std::vector<registry::IndexEntry> old;
   try {
     if (!fs::exists(path, ec)) throw std::runtime_error("no index");
-    old = registry::index_from_json(cache::read_file(path), path).variants;
+    old = registry::index_from_json(registry::read_regular_file(path, registry::kJsonLimits), path)
+              .variants;
   } catch (const std::exception&) {
     old = entries_from_descriptors(dir);
   }
@@ -276,31 +279,15 @@ std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
   return out;
 }
 
-// Runs `fn` holding the registry's lock (llvm::LockFileManager on <dir>/index.json, as the
-// cache locks its entries): concurrent builds into one registry install one at a time, each
-// reading the index the previous one wrote. A lock whose owner died is taken over. Throws
-// when the lock cannot be made or another build holds it for `wait_seconds`.
-template <typename Fn>
-void with_registry_lock(const std::string& dir, unsigned wait_seconds, Fn&& fn) {
-  const std::string target = dir + "/index.json";
-  const auto give_up = Clock::now() + std::chrono::seconds(wait_seconds);
-  for (;;) {
-    llvm::LockFileManager lock(target);
-    switch (lock.getState()) {
-      case llvm::LockFileManager::LFS_Owned:
-        fn();
-        return;
-      case llvm::LockFileManager::LFS_Error:
-        throw std::runtime_error(dir + ": cannot lock the registry: " + lock.getErrorMessage());
-      case llvm::LockFileManager::LFS_Shared:
-        if (Clock::now() >= give_up) {
-          throw std::runtime_error(dir + ": another opforge build holds the registry lock (" +
-                                   target + ".lock) after " + std::to_string(wait_seconds) + " s");
-        }
-        lock.waitForUnlock(wait_seconds);
-        break;
-    }
-  }
+// Runs `fn` holding the registry's lock (cache::run_locked on <dir>/index.json, as the cache
+// locks its counters): concurrent builds into one registry install one at a time, each
+// reading the index the previous one wrote. Throws when the lock cannot be made or another
+// build holds it for `wait_seconds`.
+void with_registry_lock(const std::string& dir, unsigned wait_seconds,
+                        const std::function<void()>& fn) {
+  const std::string why =
+      cache::run_locked(dir + "/index.json", std::chrono::seconds(wait_seconds), fn);
+  if (!why.empty()) throw std::runtime_error(dir + ": cannot lock the registry: " + why);
 }
 
 void remove_stale(const std::string& dir, const std::string& sub, const std::string& ext,

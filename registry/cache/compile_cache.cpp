@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "registry/cache/atomic_file.h"
+#include "registry/cache/file_lock.h"
 
 namespace opforge::cache {
 namespace {
@@ -45,7 +46,7 @@ constexpr const char* kVariantsDir = "variants";
 // How long get_or_build waits for another process building the same key.
 constexpr unsigned kBuildLockWaitSeconds = 300;
 // How long a counter update waits for the stats lock before updating without it.
-constexpr unsigned kStatsLockWaitSeconds = 10;
+constexpr unsigned kStatsLockWaitSeconds = 30;
 
 // ---- little-endian helpers -------------------------------------------------------------------
 
@@ -159,25 +160,11 @@ void write_atomic(const std::string& dir, const std::string& final_path,
   write_file_atomic(final_path, content);
 }
 
-// Runs `fn` while holding an llvm::LockFileManager lock on `target` (best effort: when the
-// lock cannot be taken in time, `fn` runs anyway).
-template <typename Fn>
-void with_file_lock(const std::string& target, unsigned wait_seconds, Fn&& fn) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    llvm::LockFileManager lock(target);
-    switch (lock.getState()) {
-      case llvm::LockFileManager::LFS_Owned:
-        fn();
-        return;
-      case llvm::LockFileManager::LFS_Error:
-        fn();
-        return;
-      case llvm::LockFileManager::LFS_Shared:
-        lock.waitForUnlock(wait_seconds);
-        break;  // try to take it ourselves
-    }
-  }
-  fn();
+// Runs `fn` under the lock on `target`, or without it when the lock cannot be had in time:
+// best effort, for counters (a lost update beats a stalled build).
+void with_file_lock(const std::string& target, unsigned wait_seconds,
+                    const std::function<void()>& fn) {
+  if (!run_locked(target, std::chrono::seconds(wait_seconds), fn).empty()) fn();
 }
 
 // ---- stats.json ------------------------------------------------------------------------------

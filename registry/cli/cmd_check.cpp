@@ -2,9 +2,7 @@
 // rule) on seeded random data; exits 1 when an element exceeds the op's tolerance.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 

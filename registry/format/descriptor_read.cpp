@@ -138,10 +138,7 @@ Kernel parse_kernel(const std::string& origin, const json& j, const std::string&
   k.file = safe_path(o, "file");
   k.entry = ident(o, "entry");
   k.args = parse_array(o, "args", parse_kernel_arg);
-  if (o.field("sha256", false)) {
-    k.sha256 = o.str("sha256");
-    if (!is_sha256_hex(k.sha256)) o.fail_at("sha256", "expected 64 lowercase hex digits");
-  }
+  k.sha256 = opt_sha256(o, "sha256");
   o.finish();
   return k;
 }

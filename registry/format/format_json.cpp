@@ -200,6 +200,13 @@ std::string checked_name(Obj& o, const std::string& key, bool (*valid)(const std
   return s;
 }
 
+std::string opt_sha256(Obj& o, const std::string& key) {
+  if (!o.field(key, false)) return "";
+  std::string s = o.str(key);
+  if (!is_sha256_hex(s)) o.fail_at(key, "expected 64 lowercase hex digits");
+  return s;
+}
+
 std::string ident(Obj& o, const std::string& key) {
   return checked_name(o, key, is_valid_identifier, "identifier ([A-Za-z_][A-Za-z0-9_]*, 1..128)");
 }

@@ -163,6 +163,8 @@ bool is_sha256_hex(const std::string& s);
 std::string checked_name(Obj& o, const std::string& key, bool (*valid)(const std::string&),
                          const char* what);
 std::string ident(Obj& o, const std::string& key);
+// An optional SHA-256 field (64 lowercase hex digits); "" when absent.
+std::string opt_sha256(Obj& o, const std::string& key);
 std::string safe_path(Obj& o, const std::string& key);
 
 // ---------------------------------------------------------------------------------------

@@ -17,10 +17,7 @@ IndexEntry parse_index_entry(const std::string& origin, const json& j, const std
   e.descriptor = safe_path(o, "descriptor");
   e.isa = ident(o, "isa");
   e.attrs = string_map(origin, *o.field("attrs", true), o.at("attrs"));
-  if (o.field("sha256", false)) {
-    e.sha256 = o.str("sha256");
-    if (!is_sha256_hex(e.sha256)) o.fail_at("sha256", "expected 64 lowercase hex digits");
-  }
+  e.sha256 = opt_sha256(o, "sha256");
   o.finish();
   return e;
 }
@@ -69,11 +66,7 @@ Index index_from_json(const std::string& text, const std::string& origin) {
   Index idx;
   check_schema(o, Index::kSchema);
   idx.runtime_library = safe_path(o, "runtime_library");
-  if (o.field("runtime_sha256", false)) {
-    idx.runtime_sha256 = o.str("runtime_sha256");
-    if (!is_sha256_hex(idx.runtime_sha256))
-      o.fail_at("runtime_sha256", "expected 64 lowercase hex digits");
-  }
+  idx.runtime_sha256 = opt_sha256(o, "runtime_sha256");
   idx.halide_version = o.str("halide_version");
   idx.variants = parse_array(o, "variants", parse_index_entry);
   o.finish();
