@@ -9,7 +9,6 @@
 #include <llvm/Support/Chrono.h>
 #include <llvm/Support/Error.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/LockFileManager.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Process.h>
 #include <llvm/Support/SHA256.h>
@@ -45,7 +44,7 @@ constexpr const char* kStatsFile = "stats.json";
 constexpr const char* kVariantsDir = "variants";
 // How long get_or_build waits for another process building the same key.
 constexpr unsigned kBuildLockWaitSeconds = 300;
-// How long a counter update waits for the stats lock before updating without it.
+// How long a counter update waits for the stats lock before it is dropped.
 constexpr unsigned kStatsLockWaitSeconds = 30;
 
 // ---- little-endian helpers -------------------------------------------------------------------
@@ -160,13 +159,6 @@ void write_atomic(const std::string& dir, const std::string& final_path,
   write_file_atomic(final_path, content);
 }
 
-// Runs `fn` under the lock on `target`, or without it when the lock cannot be had in time:
-// best effort, for counters (a lost update beats a stalled build).
-void with_file_lock(const std::string& target, unsigned wait_seconds,
-                    const std::function<void()>& fn) {
-  if (!run_locked(target, std::chrono::seconds(wait_seconds), fn).empty()) fn();
-}
-
 // ---- stats.json ------------------------------------------------------------------------------
 
 struct Counters {
@@ -201,7 +193,9 @@ void bump_counters(const std::string& dir, uint64_t hits, uint64_t misses, uint6
   try {
     if (fs::create_directories(dir)) return;
     const std::string stats_path = join(dir, kStatsFile);
-    with_file_lock(stats_path, kStatsLockWaitSeconds, [&] {
+    // Without the lock (held for 30 s: a stopped process) the update is dropped: written
+    // unlocked, it could overwrite the holder's, and more than this one would be lost.
+    run_locked(stats_path, std::chrono::seconds(kStatsLockWaitSeconds), [&] {
       Counters c = read_counters(stats_path);
       nlohmann::json j = {
           {"hits", c.hits + hits}, {"misses", c.misses + misses}, {"corrupt", c.corrupt + corrupt}};
@@ -435,22 +429,10 @@ std::pair<Entry, bool> CompileCache::get_or_build(const std::string& key,
   // The lock file lives next to the entry, so its directory must exist.
   if (fs::create_directories(dir())) return build_and_store();
 
-  // Note: LockFileManager is advisory and can, rarely, let two callers own the lock when both
-  // try to take a free lock at the same instant (it removes a lock file it failed to read just
-  // before another caller links it). That only costs a duplicate build: the install is atomic.
-  llvm::LockFileManager lock(p);
-  switch (lock.getState()) {
-    case llvm::LockFileManager::LFS_Owned:
-      // Someone may have finished building between our lookup and taking the lock.
-      if (std::optional<Entry> e = lookup(key)) return {std::move(*e), true};
-      return build_and_store();
-    case llvm::LockFileManager::LFS_Shared:
-      lock.waitForUnlock(kBuildLockWaitSeconds);
-      if (std::optional<Entry> e = lookup(key)) return {std::move(*e), true};
-      return build_and_store();  // the owner failed or timed out: build without the lock
-    case llvm::LockFileManager::LFS_Error:
-      break;
-  }
+  FileLock lock(p, std::chrono::seconds(kBuildLockWaitSeconds));
+  // Someone may have finished building while we waited, or between our lookup and the lock.
+  if (std::optional<Entry> e = lookup(key)) return {std::move(*e), true};
+  // Owned; or the owner failed, or held it past the wait: build anyway (installs are atomic).
   return build_and_store();
 }
 
@@ -463,9 +445,7 @@ Entry CompileCache::rebuild(const std::string& key, const std::function<Entry()>
   };
   if (fs::create_directories(dir())) return build_and_store();
   // Held while compiling, so a concurrent get_or_build waits for the new entry.
-  llvm::LockFileManager lock(p);
-  if (lock.getState() == llvm::LockFileManager::LFS_Shared)
-    lock.waitForUnlock(kBuildLockWaitSeconds);
+  FileLock lock(p, std::chrono::seconds(kBuildLockWaitSeconds));
   return build_and_store();
 }
 
@@ -532,10 +512,11 @@ void CompileCache::zero_stats() {
     throw std::runtime_error("cannot create cache directory " + d + ": " + ec.message());
   }
   const std::string stats_path = join(d, kStatsFile);
-  with_file_lock(stats_path, kStatsLockWaitSeconds, [&] {
+  const std::string why = run_locked(stats_path, std::chrono::seconds(kStatsLockWaitSeconds), [&] {
     write_atomic(d, stats_path,
                  nlohmann::json{{"hits", 0}, {"misses", 0}, {"corrupt", 0}}.dump(2) + "\n");
   });
+  if (!why.empty()) throw std::runtime_error("cannot reset the cache statistics: " + why);
 }
 
 VerifyResult CompileCache::verify() {
@@ -576,10 +557,14 @@ uint64_t CompileCache::sweep_leftovers(std::chrono::seconds older_than) {
   const std::string d = dir();
   for (fs::directory_iterator it(d, ec), end; it != end && !ec; it.increment(ec)) {
     const std::string name = path::filename(it->path()).str();
-    const bool leftover = name.find(".lock") != std::string::npos || name.rfind(".tmp-", 0) == 0;
+    // "<x>.lock" is a FileLock's (removed only when no one holds it); "<x>.lock-*" an older
+    // opforge's llvm::LockFileManager's.
+    const bool lock = name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0;
+    const bool leftover =
+        lock || name.find(".lock-") != std::string::npos || name.rfind(".tmp-", 0) == 0;
     fs::file_status st;
     if (!leftover || fs::status(it->path(), st) || st.getLastModificationTime() > cutoff) continue;
-    if (!fs::remove(it->path())) ++removed;
+    if (lock ? remove_unheld_lock(it->path()) : !fs::remove(it->path())) ++removed;
   }
   return removed;
 }

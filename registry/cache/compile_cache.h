@@ -74,7 +74,7 @@ class CompileCache {
   // Atomic install; throws std::runtime_error on I/O failure (nothing is left behind).
   void store(const std::string& key, const Entry& entry);
 
-  // Serializes builds of the same key across processes (llvm::LockFileManager). `build` is
+  // Serializes builds of the same key across processes (FileLock). `build` is
   // called only when, after taking the lock, the entry is still absent.
   // Returns the entry and whether it was a hit.
   std::pair<Entry, bool> get_or_build(const std::string& key, const std::function<Entry()>& build,
@@ -88,7 +88,8 @@ class CompileCache {
   std::optional<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
   last_variant(const std::string& variant) const;
 
-  void count(bool hit);  // hit/miss counters (best effort, under a lock)
+  // Hit/miss counters, under a lock; an update that waits 30 s for it is dropped.
+  void count(bool hit);
   Stats stats() const;
   void zero_stats();      // resets the hit/miss/corrupt counters (under the same lock)
   VerifyResult verify();  // checks every entry; removes the bad ones
@@ -103,9 +104,9 @@ class CompileCache {
   uint64_t prune_keeping(uint64_t max_bytes, const std::vector<std::string>& keep,
                          bool* kept_over = nullptr);
   void clear();
-  // Removes what killed builds leave: lock files ("*.lock", "*.lock-*") and temp files
-  // (".tmp-*") older than `older_than`, and the directories of other format versions (never
-  // read again). prune, prune_keeping and clear call it with a day. Returns what it removed.
+  // Removes what killed builds leave: lock files no one holds ("*.lock", "*.lock-*") and
+  // temp files (".tmp-*") older than `older_than`, and the directories of other format
+  // versions (never read again). prune, prune_keeping and clear call it with a day. Returns what it removed.
   uint64_t sweep_leftovers(std::chrono::seconds older_than);
 
  private:

@@ -1,6 +1,5 @@
 #include <doctest/doctest.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/LockFileManager.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Process.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 
 #include "cache_test_util.h"
 #include "registry/cache/compile_cache.h"
+#include "registry/cache/file_lock.h"
 
 using namespace opforge::cache;
 using namespace opforge::cache::testing;
@@ -470,8 +470,8 @@ TEST_CASE("get_or_build waits for a builder that holds the lock") {
   };
 
   SUBCASE("the owner stores the entry: the waiter hits") {
-    auto other = std::make_unique<llvm::LockFileManager>(c.entry_path(k));
-    REQUIRE(other->getState() == llvm::LockFileManager::LFS_Owned);
+    auto other = std::make_unique<FileLock>(c.entry_path(k), std::chrono::seconds(1));
+    REQUIRE(other->owned());
     std::pair<Entry, bool> result;
     std::thread waiter([&] {
       CompileCache mine(t.path);
@@ -488,8 +488,8 @@ TEST_CASE("get_or_build waits for a builder that holds the lock") {
     CHECK(result.first.artifacts == sample_entry("owner").artifacts);
   }
   SUBCASE("the owner gives up: the waiter builds") {
-    auto other = std::make_unique<llvm::LockFileManager>(c.entry_path(k));
-    REQUIRE(other->getState() == llvm::LockFileManager::LFS_Owned);
+    auto other = std::make_unique<FileLock>(c.entry_path(k), std::chrono::seconds(1));
+    REQUIRE(other->owned());
     std::pair<Entry, bool> result;
     std::thread waiter([&] {
       CompileCache mine(t.path);
@@ -504,7 +504,7 @@ TEST_CASE("get_or_build waits for a builder that holds the lock") {
     CHECK_FALSE(result.second);
     CHECK(c.lookup(k).has_value());
   }
-  SUBCASE("a stale lock left by a dead process is taken over") {
+  SUBCASE("a lock file left by a dead process (an older opforge's) is taken over") {
     pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) _exit(0);
@@ -528,9 +528,6 @@ TEST_CASE("concurrent get_or_build of one key builds it once") {
   std::vector<Entry> results(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
-      // Staggered starts: llvm::LockFileManager can let two callers in when they try to
-      // take a free lock in the very same instant (see compile_cache.cpp).
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 * i));
       CompileCache c(t.path);
       auto [e, hit] = c.get_or_build(k, [&] {
         ++builds;
