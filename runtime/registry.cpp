@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "opforge/sha256.h"
 #include "opforge/suggest.hpp"
 #include "registry/format/bounded_read.h"
+#include "registry/format/file_lock.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
 #include "runtime/views.h"
@@ -154,12 +156,55 @@ std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
     throw Error("no op registry at " + r->dir_ + " (index.json missing); run '" + build +
                 "' to create it");
   }
+  const std::string text = read_text(path);
   try {
-    r->index_ = registry::index_from_json(read_text(path), path);
+    r->generations_.push_back(
+        std::make_unique<const registry::Index>(registry::index_from_json(text, path)));
   } catch (const registry::FormatError& e) {
     throw Error(e.what());
   }
+  r->index_text_digest_ = registry::sha256_hex(text);
+  r->index_.store(r->generations_.back().get());
   return r;
+}
+
+// How long a reader that found the registry changing waits for the build installing it.
+constexpr std::chrono::seconds kInstallWait(60);
+
+bool Registry::refresh_index() const {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  const std::string path = dir_ + "/index.json";
+  // A build installs descriptors and kernels first and index.json last, under this lock.
+  registry::wait_until_unlocked(path, kInstallWait);
+  std::string text;
+  registry::Index fresh;
+  try {
+    text = read_text(path);
+    if (registry::sha256_hex(text) == index_text_digest_) return false;
+    fresh = registry::index_from_json(text, path);
+  } catch (const std::exception&) {
+    return false;  // unreadable now: the error that brought us here is the one to report
+  }
+  if (runtime_ && fresh.runtime_sha256 != index().runtime_sha256) {
+    throw Error("registry " + dir_ +
+                " was rebuilt with another Halide runtime after this process loaded its "
+                "runtime; restart the process to use the new registry");
+  }
+  generations_.push_back(std::make_unique<const registry::Index>(std::move(fresh)));
+  index_text_digest_ = registry::sha256_hex(text);
+  index_.store(generations_.back().get());
+  descriptors_.clear();
+  return true;
+}
+
+template <class F>
+decltype(auto) Registry::retrying(F&& f) const {
+  try {
+    return f();
+  } catch (const Error&) {
+    if (!refresh_index()) throw;
+  }
+  return f();
 }
 
 Registry::~Registry() {
@@ -170,12 +215,19 @@ Registry::~Registry() {
 
 std::vector<std::string> Registry::ops() const {
   std::set<std::string> s;
-  for (const auto& e : index_.variants) s.insert(e.op);
+  for (const auto& e : index().variants) s.insert(e.op);
   return {s.begin(), s.end()};
 }
 
 Descriptor Registry::descriptor(const std::string& variant) const {
-  for (const auto& e : index_.variants) {
+  return retrying([&] { return read_descriptor(variant); });
+}
+
+Descriptor Registry::read_descriptor(const std::string& variant) const {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  auto kept = descriptors_.find(variant);
+  if (kept != descriptors_.end()) return kept->second;
+  for (const auto& e : index().variants) {
     if (e.variant != variant) continue;
     const std::string path = dir_ + "/" + e.descriptor;
     try {
@@ -189,7 +241,7 @@ Descriptor Registry::descriptor(const std::string& variant) const {
       if (d.variant != variant || d.op != e.op) {
         throw Error(path + ": describes " + d.variant + ", the index says " + variant);
       }
-      return d;
+      return descriptors_[variant] = std::move(d);
     } catch (const registry::FormatError& err) {
       throw Error(err.what());
     }
@@ -198,12 +250,16 @@ Descriptor Registry::descriptor(const std::string& variant) const {
 }
 
 std::vector<Descriptor> Registry::variants(const std::string& op) const {
+  return retrying([&] { return variants_of(op); });
+}
+
+std::vector<Descriptor> Registry::variants_of(const std::string& op) const {
   if (!registry::is_valid_op_name(op)) {
     throw Error("'" + op + "' is not a valid op name (^[a-z][a-z0-9_]{0,63}$)");
   }
   std::vector<Descriptor> out;
-  for (const auto& e : index_.variants) {
-    if (e.op == op) out.push_back(descriptor(e.variant));
+  for (const auto& e : index().variants) {
+    if (e.op == op) out.push_back(read_descriptor(e.variant));
   }
   if (out.empty()) {
     throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + " (registry " + dir_ + ")");
@@ -220,13 +276,14 @@ void* Registry::runtime_handle() {
   if (runtime_) return runtime_;
   // Kernels name the runtime by soname, so every registry's kernels in a process bind to the
   // first one loaded: reuse it, so thread count and error handler act on the pool in use.
-  const std::string path = dir_ + "/" + index_.runtime_library;
+  const registry::Index& idx = index();
+  const std::string path = dir_ + "/" + idx.runtime_library;
   const std::string soname = path.substr(path.find_last_of('/') + 1);
   if (access(path.c_str(), R_OK) != 0) throw Error(path + ": Halide runtime library missing");
-  check_inside(dir_, index_.runtime_library, "cannot load the Halide runtime");
+  check_inside(dir_, idx.runtime_library, "cannot load the Halide runtime");
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (!h) {
-    check_digest(path, index_.runtime_sha256, "the Halide runtime");
+    check_digest(path, idx.runtime_sha256, "the Halide runtime");
     h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   }
   if (!h) throw Error(path + ": cannot load the Halide runtime: " + dlerror());
@@ -389,7 +446,7 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
                                              const std::map<std::string, std::string>& attrs,
                                              const std::string& isa_in, std::string* algorithm,
                                              bool need_cpu) const {
-  std::vector<Descriptor> all = variants(op);
+  std::vector<Descriptor> all = variants_of(op);
   const Wanted wanted = wanted_attrs(all, op, attrs, algorithm);
   std::vector<Descriptor> matching = matching_variants(all, wanted, *algorithm, op);
   return runnable_variants(matching, op, isa_in, need_cpu);
@@ -397,24 +454,28 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
 
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const std::string& isa) {
-  std::string algorithm;
-  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-  // Without shapes, an algorithm that applies to every shape.
-  for (const auto& d : c) {
-    if (d.algorithm.applies_when.empty()) return load_descriptor(d);
-  }
-  return load_descriptor(c.front());
+  return retrying([&]() -> Kernel& {
+    std::string algorithm;
+    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+    // Without shapes, an algorithm that applies to every shape.
+    for (const auto& d : c) {
+      if (d.algorithm.applies_when.empty()) return load_descriptor(d);
+    }
+    return load_descriptor(c.front());
+  });
 }
 
 Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
                             const std::string& isa) const {
-  std::string algorithm;
-  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm, /*need_cpu=*/false);
-  // As select(): without shapes, an algorithm that applies to every shape.
-  for (auto& d : c) {
-    if (d.algorithm.applies_when.empty()) return std::move(d);
-  }
-  return std::move(c.front());
+  return retrying([&] {
+    std::string algorithm;
+    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm, /*need_cpu=*/false);
+    // As select(): without shapes, an algorithm that applies to every shape.
+    for (auto& d : c) {
+      if (d.algorithm.applies_when.empty()) return std::move(d);
+    }
+    return std::move(c.front());
+  });
 }
 
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
@@ -428,30 +489,36 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                          size_t n_scalars, const std::string& isa) {
-  std::string algorithm;
-  std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-  if (!c.front().shape.named_dims) return load_descriptor(c.front());
-  std::map<std::string, const TensorView*> by_name;
-  for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
-  std::map<std::string, double> scalar_map;
-  for (size_t k = 0; k < n_scalars; ++k) scalar_map[scalars[k].name] = scalars[k].value;
-  const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
-  std::string why;
-  for (const auto& d : c) {
-    const std::string no = why_not_applicable(d, b);
-    if (no.empty()) return load_descriptor(d);
-    if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
-  }
-  throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
+  return retrying([&]() -> Kernel& {
+    std::string algorithm;
+    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+    if (!c.front().shape.named_dims) return load_descriptor(c.front());
+    std::map<std::string, const TensorView*> by_name;
+    for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
+    std::map<std::string, double> scalar_map;
+    for (size_t k = 0; k < n_scalars; ++k) scalar_map[scalars[k].name] = scalars[k].value;
+    const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
+    std::string why;
+    for (const auto& d : c) {
+      const std::string no = why_not_applicable(d, b);
+      if (no.empty()) return load_descriptor(d);
+      if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
+    }
+    throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
+  });
 }
 
 Kernel& Registry::load(const std::string& variant) {
+  return retrying([&]() -> Kernel& { return load_variant(variant); });
+}
+
+Kernel& Registry::load_variant(const std::string& variant) {
   std::lock_guard<std::recursive_mutex> lock(*mu_);
   auto it = loaded_.find(variant);
   if (it != loaded_.end()) return *it->second;
   bool known = false;
   std::vector<std::string> ids;
-  for (const auto& e : index_.variants) {
+  for (const auto& e : index().variants) {
     known = known || e.variant == variant;
     ids.push_back(e.variant);
   }
@@ -459,7 +526,7 @@ Kernel& Registry::load(const std::string& variant) {
     throw Error("registry " + dir_ + " has no variant '" + variant + "'" +
                 did_you_mean(variant, ids));
   }
-  const Descriptor d = descriptor(variant);
+  const Descriptor d = read_descriptor(variant);
   for (const auto& f : d.target.cpu_features) {
     if (!cpu_supports(f)) {
       throw Error("variant " + variant + " (ISA " + d.target.isa + ") needs CPU feature " + f +

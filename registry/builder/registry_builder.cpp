@@ -22,8 +22,8 @@
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/cache_config.h"
 #include "registry/cache/cache_key.h"
-#include "registry/cache/file_lock.h"
 #include "registry/format/bounded_read.h"
+#include "registry/format/file_lock.h"
 
 namespace opforge::builder {
 
@@ -279,14 +279,14 @@ std::vector<registry::IndexEntry> kept_entries(const std::string& dir,
   return out;
 }
 
-// Runs `fn` holding the registry's lock (cache::run_locked on <dir>/index.json, as the cache
+// Runs `fn` holding the registry's lock (registry::run_locked on <dir>/index.json, as the cache
 // locks its counters): concurrent builds into one registry install one at a time, each
 // reading the index the previous one wrote. Throws when the lock cannot be made or another
 // build holds it for `wait_seconds`.
 void with_registry_lock(const std::string& dir, unsigned wait_seconds,
                         const std::function<void()>& fn) {
   const std::string why =
-      cache::run_locked(dir + "/index.json", std::chrono::seconds(wait_seconds), fn);
+      registry::run_locked(dir + "/index.json", std::chrono::seconds(wait_seconds), fn);
   if (!why.empty()) throw std::runtime_error(dir + ": cannot lock the registry: " + why);
 }
 

@@ -25,9 +25,14 @@
 #include <utility>
 
 #include "registry/cache/atomic_file.h"
-#include "registry/cache/file_lock.h"
+#include "registry/format/file_lock.h"
 
 namespace opforge::cache {
+
+using registry::FileLock;
+using registry::remove_unheld_lock;
+using registry::run_locked;
+
 namespace {
 
 namespace fs = llvm::sys::fs;

@@ -1,6 +1,7 @@
 // The registry index (index.json): JSON <-> Index, with its checks.
 #include <set>
 
+#include "opforge/sha256.h"
 #include "registry/format/format_json.h"
 
 namespace opforge::registry {
@@ -39,7 +40,10 @@ void check_index(const Index& idx, const std::string& origin) {
 
 }  // namespace
 
-std::string to_json(const Index& idx) {
+namespace {
+
+// The index without its own digest: what the digest covers.
+ojson index_json(const Index& idx) {
   ojson j;
   j["schema"] = Index::kSchema;
   j["runtime_library"] = idx.runtime_library;
@@ -57,6 +61,18 @@ std::string to_json(const Index& idx) {
     if (!e.sha256.empty()) je["sha256"] = e.sha256;
     j["variants"].push_back(je);
   }
+  return j;
+}
+
+}  // namespace
+
+std::string index_digest(const Index& idx) {
+  return sha256_hex(dump(index_json(idx), "index"));
+}
+
+std::string to_json(const Index& idx) {
+  ojson j = index_json(idx);
+  j["sha256"] = sha256_hex(dump(j, "index"));
   return dump(j, "index");
 }
 
@@ -69,8 +85,16 @@ Index index_from_json(const std::string& text, const std::string& origin) {
   idx.runtime_sha256 = opt_sha256(o, "runtime_sha256");
   idx.halide_version = o.str("halide_version");
   idx.variants = parse_array(o, "variants", parse_index_entry);
+  const std::string digest = opt_sha256(o, "sha256");
   o.finish();
   check_index(idx, origin);
+  // Last, so that a malformed index gets the error that says where. Its content, not its
+  // bytes: whitespace and key order may change; a flipped attr, ISA or digest may not.
+  if (!digest.empty() && digest != index_digest(idx)) {
+    fail(origin, "/sha256",
+         "the index's content does not match its SHA-256: damaged or edited; rebuild the "
+         "registry (opforge build)");
+  }
   return idx;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "host_isa.h"
+#include "opforge/descriptor.h"
 #include "opforge/runtime.hpp"
 #include "opforge/sha256.h"
 #include "test_registry.h"
@@ -153,21 +154,31 @@ class RegistryCopy {
   // as a consistent edit of both would: for tests of what the other checks catch, or of a
   // registry deliberately changed (max_elements).
   void rewrite_descriptors(const std::map<std::string, std::string>& texts) const {
-    const std::filesystem::path index_path = dir_ / "index.json";
-    std::ifstream in(index_path);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    nlohmann::ordered_json index = nlohmann::ordered_json::parse(buf.str());
+    nlohmann::ordered_json index = nlohmann::ordered_json::parse(read(dir_ / "index.json"));
     for (auto& e : index["variants"]) {
       auto it = texts.find(e["variant"].get<std::string>());
       if (it == texts.end()) continue;
       std::ofstream(dir_ / e["descriptor"].get<std::string>(), std::ios::trunc) << it->second;
       e["sha256"] = registry::sha256_hex(it->second);
     }
-    std::ofstream(index_path, std::ios::trunc) << index.dump(2) << "\n";
+    rewrite_index(index.dump(2));
+  }
+  // Writes `text` as the index with its own digest recomputed, as the builder would: for
+  // tests of what the other checks catch. `text` must be a valid index but for that digest.
+  void rewrite_index(const std::string& text) const {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    j.erase("sha256");
+    const registry::Index idx = registry::index_from_json(j.dump(), "rewritten index");
+    std::ofstream(dir_ / "index.json", std::ios::trunc) << registry::to_json(idx);
   }
 
  private:
+  static std::string read(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return buf.str();
+  }
   TempDir tmp_;
   std::filesystem::path dir_;
 };

@@ -92,6 +92,22 @@ TEST_CASE("corrupt registry: an index path that leaves the registry is rejected 
   CHECK(contains(msg, "/variants/0/descriptor"));
 }
 
+// A flipped byte can leave valid JSON that selects another variant or names another
+// descriptor digest: the index records the SHA-256 of its own content.
+TEST_CASE("corrupt registry: an index edited into other valid JSON is refused by digest") {
+  RegistryCopy copy;
+  const fs::path index = copy / "index.json";
+  std::string text = read_file(index);
+  const std::string from = "\"use_nesterov\": \"false\"";
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), "\"use_nesterov\": \"true\"");
+  write_file(index, text);
+  const std::string msg = error_of([&] { Registry::open(copy.dir().string()); });
+  CHECK(contains(msg, index.string() + ": /sha256: "));
+  CHECK(contains(msg, "damaged or edited"));
+}
+
 TEST_CASE("corrupt registry: an attr combination no variant has is named") {
   RegistryCopy copy;
   const fs::path index = copy / "index.json";
@@ -103,7 +119,7 @@ TEST_CASE("corrupt registry: an attr combination no variant has is named") {
   // fp32: 2 epsilon modes x 2 ISAs; bf16m and f16m (epsilon_mode tf) x 2 ISAs
   REQUIRE(kept.size() + 8 == j["variants"].size());
   j["variants"] = kept;
-  write_file(index, j.dump(2));
+  copy.rewrite_index(j.dump(2));
   auto reg = Registry::open(copy.dir().string());
   CHECK_NOTHROW(reg->select("apply_adam", {}, "avx2"));
   const std::string msg = error_of([&] {

@@ -1,6 +1,7 @@
 // opforge runtime: C++ API. No libHalide: kernels are dlopen'ed lazily from a registry.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -148,7 +149,9 @@ class Registry {
   ~Registry();
 
   const std::string& dir() const { return dir_; }
-  const registry::Index& index() const { return index_; }
+  // The index as read at open, or as re-read after the registry was rebuilt meanwhile (see
+  // "Rebuilds" below). A reference stays valid for the Registry's life.
+  const registry::Index& index() const { return *index_.load(); }
   std::vector<std::string> ops() const;                               // sorted, unique
   registry::Descriptor descriptor(const std::string& variant) const;  // reads and validates
   // Descriptors of every variant of `op`; throws Error for an unknown op (with a suggestion).
@@ -195,6 +198,12 @@ class Registry {
 
   // Thread safety: a Registry and its Kernels may be shared between threads. select(), load()
   // and the Kernel calls may run concurrently; load() dlopens each variant once.
+  //
+  // Rebuilds: `opforge build` may rewrite the registry while a process uses it. Descriptors
+  // are read once per variant and kept; kernels loaded stay loaded. When a file the index
+  // names is missing or not the one it recorded, the registry waits for an install in
+  // progress (the build's lock), re-reads index.json and, if it changed, tries again with the
+  // new index. A rebuild with another Halide runtime than the one loaded is an Error.
 
  private:
   Registry() = default;
@@ -206,14 +215,26 @@ class Registry {
                                                const std::map<std::string, std::string>& attrs,
                                                const std::string& isa, std::string* algorithm,
                                                bool need_cpu = true) const;
+  std::vector<registry::Descriptor> variants_of(const std::string& op) const;
+  registry::Descriptor read_descriptor(const std::string& variant) const;  // kept once read
+  Kernel& load_variant(const std::string& variant);
   // dlopen + metadata check, once per variant.
   Kernel& load_descriptor(const registry::Descriptor& d);
+  // Runs `f`; when it throws Error and index.json has changed since it was read (after any
+  // install in progress), runs it again with the new index.
+  template <class F>
+  decltype(auto) retrying(F&& f) const;
+  bool refresh_index() const;  // true when index.json changed and was re-read
+
   std::string dir_;
-  registry::Index index_;
+  mutable std::atomic<const registry::Index*> index_{nullptr};  // the latest of generations_
+  // Guards what follows (recursive: load() calls load_descriptor()).
+  std::unique_ptr<std::recursive_mutex> mu_ = std::make_unique<std::recursive_mutex>();
+  mutable std::vector<std::unique_ptr<const registry::Index>> generations_;
+  mutable std::string index_text_digest_;  // of the index.json bytes last read
+  mutable std::map<std::string, registry::Descriptor> descriptors_;  // by variant, checked
   void* runtime_ = nullptr;
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
-  // Guards runtime_ and loaded_ (recursive: load() calls load_descriptor()).
-  std::unique_ptr<std::recursive_mutex> mu_ = std::make_unique<std::recursive_mutex>();
 };
 
 // CPU features by the names registry descriptors use (__builtin_cpu_supports spelling), as the

@@ -19,11 +19,14 @@
 #include <vector>
 
 #include "cache_test_util.h"
+#include "processes.h"
 #include "registry/cache/compile_cache.h"
-#include "registry/cache/file_lock.h"
+#include "registry/format/file_lock.h"
 
 using namespace opforge::cache;
 using namespace opforge::cache::testing;
+using opforge::registry::FileLock;
+using opforge::testing::in_processes;
 namespace fs = llvm::sys::fs;
 
 namespace {
@@ -545,6 +548,21 @@ TEST_CASE("concurrent get_or_build of one key builds it once") {
   CompileCache c(t.path);
   CHECK(c.lookup(k).has_value());
   CHECK(count_containing(vdir(c), ".lock") == 0);
+}
+
+// Defect: concurrent builds lost hit/miss updates (the counters were written without the
+// lock after a wait).
+TEST_CASE("cache statistics lose no update under contention") {
+  TempDir t;
+  constexpr int kProcs = 4, kRounds = 40;
+  const bool ok = in_processes(kProcs, [&] {
+    CompileCache c(t.path);
+    for (int r = 0; r < kRounds; ++r) c.count(r % 4 != 0);
+  });
+  CHECK(ok);
+  const Stats s = CompileCache(t.path).stats();
+  CHECK(s.hits == kProcs * kRounds * 3 / 4);
+  CHECK(s.misses == kProcs * kRounds / 4);
 }
 
 TEST_CASE("record_variant and last_variant") {

@@ -86,8 +86,38 @@ TEST_CASE("index to_json writes the documented shape") {
   CHECK(j["variants"][1]["attrs"]["use_nesterov"] == "true");  // canonical strings
   CHECK(j["variants"][2]["attrs"].is_object());
   CHECK(j["variants"][2]["attrs"].empty());
-  CHECK(j.size() == 4);
+  CHECK(j["sha256"] == index_digest(make_index()));
+  CHECK(j.size() == 5);
   CHECK(text.rfind("{\n  \"schema\": \"opforge.index/1\",\n  \"runtime_library\": ", 0) == 0);
+}
+
+// A flipped byte can leave valid JSON that says something else (an attr, an ISA, a descriptor
+// digest): the index records the SHA-256 of its content.
+TEST_CASE("the index's digest covers its content, not its layout") {
+  const json good = json::parse(to_json(make_index()));
+  REQUIRE(good["sha256"].get<std::string>().size() == 64);
+  // Other whitespace and key order (nlohmann::json sorts keys): the same content.
+  CHECK_NOTHROW(index_from_json(good.dump(), "i.json"));
+  CHECK_NOTHROW(index_from_json(good.dump(7), "i.json"));
+  // Without the field (registries from before it): not checked.
+  json old = good;
+  old.erase("sha256");
+  old["variants"][0]["isa"] = "avx512";
+  CHECK_NOTHROW(index_from_json(old.dump(), "i.json"));
+
+  check_rejected(reject([](json& j) { j["variants"][1]["attrs"]["use_nesterov"] = "false"; }),
+                 "/sha256", "the index's content does not match its SHA-256: damaged or edited");
+  check_rejected(reject([](json& j) { j["variants"][0]["isa"] = "avx512"; }), "/sha256",
+                 "damaged or edited");
+  check_rejected(reject([](json& j) { j["halide_version"] = "14.0.1"; }), "/sha256",
+                 "damaged or edited");
+  check_rejected(reject([](json& j) {
+                   std::string d = j["sha256"];
+                   d[0] = d[0] == 'a' ? 'b' : 'a';
+                   j["sha256"] = d;
+                 }),
+                 "/sha256", "damaged or edited");
+  check_rejected(reject([](json& j) { j["sha256"] = "xyz"; }), "/sha256", "64 lowercase hex");
 }
 
 TEST_CASE("an empty index parses") {

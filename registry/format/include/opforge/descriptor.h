@@ -236,8 +236,11 @@ struct Index {
   std::vector<IndexEntry> variants;
 };
 
+// The index records the SHA-256 of its own content (index_digest: of the index as to_json
+// writes it, without that field); index_from_json refuses a mismatch.
 std::string to_json(const Index& idx);
 Index index_from_json(const std::string& text, const std::string& origin);
+std::string index_digest(const Index& idx);
 
 // Names. An op name matches ^[a-z][a-z0-9_]{0,63}$; nothing builds a path from a name that
 // has not passed this check.

@@ -1,5 +1,5 @@
 // A cross-process lock on "<target>.lock", for the cache's entries and statistics and the
-// registry's install.
+// registry's install (which the runtime waits for). POSIX only: the runtime uses it too.
 //
 // flock(2) on the open lock file, so that the kernel releases it when its owner dies (kill -9
 // included) and two owners are impossible. Not llvm::LockFileManager: it decides ownership by
@@ -15,7 +15,7 @@
 #include <functional>
 #include <string>
 
-namespace opforge::cache {
+namespace opforge::registry {
 
 class FileLock {
  public:
@@ -41,8 +41,13 @@ class FileLock {
 std::string run_locked(const std::string& target, std::chrono::seconds wait,
                        const std::function<void()>& fn);
 
+// Waits up to `wait` until no one holds the lock on `target` (a reader waiting for a writer
+// to finish: the runtime, for a registry install). True at once when there is no lock file;
+// false when the wait ran out.
+bool wait_until_unlocked(const std::string& target, std::chrono::milliseconds wait);
+
 // Removes the lock file `path` (a "<target>.lock") when no one holds it, as an owner would;
 // a held lock is left alone. True when removed.
 bool remove_unheld_lock(const std::string& path);
 
-}  // namespace opforge::cache
+}  // namespace opforge::registry

@@ -1,4 +1,4 @@
-#include "registry/cache/file_lock.h"
+#include "registry/format/file_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-namespace opforge::cache {
+namespace opforge::registry {
 
 namespace {
 
@@ -75,6 +75,22 @@ std::string run_locked(const std::string& target, std::chrono::seconds wait,
   return "";
 }
 
+bool wait_until_unlocked(const std::string& target, std::chrono::milliseconds wait) {
+  const std::string path = target + ".lock";
+  const auto give_up = std::chrono::steady_clock::now() + wait;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;  // no lock file: no owner
+    const bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
+    ::close(fd);  // drops the shared lock too
+    if (free) return true;
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
 bool remove_unheld_lock(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return false;
@@ -86,4 +102,4 @@ bool remove_unheld_lock(const std::string& path) {
   return removed;
 }
 
-}  // namespace opforge::cache
+}  // namespace opforge::registry

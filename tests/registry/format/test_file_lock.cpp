@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,45 +8,32 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cache_test_util.h"
-#include "registry/cache/compile_cache.h"
-#include "registry/cache/file_lock.h"
+#include "processes.h"
+#include "registry/format/file_lock.h"
 
-using namespace opforge::cache;
-using namespace opforge::cache::testing;
+using namespace opforge::registry;
+using opforge::testing::in_processes;
 using namespace std::chrono_literals;
 
 namespace {
 
-// Forks `n` children that each run `body` and exit 0, or 1 when it throws; true when all
-// exited 0. Bounded: a child still running after 60 s is killed and counts as a failure.
-bool in_processes(int n, const std::function<void()>& body) {
-  std::vector<pid_t> kids;
-  for (int i = 0; i < n; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      alarm(60);
-      try {
-        body();
-      } catch (...) {
-        _exit(1);
-      }
-      _exit(0);
-    }
-    kids.push_back(pid);
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/opforge-lock-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
   }
-  bool ok = true;
-  for (pid_t pid : kids) {
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  return ok;
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+void write_all(const std::string& p, const std::string& text) {
+  std::ofstream(p, std::ios::trunc) << text;
 }
 
 int read_int(const std::string& p) {
@@ -73,6 +61,24 @@ TEST_CASE("FileLock: one owner at a time; the owner's release removes the lock f
   CHECK_FALSE(std::filesystem::exists(target + ".lock"));
   FileLock c(target, 100ms);
   CHECK(c.owned());
+}
+
+TEST_CASE("wait_until_unlocked: at once without an owner; waits for one") {
+  TempDir t;
+  const std::string target = t.path + "/thing";
+  CHECK(wait_until_unlocked(target, 0ms));  // no lock file at all
+  auto held = std::make_unique<FileLock>(target, 1s);
+  REQUIRE(held->owned());
+  CHECK_FALSE(wait_until_unlocked(target, 100ms));
+  std::atomic<bool> releasing{false};
+  std::thread release([&] {
+    std::this_thread::sleep_for(200ms);
+    releasing = true;
+    held.reset();
+  });
+  CHECK(wait_until_unlocked(target, 30s));
+  CHECK(releasing.load());  // returned only once the owner let go
+  release.join();
 }
 
 TEST_CASE("FileLock: a lock that cannot be made says why") {
@@ -138,19 +144,4 @@ TEST_CASE("FileLock: mutual exclusion across processes and threads") {
   CHECK(ok);
   CHECK(read_int(counter) == kProcs * kThreads * kRounds);
   CHECK_FALSE(std::filesystem::exists(counter + ".lock"));
-}
-
-// Defect: concurrent builds lost hit/miss updates (the counters were written without the
-// lock after a wait).
-TEST_CASE("cache statistics lose no update under contention") {
-  TempDir t;
-  constexpr int kProcs = 4, kRounds = 40;
-  const bool ok = in_processes(kProcs, [&] {
-    CompileCache c(t.path);
-    for (int r = 0; r < kRounds; ++r) c.count(r % 4 != 0);
-  });
-  CHECK(ok);
-  const Stats s = CompileCache(t.path).stats();
-  CHECK(s.hits == kProcs * kRounds * 3 / 4);
-  CHECK(s.misses == kProcs * kRounds / 4);
 }
