@@ -24,7 +24,7 @@ std::string default_schedules_dir() {
 }
 
 int cmd_autoschedule(const Args& a) {
-  const std::string dir = a.get("out", default_schedules_dir());
+  const std::string dir = checked_dir("--out", a.get("out", default_schedules_dir()));
   const bool check = a.has("check");
   const auto variants = builder::autoscheduled_variants(generators::op_table(), a.positional);
   if (!a.has("json")) std::printf("%s\n", builder::autoschedule_settings_text().c_str());

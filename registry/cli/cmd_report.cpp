@@ -260,16 +260,27 @@ std::string op_section(const OpPage& p) {
   return o.str();
 }
 
+// `out` may take a report: absent, empty, or an earlier report (never anything else).
+// Checked before measuring, so that a bad --html fails at once, and again at install.
+void check_report_target(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  const bool report = fs::is_directory(out, ec) && fs::exists(out / kMarker, ec);
+  const bool empty = fs::is_directory(out, ec) && fs::is_empty(out, ec);
+  if (!report && !empty) {
+    throw std::runtime_error(out.string() + " exists and is not an opforge report (" +
+                             (fs::is_directory(out, ec)
+                                  ? "a directory without " + std::string(kMarker)
+                                  : "not a directory") +
+                             "): not overwriting it");
+  }
+}
+
 // Moves `staging` to `out`, replacing an earlier report there (never anything else).
 void install_report(const fs::path& staging, const fs::path& out) {
   std::error_code ec;
+  check_report_target(out);
   if (fs::exists(out, ec)) {
-    const bool report = fs::exists(out / kMarker, ec);
-    const bool empty = fs::is_directory(out, ec) && fs::is_empty(out, ec);
-    if (!report && !empty) {
-      throw std::runtime_error(out.string() +
-                               " exists and is not an opforge report: not overwriting it");
-    }
     const fs::path old = staging.string() + ".old";
     fs::rename(out, old);
     fs::rename(staging, out);
@@ -427,6 +438,7 @@ std::string report_html(const Registry& reg, const std::vector<OpPage>& pages,
 int cmd_report(const Args& a) {
   if (!a.has("html")) throw UsageError("report needs --html DIR");
   const fs::path out = fs::absolute(a.get("html")).lexically_normal();
+  check_report_target(out);
   MeasureOptions o;
   o.sizes = parse_sizes(a.get("sizes", "1e3,1e4,1e5,1e6,1e7"));
   o.budget_s = a.get_int("budget-ms", 40, 1, 3600000) / 1000.0;

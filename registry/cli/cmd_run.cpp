@@ -101,6 +101,7 @@ std::map<std::string, std::string> with_storage(std::map<std::string, std::strin
 int cmd_run(const Args& a) {
   apply_unchecked_scalars(a);
   if (!a.has("out")) throw UsageError("--out DIR is required");
+  checked_dir("--out", a.get("out"));
   auto reg = Registry::open(registry_dir(a));
   const std::string op = a.positional.at(0);
   if (a.has("threads"))

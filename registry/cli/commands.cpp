@@ -1,6 +1,7 @@
 #include "registry/cli/commands.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "opforge/runtime.hpp"
@@ -8,6 +9,8 @@
 #include "registry/cli/bench/bench_model.h"
 
 namespace opforge::cli {
+
+namespace fs = std::filesystem;
 
 OptionSpec registry_option() {
   return {"registry", "DIR",
@@ -17,11 +20,23 @@ OptionSpec cache_option() {
   return {"cache-dir", "DIR",
           "compile cache (default: $OPFORGE_CACHE_DIR, $XDG_CACHE_HOME/opforge, ~/.cache/opforge)"};
 }
+// A directory option's value (or its default, from the environment): absent (commands that
+// create it do) or a directory; never a file, which commands would misreport as an empty
+// registry or cache.
+std::string checked_dir(const std::string& what, const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    throw UsageError(what + " " + dir + ": not a directory");
+  }
+  return dir;
+}
+
 std::string registry_dir(const Args& a) {
-  return a.get("registry", Registry::default_dir());
+  return checked_dir("op registry", a.get("registry", Registry::default_dir()));
 }
 std::string cache_dir(const Args& a) {
-  return a.has("cache-dir") ? a.get("cache-dir") : cache::CompileCache::default_root();
+  return checked_dir("compile cache",
+                     a.has("cache-dir") ? a.get("cache-dir") : cache::CompileCache::default_root());
 }
 
 OptionSpec variant_option() {

@@ -52,6 +52,9 @@ OptionSpec registry_option();
 OptionSpec cache_option();
 std::string registry_dir(const Args& a);
 std::string cache_dir(const Args& a);
+// `dir`, when it does not exist or is a directory; a UsageError "WHAT DIR: not a directory"
+// otherwise. For every directory option, checked before any work.
+std::string checked_dir(const std::string& what, const std::string& dir);
 // Where `opforge autoschedule` writes: the source tree's generators/schedules.
 std::string default_schedules_dir();
 

@@ -1,6 +1,7 @@
 // The command table: --help, unknown commands, and an op's own help from its descriptor.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -84,6 +85,38 @@ TEST_CASE("option values: an empty value and an out-of-range number are usage er
   }
   CHECK_FALSE(fs::exists(dir / "r"));
   CHECK_FALSE(fs::exists(dir / "cache"));
+}
+
+// A file where a directory belongs was read as an empty registry or cache ("index.json
+// missing", "entries 0"), and `report` measured for minutes before refusing its --html.
+TEST_CASE("option values: a file given as a directory is named at once") {
+  TempDir dir;
+  const std::string file = dir / "afile";
+  std::ofstream(file) << "x";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"list", "--registry", file}, "op registry " + file + ": not a directory"},
+      {{"build", "--registry", file, "--only", "apply_gradient_descent"},
+       "op registry " + file + ": not a directory"},
+      {{"cache", "stats", "--cache-dir", file}, "compile cache " + file + ": not a directory"},
+      {{"build", "--registry", dir / "reg", "--cache-dir", file},
+       "compile cache " + file + ": not a directory"},
+      {{"autoschedule", "--check", "--out", file}, "--out " + file + ": not a directory"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = opforge(args);
+    CAPTURE(r.all());
+    CHECK(r.rc == 2);
+    CHECK(contains(r.err, message));
+  }
+  const Result run = opforge_reg({"run", "apply_gradient_descent", "--out", file});
+  CAPTURE(run.all());
+  CHECK(run.rc == 2);
+  CHECK(contains(run.err, "--out " + file + ": not a directory"));
+  const Result rep = opforge_reg({"report", "--html", file});
+  CAPTURE(rep.all());
+  CHECK(rep.rc != 0);
+  CHECK(contains(rep.err, file + " exists and is not an opforge report (not a directory)"));
+  CHECK_FALSE(contains(rep.out + rep.err, "measured"));  // refused before measuring
+  CHECK_FALSE(fs::exists(dir / "reg"));
 }
 
 }  // namespace
