@@ -148,8 +148,11 @@ std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
   r->dir_ = dir_in.empty() ? default_dir() : dir_in;
   if (r->dir_.empty()) throw Error("no registry directory given and OPFORGE_REGISTRY is unset");
   const std::string path = r->dir_ + "/index.json";
-  // The common first-run mistake gets the command that fixes it, not "cannot open".
   struct stat st {};
+  if (::stat(r->dir_.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    throw Error("op registry " + r->dir_ + ": not a directory");
+  }
+  // The common first-run mistake gets the command that fixes it, not "cannot open".
   if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
     const std::string build =
         r->dir_ == default_dir() ? "opforge build" : "opforge build --registry " + r->dir_;

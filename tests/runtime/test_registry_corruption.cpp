@@ -41,10 +41,10 @@ TEST_CASE("corrupt registry: a missing directory or index is named, with the com
   CHECK(error_of([&] { Registry::open(empty); }) ==
         "no op registry at " + empty + " (index.json missing); run 'opforge build --registry " +
             empty + "' to create it");
-  // A file where the directory should be: still no registry there.
+  // A file where the directory should be: said so, not "run opforge build" (which refuses).
   const std::string file = (tmp.path() / "a-file").string();
   write_file(file, "x");
-  CHECK(contains(error_of([&] { Registry::open(file); }), "no op registry at " + file));
+  CHECK(error_of([&] { Registry::open(file); }) == "op registry " + file + ": not a directory");
 }
 
 TEST_CASE("corrupt registry: a truncated index.json names the file and a line:col") {
