@@ -135,9 +135,16 @@ void collect(const ShapeExpr::Node& n, std::set<std::string>& out) {
   for (const auto& k : n.kids) collect(*k, out);
 }
 
+// Halide's division and modulo (toward minus infinity) for b other than 0 and -1, where
+// neither overflows: a % b is formed from C's remainder, not as a - q * b (which overflows for
+// a near INT64_MIN: INT64_MIN % 3).
 int64_t floor_div(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t floor_mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 }  // namespace
@@ -166,10 +173,13 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
       if (it == env.end()) return std::nullopt;
       return it->second;
     }
+    auto overflow = [&] { throw ShapeExprError("shape expression \"" + text + "\" overflows"); };
     auto a = ev(*n.kids[0]);
     if (n.op == "~") {
       if (!a) return a;
-      return -*a;
+      int64_t r = 0;
+      if (__builtin_sub_overflow(int64_t{0}, *a, &r)) overflow();  // -INT64_MIN
+      return r;
     }
     if (n.op == "!") {
       if (!a) return a;
@@ -192,7 +202,6 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
     if (!a || !b) return std::nullopt;
     int64_t r = 0;
     const std::string& op = n.op;
-    auto overflow = [&] { throw ShapeExprError("shape expression \"" + text + "\" overflows"); };
     if (op == "+") {
       if (__builtin_add_overflow(*a, *b, &r)) overflow();
     } else if (op == "-") {
@@ -201,8 +210,15 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
       if (__builtin_mul_overflow(*a, *b, &r)) overflow();
     } else if (op == "/" || op == "%") {
       if (*b == 0) throw ShapeExprError("shape expression \"" + text + "\" divides by zero");
-      const int64_t q = floor_div(*a, *b);
-      r = op == "/" ? q : *a - q * *b;
+      if (*b == -1) {  // C's INT64_MIN / -1 and INT64_MIN % -1 are undefined
+        if (op == "%") {
+          r = 0;
+        } else if (__builtin_sub_overflow(int64_t{0}, *a, &r)) {
+          overflow();
+        }
+      } else {
+        r = op == "/" ? floor_div(*a, *b) : floor_mod(*a, *b);
+      }
     } else if (op == "min") {
       r = std::min(*a, *b);
     } else if (op == "max") {

@@ -77,3 +77,22 @@ TEST_CASE("division by zero and overflow are errors naming the expression") {
   CHECK_THROWS_AS(ShapeExpr::parse("x * x").evaluate({{"x", int64_t(1) << 40}}), ShapeExprError);
   CHECK_THROWS_AS(ShapeExpr::parse("-x - x").evaluate({{"x", INT64_MAX}}), ShapeExprError);
 }
+
+// Found by fuzz_shape_expr: C's INT64_MIN / -1, INT64_MIN % -1 and -INT64_MIN are undefined
+// (UBSan), and a % b as a - (a / b) * b overflowed for a near INT64_MIN.
+TEST_CASE("arithmetic at the int64 limits: exact values or an overflow error, never UB") {
+  const std::map<std::string, int64_t> lo{{"x", INT64_MIN}};
+  CHECK(eval("x % -1", lo) == 0);
+  CHECK(eval("x % 3", lo) == 1);  // -2^63 = 3 * (-3074457345618258603) + 1
+  CHECK(eval("x % -3", lo) == -2);
+  CHECK(eval("x / 3", lo) == -3074457345618258603);
+  CHECK(eval("x % 2", lo) == 0);
+  CHECK(eval("x / -2", lo) == int64_t{1} << 62);
+  CHECK(eval("7 / -1") == -7);
+  CHECK(eval("-7 % -1") == 0);
+  CHECK_THROWS_WITH_AS(ShapeExpr::parse("x / -1").evaluate(lo), doctest::Contains("overflows"),
+                       ShapeExprError);
+  CHECK_THROWS_WITH_AS(ShapeExpr::parse("-x").evaluate(lo), doctest::Contains("overflows"),
+                       ShapeExprError);
+  CHECK(eval("-x", {{"x", INT64_MAX}}) == -INT64_MAX);
+}
