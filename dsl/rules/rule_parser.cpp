@@ -10,7 +10,11 @@ namespace opforge::dsl::rules {
 namespace {
 
 // Deeper expressions are rejected, so that recursion (parsing, printing, destruction) stays
-// shallow whatever the input.
+// shallow whatever the input. Two counts share the limit: the tree's height (every operator and
+// call is a level), and while parsing, the nesting of parentheses and calls (the parser
+// recurses there; prefix operators are read in a loop). The canonical text parenthesizes each
+// operator once, so its nesting is at most the tree's height: whatever parses prints as text
+// that parses back.
 constexpr int kMaxDepth = 200;
 
 const std::vector<std::string>& keywords() {
@@ -128,7 +132,7 @@ class Parser {
     bool has_reduction = false;
   };
 
-  // Counts the recursion depth of the expression parser.
+  // Counts the nesting of parentheses and calls, where the expression parser recurses.
   struct DepthGuard {
     DepthGuard(Parser& p, SourceLoc loc) : p(p) {
       if (++p.depth_ > kMaxDepth) p.too_deep(loc);
@@ -464,7 +468,6 @@ Parser::Node Parser::make_binary(const Token& op, Node lhs, Node rhs) {
 }
 
 Parser::Node Parser::parse_expr() {
-  DepthGuard guard(*this, cur_.loc);
   Node lhs = parse_and();
   while (cur_.kind == Tok::or_or) {
     const Token op = cur_;
@@ -517,23 +520,30 @@ Parser::Node Parser::parse_multiplicative() {
 }
 
 Parser::Node Parser::parse_unary() {
-  if (cur_.kind != Tok::minus && cur_.kind != Tok::bang) return parse_primary();
-  DepthGuard guard(*this, cur_.loc);
-  const Token op = cur_;
-  advance();
-  Node operand = parse_unary();
-  const bool neg = op.kind == Tok::minus;
-  require(*operand.e, neg ? ValueType::number : ValueType::boolean,
-          std::string("the operand of '") + op.text + "'");
-  Node n;
-  n.height = operand.height + 1;
-  if (n.height > kMaxDepth) too_deep(op.loc);
-  n.e = std::make_unique<Expr>();
-  n.e->kind = Expr::Kind::unary;
-  n.e->loc = op.loc;
-  n.e->unary_op = neg ? UnaryOp::neg : UnaryOp::logical_not;
-  n.e->type = operand.e->type;
-  n.e->args.push_back(std::move(operand.e));
+  // A run of prefix operators is read in a loop, not by recursion; each is a level of the tree,
+  // above its operand's (a leaf is height 1): the 200th is one too many before the operand.
+  std::vector<Token> ops;
+  while (cur_.kind == Tok::minus || cur_.kind == Tok::bang) {
+    if (static_cast<int>(ops.size()) + 2 > kMaxDepth) too_deep(cur_.loc);
+    ops.push_back(cur_);
+    advance();
+  }
+  Node n = parse_primary();
+  for (auto op = ops.rbegin(); op != ops.rend(); ++op) {  // innermost first
+    const bool neg = op->kind == Tok::minus;
+    require(*n.e, neg ? ValueType::number : ValueType::boolean,
+            std::string("the operand of '") + op->text + "'");
+    Node u;
+    u.height = n.height + 1;
+    if (u.height > kMaxDepth) too_deep(op->loc);
+    u.e = std::make_unique<Expr>();
+    u.e->kind = Expr::Kind::unary;
+    u.e->loc = op->loc;
+    u.e->unary_op = neg ? UnaryOp::neg : UnaryOp::logical_not;
+    u.e->type = n.e->type;
+    u.e->args.push_back(std::move(n.e));
+    n = std::move(u);
+  }
   return n;
 }
 
@@ -549,6 +559,7 @@ Parser::Node Parser::parse_primary() {
     return n;
   }
   if (t.kind == Tok::lparen) {
+    DepthGuard guard(*this, t.loc);
     advance();
     Node n = parse_expr();
     if (cur_.kind != Tok::rparen) {
@@ -614,6 +625,7 @@ Parser::Node Parser::parse_call(const Token& name) {
     reduction_loc_ = name.loc;
     saw_reduction_ = true;
   }
+  DepthGuard guard(*this, name.loc);
   advance();  // '('
   Node n;
   n.e = std::make_unique<Expr>();

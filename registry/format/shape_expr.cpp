@@ -12,9 +12,15 @@ struct ShapeExpr::Node {
   int64_t value = 0;
   std::string name;
   std::vector<std::shared_ptr<const Node>> kids;
+  int height = 0;  // edges on the longest path down to a leaf
 };
 
 namespace {
+
+// Deeper expressions are rejected (nesting of parentheses, min/max and unary operators while
+// parsing; the tree's height after), so that parsing, evaluating and destroying one, all
+// recursive, stay shallow whatever the text: the descriptors' longest is under 20 levels.
+constexpr int kMaxDepth = 100;
 
 using NodeP = std::shared_ptr<const ShapeExpr::Node>;
 
@@ -31,10 +37,23 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ShapeExprError("shape expression \"" + t_ + "\": col " + std::to_string(p_ + 1) + ": " +
+  [[noreturn]] void fail(const std::string& what) const { fail_at(p_, what); }
+  [[noreturn]] void fail_at(size_t at, const std::string& what) const {
+    throw ShapeExprError("shape expression \"" + t_ + "\": col " + std::to_string(at + 1) + ": " +
                          what);
   }
+  [[noreturn]] void too_deep(size_t at) const {
+    fail_at(at, "nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+  }
+  // One level of nesting, from the character at `at` (a '(', min/max, '-' or '!') until the
+  // guard goes out of scope.
+  struct Nested {
+    Nested(Parser& p, size_t at) : p(p) {
+      if (++p.depth_ > kMaxDepth) p.too_deep(at);
+    }
+    ~Nested() { --p.depth_; }
+    Parser& p;
+  };
   void skip() {
     while (p_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[p_]))) ++p_;
   }
@@ -45,10 +64,13 @@ class Parser {
     p_ += s.size();
     return true;
   }
-  static NodeP make(std::string op, std::vector<NodeP> kids) {
+  // `at`: where the operator is, for the error when the tree grows too high ("1+1+...+1").
+  NodeP make(std::string op, std::vector<NodeP> kids, size_t at) const {
     auto n = std::make_shared<ShapeExpr::Node>();
     n->op = std::move(op);
     n->kids = std::move(kids);
+    for (const auto& k : n->kids) n->height = std::max(n->height, k->height + 1);
+    if (n->height > kMaxDepth) too_deep(at);
     return n;
   }
 
@@ -58,6 +80,8 @@ class Parser {
     if (level == static_cast<int>(levels.size())) return unary();
     NodeP lhs = binary(level + 1);
     for (;;) {
+      skip();
+      const size_t at = p_;
       std::string matched;
       for (const auto& op : levels[level]) {
         if (eat(op)) {
@@ -66,16 +90,22 @@ class Parser {
         }
       }
       if (matched.empty()) return lhs;
-      lhs = make(matched, {lhs, binary(level + 1)});
+      lhs = make(matched, {lhs, binary(level + 1)}, at);
     }
   }
 
   NodeP unary() {
-    if (eat("-")) return make("~", {unary()});
+    skip();
+    const size_t at = p_;
+    if (eat("-")) {
+      Nested guard(*this, at);
+      return make("~", {unary()}, at);
+    }
     if (eat("!")) {
       skip();
       if (p_ < t_.size() && t_[p_] == '=') fail("unexpected '='");
-      return make("!", {unary()});
+      Nested guard(*this, at);
+      return make("!", {unary()}, at);
     }
     return primary();
   }
@@ -85,6 +115,7 @@ class Parser {
     if (p_ >= t_.size()) fail("expression ends too early");
     const char c = t_[p_];
     if (c == '(') {
+      Nested guard(*this, p_);
       ++p_;
       NodeP e = binary(0);
       if (!eat(")")) fail("expected ')'");
@@ -102,16 +133,18 @@ class Parser {
       return n;
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const size_t at = p_;
       std::string name;
       while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_'))
         name += t_[p_++];
       if (name == "min" || name == "max") {
+        Nested guard(*this, at);
         if (!eat("(")) fail("expected '(' after " + name);
         NodeP a = binary(0);
         if (!eat(",")) fail("expected ',' in " + name + "(a, b)");
         NodeP b = binary(0);
         if (!eat(")")) fail("expected ')' after " + name + "(a, b");
-        return make(name, {a, b});
+        return make(name, {a, b}, at);
       }
       auto n = std::make_shared<ShapeExpr::Node>();
       if (name == "true" || name == "false") {
@@ -128,6 +161,7 @@ class Parser {
 
   const std::string& t_;
   size_t p_ = 0;
+  int depth_ = 0;
 };
 
 void collect(const ShapeExpr::Node& n, std::set<std::string>& out) {
@@ -135,9 +169,16 @@ void collect(const ShapeExpr::Node& n, std::set<std::string>& out) {
   for (const auto& k : n.kids) collect(*k, out);
 }
 
+// Halide's division and modulo (toward minus infinity) for b other than 0 and -1, where
+// neither overflows: a % b is formed from C's remainder, not as a - q * b (which overflows for
+// a near INT64_MIN: INT64_MIN % 3).
 int64_t floor_div(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t floor_mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 }  // namespace
@@ -166,10 +207,13 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
       if (it == env.end()) return std::nullopt;
       return it->second;
     }
+    auto overflow = [&] { throw ShapeExprError("shape expression \"" + text + "\" overflows"); };
     auto a = ev(*n.kids[0]);
     if (n.op == "~") {
       if (!a) return a;
-      return -*a;
+      int64_t r = 0;
+      if (__builtin_sub_overflow(int64_t{0}, *a, &r)) overflow();  // -INT64_MIN
+      return r;
     }
     if (n.op == "!") {
       if (!a) return a;
@@ -192,7 +236,6 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
     if (!a || !b) return std::nullopt;
     int64_t r = 0;
     const std::string& op = n.op;
-    auto overflow = [&] { throw ShapeExprError("shape expression \"" + text + "\" overflows"); };
     if (op == "+") {
       if (__builtin_add_overflow(*a, *b, &r)) overflow();
     } else if (op == "-") {
@@ -201,8 +244,15 @@ std::optional<int64_t> ShapeExpr::evaluate(const std::map<std::string, int64_t>&
       if (__builtin_mul_overflow(*a, *b, &r)) overflow();
     } else if (op == "/" || op == "%") {
       if (*b == 0) throw ShapeExprError("shape expression \"" + text + "\" divides by zero");
-      const int64_t q = floor_div(*a, *b);
-      r = op == "/" ? q : *a - q * *b;
+      if (*b == -1) {  // C's INT64_MIN / -1 and INT64_MIN % -1 are undefined
+        if (op == "%") {
+          r = 0;
+        } else if (__builtin_sub_overflow(int64_t{0}, *a, &r)) {
+          overflow();
+        }
+      } else {
+        r = op == "/" ? floor_div(*a, *b) : floor_mod(*a, *b);
+      }
     } else if (op == "min") {
       r = std::min(*a, *b);
     } else if (op == "max") {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -339,6 +340,36 @@ TEST_CASE("precedence and associativity") {
   CHECK(expr_text("select(p, q, a < b)") == "select(p, q, (a < b))");
   CHECK(expr_text("1e-8 + .5 + 1. + 2.5E3 + 007") == "((((1e-08 + 0.5) + 1) + 2500) + 7)");
   CHECK(expr_text("sum(a * b) / norm2(c)") == "(sum((a * b)) / norm2(c))");
+}
+
+// Found by fuzz_rule_parser: "m = " then 101 to 199 '-' then "m" parsed, but its canonical
+// text did not: each "(-x)" there cost the parser two levels of its limit of 200. Now the limit
+// counts the tree's height and the nesting of parentheses and calls, one level each, so every
+// form at the limit (height 200) round-trips, and one level more is rejected.
+TEST_CASE("nesting at the limit: whatever parses prints as text that parses back") {
+  const auto times = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const auto update = [&](const std::string& e) { return base("m = " + e + "\nvar = var\n"); };
+  const auto unary = [&](int n) { return times("-", n) + "m"; };
+  const auto sum = [&](int n) { return "m" + times(" + m", n); };
+  const auto calls = [&](int n) { return times("abs(", n) + "m" + times(")", n); };
+  const auto negated_parens = [&](int n) { return times("-(", n - 1) + "-m" + times(")", n - 1); };
+  const std::vector<std::function<std::string(int)>> forms = {unary, sum, calls, negated_parens};
+  for (const auto& form : forms) {
+    const std::string text = update(form(199));
+    CAPTURE(text);
+    std::string c;
+    REQUIRE_NOTHROW(c = canonical(text));
+    std::string again;
+    REQUIRE_NOTHROW(again = canonical(c));
+    CHECK(again == c);
+    CHECK_THROWS_WITH_AS(parse_rule(update(form(200)), "t.rule"),
+                         doctest::Contains("nested too deeply"), RuleError);
+  }
+  CHECK(canonical(update(unary(3))).find("m = (-(-(-m)))\n") != std::string::npos);
 }
 
 TEST_CASE("errors: location, message, caret and suggestion") {

@@ -77,3 +77,55 @@ TEST_CASE("division by zero and overflow are errors naming the expression") {
   CHECK_THROWS_AS(ShapeExpr::parse("x * x").evaluate({{"x", int64_t(1) << 40}}), ShapeExprError);
   CHECK_THROWS_AS(ShapeExpr::parse("-x - x").evaluate({{"x", INT64_MAX}}), ShapeExprError);
 }
+
+// Found by fuzz_shape_expr: C's INT64_MIN / -1, INT64_MIN % -1 and -INT64_MIN are undefined
+// (UBSan), and a % b as a - (a / b) * b overflowed for a near INT64_MIN.
+TEST_CASE("arithmetic at the int64 limits: exact values or an overflow error, never UB") {
+  const std::map<std::string, int64_t> lo{{"x", INT64_MIN}};
+  CHECK(eval("x % -1", lo) == 0);
+  CHECK(eval("x % 3", lo) == 1);  // -2^63 = 3 * (-3074457345618258603) + 1
+  CHECK(eval("x % -3", lo) == -2);
+  CHECK(eval("x / 3", lo) == -3074457345618258603);
+  CHECK(eval("x % 2", lo) == 0);
+  CHECK(eval("x / -2", lo) == int64_t{1} << 62);
+  CHECK(eval("7 / -1") == -7);
+  CHECK(eval("-7 % -1") == 0);
+  CHECK_THROWS_WITH_AS(ShapeExpr::parse("x / -1").evaluate(lo), doctest::Contains("overflows"),
+                       ShapeExprError);
+  CHECK_THROWS_WITH_AS(ShapeExpr::parse("-x").evaluate(lo), doctest::Contains("overflows"),
+                       ShapeExprError);
+  CHECK(eval("-x", {{"x", INT64_MAX}}) == -INT64_MAX);
+}
+
+// Found by fuzz_shape_expr: 50000 '(' (or '-', or "1+" repeated) overflowed the stack while
+// parsing, evaluating or destroying the tree. At most 100 levels are accepted.
+TEST_CASE("nesting deeper than 100 levels is rejected at the level that exceeds it") {
+  auto rejected_at = [](const std::string& text) {
+    try {
+      ShapeExpr::parse(text);
+    } catch (const ShapeExprError& e) {
+      const std::string what = e.what();
+      REQUIRE_MESSAGE(what.find("nested too deeply (more than 100 levels)") != std::string::npos,
+                      what);
+      const size_t col = what.find(": col ");
+      return std::stoi(what.substr(col + 6));
+    }
+    return 0;
+  };
+  const auto times = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  CHECK(eval(times("(", 100) + "1" + times(")", 100)) == 1);
+  CHECK(rejected_at(times("(", 101) + "1" + times(")", 101)) == 101);
+  CHECK(eval(times("-", 100) + "1") == 1);
+  CHECK(rejected_at(times("-", 101) + "1") == 101);
+  CHECK(eval(times("!", 100) + "0") == 0);
+  CHECK(eval(times("1+", 100) + "1") == 101);
+  CHECK(rejected_at(times("1+", 101) + "1") == 202);  // the 101st '+'
+  CHECK(eval(times("min(1, ", 100) + "2" + times(")", 100)) == 1);
+  CHECK(rejected_at(times("max(1, ", 101) + "2" + times(")", 101)) == 701);
+  CHECK(rejected_at(times("(", 50000) + "1" + times(")", 50000)) == 101);
+  CHECK(rejected_at(times("1+", 50000) + "1") == 202);
+}
