@@ -46,9 +46,12 @@ def common_args(description, default_trials, long_trials):
     return p
 
 
-def seeded(args):
+def seeded(args, derived=False):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (rerun with --seed %d)" % (seed, seed), flush=True)
+    if derived:
+        print("seed %d (derived from the run's seed)" % seed, flush=True)
+    else:
+        print("seed %d (rerun with --seed %d)" % (seed, seed), flush=True)
     return random.Random(seed), seed
 
 

@@ -88,7 +88,7 @@ class Suite:
     def __init__(self, args, work=None):
         self.args = args
         self.work = work or fl.prepare_work(args.work)
-        self.rng, self.seed = fl.seeded(args)
+        self.rng, self.seed = fl.seeded(args, derived=work is not None)
         self.opf = fl.Opforge(args.opforge, self.work)
         self.table = fl.Table("opforge build out of disk (seed %d)" % self.seed, CLASSES, ["FAIL"])
 
