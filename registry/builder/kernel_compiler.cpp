@@ -1,10 +1,13 @@
 #include "registry/builder/kernel_compiler.h"
 
 #include <llvm/ADT/SmallString.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Program.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -17,15 +20,51 @@ namespace opforge::builder {
 
 namespace {
 
-// A scratch directory removed on scope exit.
+// The scratch directory this thread's Halide compile is writing into, if any.
+thread_local const llvm::SmallString<256>* t_writing_in = nullptr;
+
+void write_stderr(const std::string& text) {
+  for (size_t off = 0; off < text.size();) {
+    const ssize_t w = ::write(STDERR_FILENO, text.data() + off, text.size() - off);
+    if (w <= 0) break;
+    off += static_cast<size_t>(w);
+  }
+}
+
+// Halide writes its outputs (object, assembly, IR) through LLVM streams, and a failed write
+// (disk full, a file size limit) ends in report_fatal_error from the stream's destructor, which
+// cannot throw: LLVM printed "IO failure on output stream: File too large" and aborted, naming
+// no file. While a compile writes into a scratch directory, this names the directory and the
+// reason, removes the directory and exits with status 1 instead. Any other fatal error is
+// printed as LLVM does, and LLVM then ends the process as it always did.
+void on_llvm_fatal_error(void*, const char* reason, bool) {
+  const std::string why = reason ? reason : "";
+  static const char kIoFailure[] = "IO failure on output stream: ";
+  if (t_writing_in && why.rfind(kIoFailure, 0) == 0) {
+    write_stderr("opforge: error: " + std::string(*t_writing_in) +
+                 ": cannot write the compiler's output: " + why.substr(sizeof(kIoFailure) - 1) +
+                 "\n");
+    llvm::sys::fs::remove_directories(*t_writing_in);
+    ::_exit(1);
+  }
+  write_stderr("LLVM ERROR: " + why + "\n");
+}
+
+// A scratch directory removed on scope exit; LLVM's write failures in it are reported (above).
 class ScratchDir {
  public:
   ScratchDir() {
+    static std::once_flag installed;
+    std::call_once(installed, [] { llvm::install_fatal_error_handler(on_llvm_fatal_error); });
     if (auto ec = llvm::sys::fs::createUniqueDirectory("opforge-build", path_)) {
       throw std::runtime_error("cannot create a scratch directory: " + ec.message());
     }
+    t_writing_in = &path_;
   }
-  ~ScratchDir() { llvm::sys::fs::remove_directories(path_); }
+  ~ScratchDir() {
+    t_writing_in = nullptr;
+    llvm::sys::fs::remove_directories(path_);
+  }
   std::string file(const std::string& name) const {
     llvm::SmallString<256> p(path_);
     llvm::sys::path::append(p, name);

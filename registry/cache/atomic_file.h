@@ -9,6 +9,7 @@ namespace opforge::cache {
 
 // Creates parent directories. Throws std::runtime_error naming `path`; leaves no temp file.
 void write_file_atomic(const std::string& path, const std::string& bytes, unsigned mode = 0644);
-std::string read_file(const std::string& path);  // throws std::runtime_error naming `path`
+// Throws std::runtime_error naming `path` and the errno text (open and read errors alike).
+std::string read_file(const std::string& path);
 
 }  // namespace opforge::cache
