@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -230,10 +231,19 @@ void check_registry_dir(const std::string& dir) {
   }
 }
 
-// The entries a registry's own descriptors describe (those that parse and whose kernel file is
-// there): the index of a registry whose index.json is missing or corrupt.
+// Content-addressed file names ("kernels/<variant>-<16 hex>.so", "ops/<variant>-<16 hex>.json",
+// the digest of the file's bytes): a build never overwrites a file an index names, so a reader
+// of the previous index, or of the index a killed build left, finds every file it names.
+std::string addressed(const std::string& sub, const std::string& variant, const std::string& bytes,
+                      const std::string& ext) {
+  return sub + "/" + variant + "-" + cache::sha256_hex(bytes).substr(0, 16) + ext;
+}
+
+// The entries a registry's own descriptors describe (those that parse, whose file is named
+// for their variant and whose kernel file is there; of several for one variant, what a killed
+// build left, the newest): the index of a registry whose index.json is missing or corrupt.
 std::vector<registry::IndexEntry> entries_from_descriptors(const std::string& dir) {
-  std::vector<registry::IndexEntry> out;
+  std::map<std::string, std::pair<fs::file_time_type, registry::IndexEntry>> newest;
   std::error_code ec;
   for (const auto& f : fs::directory_iterator(fs::path(dir) / "ops", ec)) {
     if (f.path().extension() != ".json") continue;
@@ -241,18 +251,24 @@ std::vector<registry::IndexEntry> entries_from_descriptors(const std::string& di
       const std::string text =
           registry::read_regular_file(f.path().string(), registry::kJsonLimits);
       const registry::Descriptor d = registry::descriptor_from_json(text, f.path().string());
-      if (d.variant != f.path().stem().string()) continue;
+      const std::string name = f.path().filename().string();
+      // (or "<variant>.json": a registry from before content-addressed names)
+      if (name != fs::path(addressed("ops", d.variant, text, ".json")).filename().string() &&
+          name != d.variant + ".json")
+        continue;
       if (!fs::is_regular_file(fs::path(dir) / d.kernel.file, ec)) continue;
-      out.push_back({d.variant, d.op, "ops/" + d.variant + ".json", d.target.isa, d.attr_values(),
-                     cache::sha256_hex(text)});
+      const fs::file_time_type t = fs::last_write_time(f.path(), ec);
+      auto it = newest.find(d.variant);
+      if (it != newest.end() && it->second.first >= t) continue;
+      newest[d.variant] = {
+          t,
+          {d.variant, d.op, "ops/" + name, d.target.isa, d.attr_values(), cache::sha256_hex(text)}};
     } catch (const std::exception&) {
       // a damaged descriptor describes nothing; the build rewrites its ops' files
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const registry::IndexEntry& a, const registry::IndexEntry& b) {
-              return a.variant < b.variant;
-            });
+  std::vector<registry::IndexEntry> out;
+  for (auto& [variant, e] : newest) out.push_back(std::move(e.second));  // sorted by variant
   return out;
 }
 
@@ -290,15 +306,22 @@ void with_registry_lock(const std::string& dir, unsigned wait_seconds,
   if (!why.empty()) throw std::runtime_error(dir + ": cannot lock the registry: " + why);
 }
 
-void remove_stale(const std::string& dir, const std::string& sub, const std::string& ext,
-                  const std::set<std::string>& keep) {
+// Removes what the index no longer names from kernels/ and ops/ (`keep`: registry-relative
+// paths), and the temp files killed builds left there, in lib/ and in the root. Under the
+// registry lock, so no temp file is another build's in progress.
+void remove_stale(const std::string& dir, const std::set<std::string>& keep) {
   std::error_code ec;
-  for (const auto& f : fs::directory_iterator(fs::path(dir) / sub, ec)) {
-    const std::string name = f.path().filename().string();
-    if (f.path().extension() == ext && !keep.count(f.path().stem().string())) {
-      fs::remove(f.path(), ec);
-    } else if (name.rfind(".tmp-", 0) == 0) {
-      fs::remove(f.path(), ec);  // left by a killed build
+  for (const char* sub : {"kernels", "ops", "lib", ""}) {
+    const bool named = *sub && std::string(sub) != "lib";
+    for (const auto& f : fs::directory_iterator(fs::path(dir) / sub, ec)) {
+      const std::string name = f.path().filename().string();
+      const std::string rel = *sub ? std::string(sub) + "/" + name : name;
+      const bool temp = name.rfind(".tmp-", 0) == 0;
+      // An older opforge's llvm::LockFileManager left "index.json.lock-<random>".
+      const bool old_lock = !*sub && name.rfind("index.json.lock-", 0) == 0;
+      if (temp || old_lock || (named && f.is_regular_file(ec) && !keep.count(rel))) {
+        fs::remove(f.path(), ec);
+      }
     }
   }
 }
@@ -505,7 +528,9 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
   for (size_t k = 0; k < plan.size(); ++k) {
     descs.push_back(make_descriptor(plan[k], halide_version));
     // What the runtime checks before it dlopens the kernel.
-    descs.back().kernel.sha256 = cache::sha256_hex(entries[k].artifacts.at("kernel.so"));
+    const std::string& so = entries[k].artifacts.at("kernel.so");
+    descs.back().kernel.sha256 = cache::sha256_hex(so);
+    descs.back().kernel.file = addressed("kernels", plan[k].id, so, ".so");
     registry::descriptor_from_json(registry::to_json(descs.back()), "descriptor of " + plan[k].id);
   }
   install(opts.registry_dir + "/" + index.runtime_library, rt_entry.artifacts.at("runtime.so"),
@@ -514,17 +539,38 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
     const PlannedVariant& v = plan[k];
     const registry::Descriptor& d = descs[k];
     install(opts.registry_dir + "/" + d.kernel.file, entries[k].artifacts.at("kernel.so"), 0755);
-    const std::string desc_file = "ops/" + v.id + ".json";
     const std::string text = registry::to_json(d);
+    const std::string desc_file = addressed("ops", v.id, text, ".json");
     install(opts.registry_dir + "/" + desc_file, text, 0644);
     index.variants.push_back(
         {v.id, v.op.name(), desc_file, v.isa.name, d.attr_values(), cache::sha256_hex(text)});
   }
   cache::write_file_atomic(opts.registry_dir + "/index.json", registry::to_json(index));
+  // What the new index names: its descriptors and their kernels (a kept descriptor that does
+  // not parse keeps every kernel file of its variant: the runtime will refuse it by name).
   std::set<std::string> keep;
-  for (const auto& e : index.variants) keep.insert(e.variant);
-  remove_stale(opts.registry_dir, "kernels", ".so", keep);
-  remove_stale(opts.registry_dir, "ops", ".json", keep);
+  std::set<std::string> unreadable;
+  for (const auto& d : descs) keep.insert(d.kernel.file);
+  for (const auto& e : index.variants) {
+    keep.insert(e.descriptor);
+    if (rebuilt_ops.count(e.op)) continue;
+    try {
+      const std::string path = opts.registry_dir + "/" + e.descriptor;
+      keep.insert(registry::descriptor_from_json(
+                      registry::read_regular_file(path, registry::kJsonLimits), path)
+                      .kernel.file);
+    } catch (const std::exception&) {
+      unreadable.insert(e.variant);
+    }
+  }
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(fs::path(opts.registry_dir) / "kernels", ec)) {
+    const std::string name = f.path().filename().string();
+    for (const auto& v : unreadable) {
+      if (name.rfind(v + "-", 0) == 0 || name == v + ".so") keep.insert("kernels/" + name);
+    }
+  }
+  remove_stale(opts.registry_dir, keep);
 }
 
 }  // namespace

@@ -163,6 +163,20 @@ class RegistryCopy {
     }
     rewrite_index(index.dump(2));
   }
+  // Where the index puts `variant`'s descriptor, and where that descriptor puts its kernel
+  // (content-addressed names: "ops/<variant>-<digest>.json").
+  std::filesystem::path descriptor_file(const std::string& variant) const {
+    const nlohmann::json index = nlohmann::json::parse(read(dir_ / "index.json"));
+    for (const auto& e : index["variants"]) {
+      if (e["variant"] == variant) return dir_ / e["descriptor"].get<std::string>();
+    }
+    FAIL("no variant " << variant << " in " << dir_);
+    return {};
+  }
+  std::filesystem::path kernel_file(const std::string& variant) const {
+    const auto d = nlohmann::json::parse(read(descriptor_file(variant)));
+    return dir_ / d["kernel"]["file"].get<std::string>();
+  }
   // Writes `text` as the index with its own digest recomputed, as the builder would: for
   // tests of what the other checks catch. `text` must be a valid index but for that digest.
   void rewrite_index(const std::string& text) const {

@@ -60,7 +60,7 @@ TEST_CASE("corrupt registry: a truncated index.json names the file and a line:co
 
 TEST_CASE("corrupt registry: an index naming a missing descriptor fails when the op is used") {
   RegistryCopy copy;
-  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  const fs::path desc = copy.descriptor_file(kAdamAvx2);
   REQUIRE(fs::remove(desc));
   std::unique_ptr<Registry> reg;
   REQUIRE_NOTHROW(reg = Registry::open(copy.dir().string()));  // lazily read
@@ -72,8 +72,8 @@ TEST_CASE("corrupt registry: an index naming a missing descriptor fails when the
 
 TEST_CASE("corrupt registry: a descriptor for another variant than the index says is named") {
   RegistryCopy copy;
-  const fs::path a = copy / (std::string("ops/") + kAdamAvx2 + ".json");
-  const fs::path b = copy / "ops/apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2.json";
+  const fs::path a = copy.descriptor_file(kAdamAvx2);
+  const fs::path b = copy.descriptor_file("apply_adam__use_nesterov_1__epsilon_mode_tf__f32__avx2");
   write_file(a, read_file(b));
   auto reg = Registry::open(copy.dir().string());
   const std::string msg = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
@@ -132,7 +132,7 @@ TEST_CASE("corrupt registry: an attr combination no variant has is named") {
 
 TEST_CASE("corrupt registry: a self-consistent descriptor that disagrees with the kernel") {
   RegistryCopy copy;
-  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  const fs::path desc = copy.descriptor_file(kAdamAvx2);
   json j = json::parse(read_file(desc));
   // Rename grad -> gradient everywhere the descriptor names it.
   int renamed = 0;
@@ -164,7 +164,7 @@ TEST_CASE("corrupt registry: a self-consistent descriptor that disagrees with th
 
 TEST_CASE("corrupt registry: a descriptor whose kernel argument order is swapped") {
   RegistryCopy copy;
-  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  const fs::path desc = copy.descriptor_file(kAdamAvx2);
   json j = json::parse(read_file(desc));
   auto& args = j["kernel"]["args"];
   REQUIRE(args[3]["name"] == "beta1_power");
@@ -179,7 +179,7 @@ TEST_CASE("corrupt registry: a descriptor whose kernel argument order is swapped
 
 TEST_CASE("corrupt registry: a kernel .so replaced by garbage cannot load") {
   RegistryCopy copy;
-  const fs::path so = copy / "kernels/apply_gradient_descent__f32__avx2.so";
+  const fs::path so = copy.kernel_file("apply_gradient_descent__f32__avx2");
   fs::remove(so);  // a new inode: never the file the shared registry may have mapped
   write_file(so, std::string(4096, '\x5a') + "this is not an ELF shared object");
   auto reg = Registry::open(copy.dir().string());
@@ -187,7 +187,7 @@ TEST_CASE("corrupt registry: a kernel .so replaced by garbage cannot load") {
   CHECK(contains(msg, "cannot load kernel"));
   CHECK(contains(msg, so.string()));
   // A missing kernel file is reported the same way.
-  const fs::path so2 = copy / "kernels/apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2.so";
+  const fs::path so2 = copy.kernel_file("apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2");
   fs::remove(so2);
   const std::string msg2 = error_of([&] { reg->select("apply_adam", {}, "avx2"); });
   CHECK(contains(msg2, "cannot load kernel"));
@@ -199,7 +199,7 @@ TEST_CASE("hostile registry: a kernel or runtime that is a symlink, or not a fil
   TempDir elsewhere;
   // A kernel .so replaced by a link to a library outside the registry: dlopen would run its
   // constructors before any check; now it is refused without being opened.
-  const fs::path so = copy / "kernels/apply_gradient_descent__f32__avx2.so";
+  const fs::path so = copy.kernel_file("apply_gradient_descent__f32__avx2");
   const fs::path outside = elsewhere.path() / "evil.so";
   fs::copy_file(so, outside);
   fs::remove(so);
@@ -217,7 +217,7 @@ TEST_CASE("hostile registry: a kernel or runtime that is a symlink, or not a fil
   CHECK(contains(msg, "is a symbolic link"));
   // A kernel that is a directory.
   RegistryCopy copy3;
-  const fs::path so3 = copy3 / "kernels/apply_gradient_descent__f32__avx2.so";
+  const fs::path so3 = copy3.kernel_file("apply_gradient_descent__f32__avx2");
   fs::remove(so3);
   fs::create_directory(so3);
   auto reg3 = Registry::open(copy3.dir().string());
@@ -247,7 +247,7 @@ TEST_CASE("corrupt registry: one flipped byte in a kernel or the runtime is refu
   for (const double where : {0.1, 0.5, 0.9}) {
     CAPTURE(where);
     RegistryCopy copy;
-    const fs::path so = copy / ("kernels/" + variant + ".so");
+    const fs::path so = copy.kernel_file(variant);
     std::string bytes = read_file(so);
     bytes[static_cast<size_t>(where * bytes.size())] ^= 0x01;
     fs::remove(so);  // a new inode: never the file the shared registry may have mapped
@@ -260,7 +260,7 @@ TEST_CASE("corrupt registry: one flipped byte in a kernel or the runtime is refu
   RegistryCopy copy;
   const nlohmann::json index = nlohmann::json::parse(read_file(copy / "index.json"));
   CHECK(index["runtime_sha256"].get<std::string>().size() == 64);
-  const nlohmann::json desc = nlohmann::json::parse(read_file(copy / ("ops/" + variant + ".json")));
+  const nlohmann::json desc = nlohmann::json::parse(read_file(copy.descriptor_file(variant)));
   CHECK(desc["kernel"]["sha256"].get<std::string>().size() == 64);
 }
 
@@ -268,7 +268,7 @@ TEST_CASE("corrupt registry: one flipped byte in a kernel or the runtime is refu
 // a dim, a scalar's domain): the index records each descriptor's SHA-256.
 TEST_CASE("corrupt registry: a descriptor edited into other valid JSON is refused by digest") {
   RegistryCopy copy;
-  const fs::path desc = copy / (std::string("ops/") + kAdamAvx2 + ".json");
+  const fs::path desc = copy.descriptor_file(kAdamAvx2);
   std::string text = read_file(desc);
   const size_t at = text.find("\"rtol\": ");
   REQUIRE(at != std::string::npos);

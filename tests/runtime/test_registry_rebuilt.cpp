@@ -35,7 +35,7 @@ std::string runnable_variant(const RegistryCopy& copy, const std::string& op) {
 
 // The descriptor of `variant` with its rtol changed: a rebuild that changed the descriptor.
 std::string with_new_rtol(const RegistryCopy& copy, const std::string& variant) {
-  json d = json::parse(read_file(copy / ("ops/" + variant + ".json")));
+  json d = json::parse(read_file(copy.descriptor_file(variant)));
   d["tolerance"]["rtol"] = 0.125;
   return d.dump(2);
 }
@@ -66,6 +66,7 @@ TEST_CASE("rebuilt registry: a variant the rebuild removed is unknown, not a mis
   RegistryCopy copy;
   const std::string v = runnable_variant(copy, "apply_adam");
   auto reg = Registry::open(copy.dir().string());
+  const fs::path desc = copy.descriptor_file(v);
   json index = json::parse(read_file(copy / "index.json"));
   json kept = json::array();
   for (const auto& e : index["variants"]) {
@@ -73,7 +74,7 @@ TEST_CASE("rebuilt registry: a variant the rebuild removed is unknown, not a mis
   }
   index["variants"] = kept;
   copy.rewrite_index(index.dump(2));
-  fs::remove(copy / ("ops/" + v + ".json"));
+  fs::remove(desc);
   const std::string msg = error_of([&] { reg->load(v); });
   CHECK(contains(msg, "has no variant '" + v + "'"));
 }
@@ -87,7 +88,7 @@ TEST_CASE("rebuilt registry: a reader waits for an install in progress") {
   auto install =
       std::make_unique<registry::FileLock>((copy / "index.json").string(), std::chrono::seconds(1));
   REQUIRE(install->owned());
-  std::ofstream(copy / ("ops/" + v + ".json"), std::ios::trunc) << text;
+  std::ofstream(copy.descriptor_file(v), std::ios::trunc) << text;
   std::atomic<bool> index_written{false};
   std::thread build([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -123,7 +124,7 @@ TEST_CASE("rebuilt registry: damage without a rebuild is still damage") {
   const std::string v = runnable_variant(copy, "apply_adam");
   const std::string text = with_new_rtol(copy, v);
   auto reg = Registry::open(copy.dir().string());
-  std::ofstream(copy / ("ops/" + v + ".json"), std::ios::trunc) << text;
+  std::ofstream(copy.descriptor_file(v), std::ios::trunc) << text;
   const std::string msg = error_of([&] { reg->load(v); });
   CHECK(contains(msg, "damaged or edited"));
 }

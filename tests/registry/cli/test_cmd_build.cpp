@@ -149,8 +149,10 @@ std::set<std::string> indexed_ops(const fs::path& reg, bool* complete) {
   *complete = true;
   for (const auto& e : index["variants"]) {
     ops.insert(e["op"].get<std::string>());
-    *complete = *complete && fs::exists(reg / e["descriptor"].get<std::string>()) &&
-                fs::exists(reg / "kernels" / (e["variant"].get<std::string>() + ".so"));
+    const fs::path desc = reg / e["descriptor"].get<std::string>();
+    *complete =
+        *complete && fs::exists(desc) &&
+        fs::exists(reg / nlohmann::json::parse(slurp(desc))["kernel"]["file"].get<std::string>());
   }
   return ops;
 }

@@ -184,14 +184,20 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+# Registry files are named by their content ("kernels/<variant>-<16 hex>.so"): trees are
+# compared by variant, so that a kernel whose bytes differ shows as changed, not as one file
+# missing and another extra.
+ADDRESSED = re.compile(r"^((?:kernels|ops)/\w+)-[0-9a-f]{16}(\.so|\.json)$")
+
+
 def tree(directory):
     """{relative path: sha256} of every regular file under `directory` (symlinks and other
-    non-files listed with a marker)."""
+    non-files listed with a marker); content-addressed names without their digest."""
     out = {}
     for root, dirs, files in os.walk(directory):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             p = os.path.join(root, name)
-            rel = os.path.relpath(p, directory)
+            rel = ADDRESSED.sub(r"\1\2", os.path.relpath(p, directory))
             out[rel] = sha256_file(p) if os.path.isfile(p) and not os.path.islink(p) else "<not a file>"
     return out
 

@@ -38,22 +38,11 @@ CASES = ["cold-fresh", "cold-existing", "warm-fresh", "warm-existing", "warm-rep
 # Findings known on this tree, as (regular expression on the finding, reason): a trial whose
 # every finding is known counts XFAIL, not FAIL. Remove an entry once its defect is fixed.
 KNOWN_FAILURES = [
-    ("leftovers",
-     r"^stray files after rebuild: \[('(index\.json\.lock-[0-9a-f]+|(lib/)?\.tmp-\w{6})'(, )?)+\]$",
-     "what a killed build leaves outside kernels/ and ops/ is never swept: the registry lock's "
-     "unique file (LockFileManager's index.json.lock-XXXXXXXX) and the temporary files of "
-     "write_file_atomic (.tmp-XXXXXX) in the registry root (index.json, the marker) and lib/"),
     ("compile-history",
      r"^differ from an uninterrupted build in kernel bytes only: ",
      "a kernel's bytes depend on what else the process compiled before it (Halide's global "
      "name counters): a rebuild from a partly filled cache can differ in kernel bytes (its "
      "outputs are compared, and must be identical)"),
-    ("in-place",
-     r"^reader (run sign_sqrt_momentum|list): rc 1: .*(is not the .* the registry recorded|"
-     r"SHA-256 is not the one the index recorded)",
-     "install_registry replaces a rebuilt op's kernel and descriptor in place before it writes "
-     "index.json: a reader of the old (complete) index finds files whose SHA-256 it does not "
-     "list, during the install and, after a kill there, until the next build"),
 ]
 
 # Where the kill fell (first four), then the trial's outcome.

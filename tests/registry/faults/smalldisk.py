@@ -48,12 +48,6 @@ KNOWN_FAILURES = [
      "a kernel's bytes depend on what else the process compiled before it (Halide's global "
      "name counters): the rebuild compiles the kernels the failed build could not store, a "
      "different set (the ops' outputs are compared, and must be identical)"),
-    (r"^crash: rc -6: .*LLVM ERROR: IO failure on output stream: (No space left on device|File "
-     r"too large)$",
-     "llvm::LockFileManager (LLVM 14; cache::run_locked in registry/cache/file_lock.cpp and "
-     "CompileCache::get_or_build) writes its pid into the lock file through a raw_fd_ostream "
-     "and returns on a failed write without clearing the stream's error: the destructor calls "
-     "report_fatal_error, SIGABRT, no path"),
 ]
 
 
