@@ -184,6 +184,39 @@ TEST_CASE("4 concurrent builds of different ops into one registry and one cache 
   }
 }
 
+// Cold: the builds race for the same keys. Each key is compiled once (the others wait on its
+// lock and hit), no entry is corrupt, and the registry holds the op.
+TEST_CASE("3 concurrent cold builds of one op into one new cache compile each kernel once") {
+  TempDir dir;
+  std::vector<Result> results(3);
+  std::vector<std::thread> builds;
+  for (size_t k = 0; k < results.size(); ++k) {
+    builds.emplace_back([&, k] {
+      results[k] = opforge({"build", "--registry", dir / "reg", "--cache-dir", dir / "cache",
+                            "--only", "apply_gradient_descent", "--json", "--jobs", "1"},
+                           kNoPrune);
+    });
+  }
+  for (auto& b : builds) b.join();
+  int64_t hits = 0, misses = 0;
+  size_t kernels = 0;
+  for (const auto& r : results) {
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    hits += j["hits"].get<int64_t>();
+    misses += j["misses"].get<int64_t>();
+    kernels = j["variants"].size() + 1;  // and the runtime
+  }
+  CHECK(misses == static_cast<int64_t>(kernels));
+  CHECK(hits == static_cast<int64_t>(2 * kernels));
+  const Result verify = opforge({"cache", "verify", "--cache-dir", dir / "cache"});
+  CHECK_MESSAGE(contains(verify.out, std::to_string(kernels) + " entries intact, 0 corrupt"),
+                verify.all());
+  bool complete = false;
+  CHECK(indexed_ops(dir.path() / "reg", &complete).count("apply_gradient_descent"));
+  CHECK(complete);
+}
+
 // A build killed (or out of disk) before it wrote index.json used to leave a directory every
 // later build refused; a corrupt index.json made every partial build fail.
 TEST_CASE("a registry without its index, or with a corrupt one, is resumed by the next build") {
