@@ -575,6 +575,39 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
 
 }  // namespace
 
+namespace {
+
+// Failed cache writes, one line per reason (the errno text: a full disk fails every write the
+// same way), in full for the first, then how many more.
+class CacheWarnings {
+ public:
+  void add(const std::string& what, const std::string& why) {
+    const size_t colon = why.rfind(": ");
+    const std::string reason = colon == std::string::npos ? why : why.substr(colon + 2);
+    auto& [first, more] = by_reason_[reason];
+    if (first.empty()) {
+      first = what + ": " + why;
+      order_.push_back(reason);
+    } else {
+      ++more;
+    }
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    for (const auto& reason : order_) {
+      const auto& [first, more] = by_reason_.at(reason);
+      out.push_back(first + (more ? " (and " + std::to_string(more) + " more writes)" : ""));
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::pair<std::string, size_t>> by_reason_;
+  std::vector<std::string> order_;
+};
+
+}  // namespace
+
 BuildReport build_registry(const BuildOptions& opts) {
   if (opts.registry_dir.empty()) throw std::invalid_argument("build_registry: empty registry dir");
   if (opts.jobs < 0) throw std::invalid_argument("build_registry: negative jobs");
@@ -610,12 +643,12 @@ BuildReport build_registry(const BuildOptions& opts) {
         return compile();
       case CacheMode::recache:
         r.why = "--recache";
-        return cache.rebuild(key.hex_digest(), compile);
+        return cache.rebuild(key.hex_digest(), compile, &r.not_cached);
       case CacheMode::use:
         break;
     }
     std::string why;
-    auto [entry, hit] = cache.get_or_build(key.hex_digest(), compile, &why);
+    auto [entry, hit] = cache.get_or_build(key.hex_digest(), compile, &why, &r.not_cached);
     r.hit = hit;
     if (!hit) r.why = explain_miss(cache, id, key, why);
     return std::move(entry);
@@ -638,9 +671,22 @@ BuildReport build_registry(const BuildOptions& opts) {
   const cache::Entry rt_entry = obtain("halide_runtime", rt_key, compile_runtime, report.runtime);
   report.runtime.compile_ms = ms_since(rt0);
   report.runtime.kernel_bytes = rt_entry.artifacts.at("runtime.so").size();
+  // Cache bookkeeping that fails (a full disk) costs explanations of later misses, never the
+  // build: as ccache, a cache that cannot be written never fails a compile.
+  CacheWarnings warnings;
+  auto record = [&](const std::string& id, const cache::KeyBuilder& key) {
+    try {
+      cache.record_variant(id, key.hex_digest(), key.parts());
+    } catch (const std::exception& e) {
+      warnings.add("cannot record the key parts of " + id + " (later misses go unexplained)",
+                   e.what());
+    }
+  };
+  if (!report.runtime.not_cached.empty())
+    warnings.add("halide_runtime: compiled, not cached", report.runtime.not_cached);
   if (use_cache) {
     cache.count(report.runtime.hit);
-    cache.record_variant("halide_runtime", rt_key.hex_digest(), rt_key.parts());
+    record("halide_runtime", rt_key);
   }
   finished(report.runtime);
   // Kernels link against a scratch copy; the registry gets its copy only once all compiled.
@@ -653,9 +699,13 @@ BuildReport build_registry(const BuildOptions& opts) {
   if (use_cache) {
     for (size_t k = 0; k < plan.size(); ++k) {
       cache.count(results[k].hit);
-      cache.record_variant(plan[k].id, plan[k].key.hex_digest(), plan[k].key.parts());
+      record(plan[k].id, plan[k].key);
     }
   }
+  for (const auto& r : results) {
+    if (!r.not_cached.empty()) warnings.add(r.variant + ": compiled, not cached", r.not_cached);
+  }
+  report.cache_warnings = warnings.lines();
   // One build installs at a time; a partial build keeps what the previous one wrote.
   if (auto ec = llvm::sys::fs::create_directories(opts.registry_dir))
     throw std::runtime_error(opts.registry_dir + ": cannot create the registry: " + ec.message());

@@ -26,6 +26,7 @@ struct VariantResult {
   std::string why;  // for a miss: what changed since the last build of this variant
   double compile_ms = 0;
   size_t kernel_bytes = 0;
+  std::string not_cached;  // why the compiled kernel could not be stored in the cache
 };
 
 // ccache's modes: use the cache; compile everything and overwrite the entries (--recache);
@@ -55,6 +56,8 @@ struct BuildReport {
   std::string max_cache_size_source;
   uint64_t pruned = 0;      // entries removed
   bool cache_over = false;  // the entries this build used alone exceed max_cache_size
+  // Cache writes that failed (a full disk): the build went on without them, as ccache does.
+  std::vector<std::string> cache_warnings;
 };
 
 BuildReport build_registry(const BuildOptions& opts);

@@ -419,15 +419,25 @@ void CompileCache::store(const std::string& key, const Entry& entry) {
   write_atomic(dir(), p, encode_entry(entry, key));
 }
 
+// Stores `e`; a failure is thrown, or said in `not_stored` when given.
+void CompileCache::store_or_say(const std::string& key, const Entry& e, std::string* not_stored) {
+  if (!not_stored) return store(key, e);
+  try {
+    store(key, e);
+  } catch (const std::exception& err) {
+    *not_stored = err.what();
+  }
+}
+
 std::pair<Entry, bool> CompileCache::get_or_build(const std::string& key,
                                                   const std::function<Entry()>& build,
-                                                  std::string* why_miss) {
+                                                  std::string* why_miss, std::string* not_stored) {
   const std::string p = entry_path(key);
   if (std::optional<Entry> e = lookup(key, why_miss)) return {std::move(*e), true};
 
   auto build_and_store = [&]() -> std::pair<Entry, bool> {
     Entry e = build();
-    store(key, e);
+    store_or_say(key, e, not_stored);
     return {std::move(e), false};
   };
 
@@ -441,11 +451,12 @@ std::pair<Entry, bool> CompileCache::get_or_build(const std::string& key,
   return build_and_store();
 }
 
-Entry CompileCache::rebuild(const std::string& key, const std::function<Entry()>& build) {
+Entry CompileCache::rebuild(const std::string& key, const std::function<Entry()>& build,
+                            std::string* not_stored) {
   const std::string p = entry_path(key);
   auto build_and_store = [&] {
     Entry e = build();
-    store(key, e);
+    store_or_say(key, e, not_stored);
     return e;
   };
   if (fs::create_directories(dir())) return build_and_store();

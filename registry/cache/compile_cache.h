@@ -76,11 +76,15 @@ class CompileCache {
 
   // Serializes builds of the same key across processes (FileLock). `build` is
   // called only when, after taking the lock, the entry is still absent.
-  // Returns the entry and whether it was a hit.
+  // Returns the entry and whether it was a hit. A built entry that cannot be stored (a full
+  // disk) is still returned when `not_stored` is given, which then says why (as ccache, a
+  // cache that cannot be written never fails the compile); without it, store() throws.
   std::pair<Entry, bool> get_or_build(const std::string& key, const std::function<Entry()>& build,
-                                      std::string* why_miss = nullptr);
+                                      std::string* why_miss = nullptr,
+                                      std::string* not_stored = nullptr);
   // `build` and store, replacing any entry of that key (`build --recache`); under the same lock.
-  Entry rebuild(const std::string& key, const std::function<Entry()>& build);
+  Entry rebuild(const std::string& key, const std::function<Entry()>& build,
+                std::string* not_stored = nullptr);
 
   // Key parts last built for a variant, for explaining a miss.
   void record_variant(const std::string& variant, const std::string& key,
@@ -106,11 +110,13 @@ class CompileCache {
   void clear();
   // Removes what killed builds leave: lock files no one holds ("*.lock", "*.lock-*") and
   // temp files (".tmp-*") older than `older_than`, and the directories of other format
-  // versions (never read again). prune, prune_keeping and clear call it with a day. Returns what it removed.
+  // versions (never read again). prune, prune_keeping and clear call it with a day. Returns what it
+  // removed.
   uint64_t sweep_leftovers(std::chrono::seconds older_than);
 
  private:
   std::string dir() const;  // <root>/v<format>
+  void store_or_say(const std::string& key, const Entry& e, std::string* not_stored);
   std::string root_;
 };
 

@@ -58,6 +58,9 @@ int cmd_build(const Args& a) {
     throw;
   }
 
+  for (const auto& w : r.cache_warnings) {
+    std::fprintf(stderr, "opforge build: warning: cache: %s\n", w.c_str());
+  }
   if (!json) {
     progress.summary(r);
     return 0;
@@ -74,6 +77,7 @@ int cmd_build(const Args& a) {
                       {"misses", static_cast<int>(r.variants.size()) + 1 - hits},
                       {"max_cache_size", r.max_cache_size},
                       {"pruned", r.pruned},
+                      {"cache_warnings", r.cache_warnings},
                       {"variants", nlohmann::json::array()}};
   for (const auto& v : r.variants) {
     j["variants"].push_back({{"variant", v.variant},

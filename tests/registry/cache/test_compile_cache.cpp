@@ -398,6 +398,30 @@ TEST_CASE("a failed install leaves nothing behind") {
   CHECK_THROWS_AS(bad.store(k, sample_entry("a")), std::runtime_error);
 }
 
+// As ccache: a cache that cannot be written (a full disk) must not fail the compile.
+TEST_CASE("get_or_build returns what it built when the store fails, saying why when asked") {
+  TempDir t;
+  CompileCache c(t.path);
+  const std::string k = key_of("unstorable");
+  REQUIRE(!fs::create_directories(c.entry_path(k) + "/x"));  // the rename cannot replace it
+  int builds = 0;
+  auto build = [&] {
+    ++builds;
+    return sample_entry("built");
+  };
+  std::string not_stored;
+  auto [e, hit] = c.get_or_build(k, build, nullptr, &not_stored);
+  CHECK_FALSE(hit);
+  CHECK(e.artifacts == sample_entry("built").artifacts);
+  CHECK(contains(not_stored, c.entry_path(k)));
+  CHECK(count_prefix(vdir(c), "tmp-") == 0);
+  std::string again;
+  c.rebuild(k, build, &again);
+  CHECK(contains(again, c.entry_path(k)));
+  CHECK_THROWS_AS(c.get_or_build(k, build), std::runtime_error);  // not asked: thrown
+  CHECK(builds == 3);
+}
+
 TEST_CASE("entry_path validates keys") {
   CompileCache c("/nonexistent/opforge-cache");
   const std::string good = key_of("x");

@@ -217,6 +217,26 @@ TEST_CASE("3 concurrent cold builds of one op into one new cache compile each ke
   CHECK(complete);
 }
 
+// As ccache: a cache that cannot be written (full, or broken) costs the caching, not the
+// build. A file where the cache's format directory belongs makes every cache write fail.
+TEST_CASE("a build whose cache cannot be written succeeds, warning once per reason") {
+  TempDir dir;
+  fs::create_directories(dir.path() / "cache");
+  std::ofstream(dir.path() / "cache" / "v2") << "not a directory";
+  const Result r = opforge({"build", "--registry", dir / "reg", "--cache-dir", dir / "cache",
+                            "--only", "apply_gradient_descent"},
+                           kNoPrune);
+  CAPTURE(r.all());
+  CHECK(r.rc == 0);
+  CHECK(contains(r.err, "opforge build: warning: cache: halide_runtime: compiled, not cached: "));
+  CHECK(contains(r.err, "Not a directory (and "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line: one reason
+  bool complete = false;
+  CHECK(indexed_ops(dir.path() / "reg", &complete).count("apply_gradient_descent"));
+  CHECK(complete);
+  CHECK(opforge({"list", "--registry", dir / "reg"}).rc == 0);
+}
+
 // A build killed (or out of disk) before it wrote index.json used to leave a directory every
 // later build refused; a corrupt index.json made every partial build fail.
 TEST_CASE("a registry without its index, or with a corrupt one, is resumed by the next build") {
