@@ -141,6 +141,20 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Whole-file reads and writes for tests that damage or rewrite registry files.
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE_MESSAGE(in, "cannot read " << p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+inline void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  REQUIRE_MESSAGE(out, "cannot write " << p);
+  out << text;
+}
+
 // A private copy of the test registry that a test may damage; the shared one is never
 // modified.
 class RegistryCopy {
@@ -154,7 +168,7 @@ class RegistryCopy {
   // as a consistent edit of both would: for tests of what the other checks catch, or of a
   // registry deliberately changed (max_elements).
   void rewrite_descriptors(const std::map<std::string, std::string>& texts) const {
-    nlohmann::ordered_json index = nlohmann::ordered_json::parse(read(dir_ / "index.json"));
+    nlohmann::ordered_json index = nlohmann::ordered_json::parse(read_file(dir_ / "index.json"));
     for (auto& e : index["variants"]) {
       auto it = texts.find(e["variant"].get<std::string>());
       if (it == texts.end()) continue;
@@ -166,7 +180,7 @@ class RegistryCopy {
   // Where the index puts `variant`'s descriptor, and where that descriptor puts its kernel
   // (content-addressed names: "ops/<variant>-<digest>.json").
   std::filesystem::path descriptor_file(const std::string& variant) const {
-    const nlohmann::json index = nlohmann::json::parse(read(dir_ / "index.json"));
+    const nlohmann::json index = nlohmann::json::parse(read_file(dir_ / "index.json"));
     for (const auto& e : index["variants"]) {
       if (e["variant"] == variant) return dir_ / e["descriptor"].get<std::string>();
     }
@@ -174,7 +188,7 @@ class RegistryCopy {
     return {};
   }
   std::filesystem::path kernel_file(const std::string& variant) const {
-    const auto d = nlohmann::json::parse(read(descriptor_file(variant)));
+    const auto d = nlohmann::json::parse(read_file(descriptor_file(variant)));
     return dir_ / d["kernel"]["file"].get<std::string>();
   }
   // Writes `text` as the index with its own digest recomputed, as the builder would: for
@@ -187,12 +201,6 @@ class RegistryCopy {
   }
 
  private:
-  static std::string read(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    return buf.str();
-  }
   TempDir tmp_;
   std::filesystem::path dir_;
 };

@@ -15,20 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE_MESSAGE(in, "cannot read " << p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  REQUIRE_MESSAGE(out, "cannot write " << p);
-  out << text;
-}
-
 const char* const kAdamAvx2 = "apply_adam__use_nesterov_0__epsilon_mode_tf__f32__avx2";
 
 TEST_CASE("corrupt registry: a missing directory or index is named, with the command to run") {

@@ -19,14 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE_MESSAGE(in, "cannot read " << p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The best variant of `op` this CPU runs, chosen by a Registry of its own (so that the one
 // under test has read nothing yet).
 std::string runnable_variant(const RegistryCopy& copy, const std::string& op) {

@@ -270,6 +270,24 @@ def cache_entries(cache):
     return sorted(n for n in os.listdir(d) if n.endswith(".opfc"))
 
 
+def case_dirs(root, case, seed_cache, registries):
+    """A new `root` holding the cache and registry one run of `case` starts from: an empty
+    cache ("cold-*") or a copy of `seed_cache`, and no registry ("*-fresh") or a copy of
+    `registries[suffix]` (e.g. "existing"). Returns (cache, registry, build argv)."""
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    os.makedirs(root)
+    cache, reg = os.path.join(root, "cache"), os.path.join(root, "registry")
+    if case.startswith("cold"):
+        os.makedirs(cache)
+    else:
+        copytree(seed_cache, cache)
+    suffix = case.split("-", 1)[1]
+    if suffix in registries:
+        copytree(registries[suffix], reg)
+    return cache, reg, build_args(reg, cache, NEW_OPS, RULES)
+
+
 def copytree(src, dst):
     if os.path.exists(dst):
         shutil.rmtree(dst)

@@ -175,20 +175,8 @@ class Suite:
 
     def fresh_case(self, case, tag):
         """The cache, registry and build argv of one run of `case`, from scratch."""
-        d = self.path("runs", "%s-%s" % (case, tag))
-        if os.path.exists(d):
-            shutil.rmtree(d)
-        os.makedirs(d)
-        cache, reg = os.path.join(d, "cache"), os.path.join(d, "registry")
-        if case.startswith("cold"):
-            os.makedirs(cache)
-        else:
-            fl.copytree(self.seed_cache, cache)
-        if case.endswith("existing"):
-            fl.copytree(self.base_reg, reg)
-        elif case.endswith("replace"):
-            fl.copytree(self.old_reg, reg)
-        return cache, reg, fl.build_args(reg, cache, fl.NEW_OPS, fl.RULES)
+        return fl.case_dirs(self.path("runs", "%s-%s" % (case, tag)), case, self.seed_cache,
+                            {"existing": self.base_reg, "replace": self.old_reg})
 
     def watch(self, proc, reg, kill_at=None, kill_after_lock=None):
         """Polls a running build: when the registry lock appears and goes; kills it with

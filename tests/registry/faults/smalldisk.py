@@ -125,17 +125,7 @@ class Suite:
     def fresh_case(self, case, tag, under):
         """(root, cache, registry, argv) of one run of `case` under `under`, from scratch."""
         root = os.path.join(under, "%s-%s" % (case, tag))
-        if os.path.exists(root):
-            shutil.rmtree(root)
-        os.makedirs(root)
-        cache, reg = os.path.join(root, "cache"), os.path.join(root, "registry")
-        if case.startswith("cold"):
-            os.makedirs(cache)
-        else:
-            fl.copytree(self.seed_cache, cache)
-        if case.endswith("existing"):
-            fl.copytree(self.base_reg, reg)
-        return root, cache, reg, fl.build_args(reg, cache, fl.NEW_OPS, fl.RULES)
+        return (root,) + fl.case_dirs(root, case, self.seed_cache, {"existing": self.base_reg})
 
     def trial(self, case, kind, limit, under, limited_run, reason_text):
         """One limited build of `case` (limited_run(argv) runs it) and the checks after it.
