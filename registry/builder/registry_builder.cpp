@@ -362,6 +362,44 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
   return cache::kernel_key(parts);
 }
 
+// The most variants per ISA one rule may ask for: each is compiled (about a second each).
+constexpr size_t kMaxRuleVariantsPerIsa = 16;
+
+// Every combination of a rule op's attr values, each one variant: both values of a bool attr,
+// every choice of a string attr (a number attr is one compile-time constant). Throws, naming
+// the attrs, past kMaxRuleVariantsPerIsa.
+std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::string& origin) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> values;
+  std::string names;
+  size_t total = 1;
+  for (const dsl::AttrDecl& a : d.attrs()) {
+    std::vector<std::string> v = {a.default_value};
+    if (a.type == registry::Attr::Type::boolean) v = {"false", "true"};
+    if (a.type == registry::Attr::Type::string && !a.choices.empty()) v = a.choices;
+    if (v.size() > 1) names += (names.empty() ? "" : ", ") + a.name;
+    total = std::min<size_t>(total * v.size(), size_t(1) << 40);
+    values.emplace_back(a.name, std::move(v));
+  }
+  if (total > kMaxRuleVariantsPerIsa) {
+    throw std::runtime_error(origin + ": op '" + d.name() + "': attrs " + names + " give " +
+                             std::to_string(total) + " variants per ISA; a rule may have at most " +
+                             std::to_string(kMaxRuleVariantsPerIsa) +
+                             " (each is compiled): make some of them hypers");
+  }
+  std::vector<dsl::AttrValues> out = {{}};
+  for (const auto& [name, vs] : values) {
+    std::vector<dsl::AttrValues> next;
+    for (const auto& partial : out) {
+      for (const auto& v : vs) {
+        next.push_back(partial);
+        next.back()[name] = v;
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
 std::vector<generators::VariantSpec> table_with_rules(
     const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
   std::vector<generators::VariantSpec> rows = generators::op_table();
@@ -391,7 +429,9 @@ std::vector<generators::VariantSpec> table_with_rules(
       throw std::runtime_error(f + ": op '" + d.name() +
                                "' is already defined (built-in or another rule)");
     }
-    rows.push_back({&d, {}, all_isas, {}});
+    for (const dsl::AttrValues& attrs : attr_combinations(d, f)) {
+      rows.push_back({&d, attrs, all_isas, {}});
+    }
     const dsl::OptimizerDecl& bw = generators::bandwidth_for(rows.back().resolve());
     if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
   }

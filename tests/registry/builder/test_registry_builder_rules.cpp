@@ -38,24 +38,30 @@ TEST_CASE("rules: the example rule matches its fp64 formula; the Adam rule match
   const int64_t n = 1001;
   std::mt19937 rng(5);
 
-  // sign_sqrt_momentum, both attr values are declared; the default (nesterov false) ships.
-  std::vector<float> var = random_floats(rng, n, -1, 1), m = random_floats(rng, n, -1, 1);
-  std::vector<float> grad = random_floats(rng, n, -1, 1);
-  grad[7] = 0;
-  const std::vector<float> var0 = var, m0 = m;
-  Kernel& k = reg->select("sign_sqrt_momentum", {}, "avx2");
-  k.call({{"var", var.data(), registry::DType::f32, {n}},
-          {"m", m.data(), registry::DType::f32, {n}},
-          {"grad", grad.data(), registry::DType::f32, {n}}},
-         {{"lr", 0.01f}, {"beta", 0.9f}});
-  const double lr = 0.01f, beta = 0.9f;
-  for (int64_t i = 0; i < n; ++i) {
-    const double g0 = grad[i];
-    const double g = (g0 > 0 ? 1 : g0 < 0 ? -1 : 0) * std::sqrt(std::fabs(g0));
-    const double m_new = beta * m0[i] + (1 - beta) * g;
-    const double var_new = var0[i] - lr * m0[i];  // simultaneous: the old m
-    CHECK(std::fabs(m[i] - m_new) <= 1e-7 + 1e-6 * std::fabs(m_new));
-    CHECK(std::fabs(var[i] - var_new) <= 1e-7 + 1e-6 * std::fabs(var_new));
+  // sign_sqrt_momentum, both values of its attr nesterov (each a variant).
+  for (const bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    std::vector<float> var = random_floats(rng, n, -1, 1), m = random_floats(rng, n, -1, 1);
+    std::vector<float> grad = random_floats(rng, n, -1, 1);
+    grad[7] = 0;
+    const std::vector<float> var0 = var, m0 = m;
+    Kernel& k =
+        reg->select("sign_sqrt_momentum", {{"nesterov", nesterov ? "true" : "false"}}, "avx2");
+    k.call({{"var", var.data(), registry::DType::f32, {n}},
+            {"m", m.data(), registry::DType::f32, {n}},
+            {"grad", grad.data(), registry::DType::f32, {n}}},
+           {{"lr", 0.01f}, {"beta", 0.9f}});
+    const double lr = 0.01f, beta = 0.9f;
+    for (int64_t i = 0; i < n; ++i) {
+      const double g0 = grad[i];
+      const double g = (g0 > 0 ? 1 : g0 < 0 ? -1 : 0) * std::sqrt(std::fabs(g0));
+      const double m_new = beta * m0[i] + (1 - beta) * g;
+      // Simultaneous updates: var reads the old m.
+      const double step = nesterov ? beta * m0[i] + g : m0[i];
+      const double var_new = var0[i] - lr * step;
+      CHECK(std::fabs(m[i] - m_new) <= 1e-7 + 1e-6 * std::fabs(m_new));
+      CHECK(std::fabs(var[i] - var_new) <= 1e-7 + 1e-6 * std::fabs(var_new));
+    }
   }
 
   // adam_rule vs the C++ apply_adam on the same inputs, nesterov off and on.
@@ -73,14 +79,10 @@ TEST_CASE("rules: the example rule matches its fp64 formula; the Adam rule match
                                  {"v", v_.data(), registry::DType::f32, {n}},
                                  {"grad", a_g.data(), registry::DType::f32, {n}}};
     };
-    if (std::string(nesterov) == "true") {
-      // Only the default variant of a rule ships; the attr is still declared.
-      CHECK_THROWS_WITH_AS(reg->select("adam_rule", {{"use_nesterov", "true"}}, "avx2"),
-                           doctest::Contains("no registered variant"), Error);
-      continue;
-    }
-    reg->select("adam_rule", {}, "avx2").call(tensors(a_var, a_m, a_v), s);
-    reg->select("apply_adam", {}, "avx2").call(tensors(b_var, b_m, b_v), s);
+    // Every value of a rule's bool attr ships (issue 17: only the default used to).
+    const std::map<std::string, std::string> attrs = {{"use_nesterov", nesterov}};
+    reg->select("adam_rule", attrs, "avx2").call(tensors(a_var, a_m, a_v), s);
+    reg->select("apply_adam", attrs, "avx2").call(tensors(b_var, b_m, b_v), s);
     for (int64_t i = 0; i < n; ++i) {
       CHECK(std::fabs(a_var[i] - b_var[i]) <= 1e-7 + 4e-7 * std::fabs(b_var[i]));
       CHECK(std::fabs(a_m[i] - b_m[i]) <= 1e-7 + 4e-7 * std::fabs(b_m[i]));
@@ -147,6 +149,17 @@ TEST_CASE("rules: a bad rule is a file:line:col error and writes nothing") {
   }
   CHECK(bad >= 20);
   CHECK_FALSE(fs::exists(t.path / "reg"));
+  CHECK_FALSE(fs::exists(t.path / "cache"));
+  // Each combination of attr values is a variant: past 16 per ISA the rule is refused.
+  {
+    std::ofstream many(rule);
+    many << "optimizer many_attrs\n  state var\n  input grad\n";
+    for (const char* a : {"a1", "a2", "a3", "a4", "a5"}) many << "  attr " << a << " = false\n";
+    many << "  var = var - select(a1, grad, grad)\n";
+  }
+  CHECK_THROWS_WITH(build(t.path / "reg", t.path / "cache", {}, {rule.string()}),
+                    doctest::Contains("op 'many_attrs': attrs a1, a2, a3, a4, a5 give 32 variants "
+                                      "per ISA; a rule may have at most 16"));
   CHECK_FALSE(fs::exists(t.path / "cache"));
   // A rule may not take a built-in op's name.
   std::ofstream(rule) << "optimizer apply_adam\n  state var\n  input grad\n  var = var - grad\n";
