@@ -165,8 +165,7 @@ Token Lexer::next() {
       if (c1 == '&') return make(Tok::and_and, 2);
       src_.fail(here(), "unexpected character '&'", "&&");
     case '|':
-      if (c1 == '|') return make(Tok::or_or, 2);
-      src_.fail(here(), "unexpected character '|'", "||");
+      return c1 == '|' ? make(Tok::or_or, 2) : make(Tok::bar, 1);
     default:
       break;
   }

@@ -31,6 +31,7 @@ enum class Tok {
   and_and,
   or_or,
   bang,
+  bar,  // '|' between an attr's choices
 };
 
 struct Token {

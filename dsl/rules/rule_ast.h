@@ -26,7 +26,8 @@ namespace opforge::dsl::rules {
 enum class NameKind { state, input, hyper, attr, let };
 
 // Every expression is a number (fp32 in the kernels) or a boolean.
-enum class ValueType { number, boolean };
+// choice: a choice attr's name, or a quoted choice it is compared with; only ==/!= take them.
+enum class ValueType { number, boolean, choice };
 
 enum class UnaryOp { neg, logical_not };
 
@@ -131,14 +132,14 @@ using ExprPtr = std::unique_ptr<Expr>;
 // An expression node, tagged by kind. loc: the first character of a number or name, the
 // function name of a call, the operator of a unary or binary expression.
 struct Expr {
-  enum class Kind { number, name, unary, binary, call };
+  enum class Kind { number, name, unary, binary, call, text };
 
   Kind kind = Kind::number;
   SourceLoc loc;
   ValueType type = ValueType::number;
 
   double number = 0;  // number: the literal's value (always >= 0: '-' is a unary)
-  std::string name;   // name: the identifier; call: the function's name
+  std::string name;   // name: the identifier; call: the function's name; text: the choice
   NameKind name_kind = NameKind::state;  // name
   UnaryOp unary_op = UnaryOp::neg;       // unary
   BinaryOp binary_op = BinaryOp::add;    // binary
@@ -161,11 +162,12 @@ struct Hyper {
 
 // A compile-time attribute: each value is a separate kernel variant.
 struct Attr {
-  enum class Kind { boolean, number };
+  enum class Kind { boolean, number, choice };
   std::string name;
   Kind kind = Kind::boolean;
-  std::string default_value;  // canonical: "true" / "false" / "%.17g"
-  std::string description;    // may be empty
+  std::string default_value;         // canonical: "true" / "false" / "%.17g" / the first choice
+  std::vector<std::string> choices;  // choice: identifiers, the default first
+  std::string description;           // may be empty
   SourceLoc loc;
 };
 

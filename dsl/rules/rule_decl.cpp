@@ -31,11 +31,24 @@ struct Builder {
         return e.unary_op == UnaryOp::neg ? -x : !x;
       }
       case Expr::Kind::binary:
+        if (e.args[0]->type == ValueType::choice) return choice_comparison(e);
         return binary(e.binary_op, (*this)(*e.args[0]), (*this)(*e.args[1]));
+      case Expr::Kind::text:
+        break;  // only inside a choice comparison
       case Expr::Kind::call:
         return call(e);
     }
     throw std::logic_error("rule expression of unknown kind");
+  }
+
+  // `mode == "torch"`: a constant of the variant being compiled.
+  HExpr choice_comparison(const Expr& e) {
+    const Expr& a = *e.args[0];
+    const Expr& b = *e.args[1];
+    const Expr& attr = a.kind == Expr::Kind::name ? a : b;
+    const Expr& text = a.kind == Expr::Kind::text ? a : b;
+    const bool equal = c.attr_string(attr.name) == text.name;
+    return Halide::Internal::make_bool(e.binary_op == BinaryOp::eq ? equal : !equal);
   }
 
   HExpr name(const Expr& e) {
@@ -154,6 +167,8 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
     const std::string desc = a.description.empty() ? a.name : a.description;
     if (a.kind == Attr::Kind::boolean) {
       d.attr_bool(a.name, a.default_value == "true", desc);
+    } else if (a.kind == Attr::Kind::choice) {
+      d.attr_string(a.name, a.default_value, a.choices, desc);
     } else {
       d.attr_float(a.name, std::stod(a.default_value), desc);
     }

@@ -69,7 +69,14 @@ std::string with_article(NameKind k) {
 }
 
 const char* type_name(ValueType t) {
-  return t == ValueType::number ? "a number" : "a boolean";
+  return t == ValueType::number ? "a number" : t == ValueType::boolean ? "a boolean" : "a choice";
+}
+
+// "\"tf\", \"torch\"": an attr's choices as a rule writes them in comparisons.
+std::string quoted_list(const std::vector<std::string>& choices) {
+  std::string out;
+  for (const auto& c : choices) out += (out.empty() ? "\"" : ", \"") + c + "\"";
+  return out;
 }
 
 bool is_comparison(Tok t) {
@@ -159,6 +166,7 @@ class Parser {
   void parse_name_list(Rule& rule, NameKind kind);
   void parse_hyper(Rule& rule);
   void parse_attr(Rule& rule);
+  void parse_choices(Attr& a);
   void parse_let(Rule& rule);
   void parse_update(Rule& rule);
   Node parse_top_expr();
@@ -173,12 +181,14 @@ class Parser {
   Node parse_call(const Token& name);
 
   Node make_binary(const Token& op, Node lhs, Node rhs);
+  Node make_choice_comparison(const Token& op, Node lhs, Node rhs);
   void require(const Expr& e, ValueType t, const std::string& what) const;
 
   const SourceFile& src_;
   Lexer lex_;
   Token cur_;
   std::map<std::string, Symbol> symbols_;
+  std::map<std::string, std::vector<std::string>> choices_;  // choice attrs' choices
   std::vector<std::string> symbol_order_;  // for suggestions, in declaration order
   std::map<std::string, SourceLoc> updated_;
   SourceLoc first_update_;
@@ -192,6 +202,8 @@ class Parser {
 void Parser::expect_eol(const char* expected) {
   if (cur_.kind == Tok::newline) {
     advance();
+  } else if (cur_.kind == Tok::bar) {  // '|' only separates an attr's choices
+    fail(cur_.loc, "unexpected character '|'", "||");
   } else if (cur_.kind != Tok::end) {
     fail(cur_.loc, std::string("expected ") + expected + ", got " + describe(cur_));
   }
@@ -344,11 +356,15 @@ void Parser::parse_attr(Rule& rule) {
   a.loc = cur_.loc;
   advance();
   if (cur_.kind != Tok::assign) {
-    fail(cur_.loc, "expected '=' and a default value (true, false or a number) after 'attr " +
-                       a.name + "', got " + describe(cur_));
+    fail(cur_.loc,
+         "expected '=' and a default value (true, false, a number or choices a | b) after "
+         "'attr " +
+             a.name + "', got " + describe(cur_));
   }
   advance();
-  if (at_word("true") || at_word("false")) {
+  if (cur_.kind == Tok::ident && !at_word("true") && !at_word("false")) {
+    parse_choices(a);
+  } else if (at_word("true") || at_word("false")) {
     a.kind = Attr::Kind::boolean;
     a.default_value = cur_.text;
   } else {
@@ -361,15 +377,41 @@ void Parser::parse_attr(Rule& rule) {
     a.kind = Attr::Kind::number;
     a.default_value = format_double(negative ? -cur_.number : cur_.number);
   }
-  advance();
+  if (a.kind != Attr::Kind::choice) advance();
   if (cur_.kind == Tok::string) {
     a.description = cur_.text;
     advance();
   }
   expect_eol("a description string or end of line");
-  add_symbol(a.name, {NameKind::attr, a.loc,
-                      a.kind == Attr::Kind::boolean ? ValueType::boolean : ValueType::number});
+  const ValueType type = a.kind == Attr::Kind::boolean  ? ValueType::boolean
+                         : a.kind == Attr::Kind::choice ? ValueType::choice
+                                                        : ValueType::number;
+  add_symbol(a.name, {NameKind::attr, a.loc, type});
+  if (a.kind == Attr::Kind::choice) choices_[a.name] = a.choices;
   rule.attrs.push_back(std::move(a));
+}
+
+// "a | b | c": a choice attr (each choice a variant; the first is the default). Leaves cur_
+// after the last choice.
+void Parser::parse_choices(Attr& a) {
+  a.kind = Attr::Kind::choice;
+  for (;;) {
+    if (cur_.kind != Tok::ident || at_word("true") || at_word("false") || is_keyword(cur_.text)) {
+      fail(cur_.loc, "expected a choice (a name) for attr '" + a.name + "', got " + describe(cur_));
+    }
+    for (const auto& c : a.choices) {
+      if (c == cur_.text) fail(cur_.loc, "attr '" + a.name + "' lists choice '" + c + "' twice");
+    }
+    a.choices.push_back(cur_.text);
+    advance();
+    if (cur_.kind != Tok::bar) break;
+    advance();
+  }
+  if (a.choices.size() < 2) {
+    fail(a.loc, "attr '" + a.name + "' has one choice; list at least two (" + a.name + " = " +
+                    a.choices[0] + " | other), or make it a bool or a number");
+  }
+  a.default_value = a.choices[0];
 }
 
 void Parser::parse_let(Rule& rule) {
@@ -428,7 +470,8 @@ void Parser::parse_update(Rule& rule) {
   advance();
   Node n = parse_top_expr();
   if (n.e->type != ValueType::number) {
-    fail(n.e->loc, "state '" + target.text + "' must be updated with a number, got a boolean");
+    fail(n.e->loc,
+         "state '" + target.text + "' must be updated with a number, got " + type_name(n.e->type));
   }
   rule.updates.push_back({target.text, std::move(n.e), target.loc});
 }
@@ -444,8 +487,48 @@ void Parser::require(const Expr& e, ValueType t, const std::string& what) const 
   if (e.type != t) fail(e.loc, what + " must be " + type_name(t) + ", got " + type_name(e.type));
 }
 
+// `mode == "torch"`, `"tf" != mode`: a choice attr against one of its choices, decided when
+// the variant is compiled.
+Parser::Node Parser::make_choice_comparison(const Token& op, Node lhs, Node rhs) {
+  const Expr* attr = lhs.e->kind == Expr::Kind::name ? lhs.e.get() : rhs.e.get();
+  const Expr* text = lhs.e->kind == Expr::Kind::text ? lhs.e.get() : rhs.e.get();
+  // (a fuzz finding: `"tf" == m`, m a state, took m for a choice attr)
+  if (attr->kind != Expr::Kind::name || attr->type != ValueType::choice ||
+      text->kind != Expr::Kind::text) {
+    const Expr& bad = lhs.e->type != ValueType::choice ? *lhs.e : *rhs.e;
+    fail(bad.type == ValueType::choice ? op.loc : bad.loc,
+         "'" + op.text + "' compares a choice attr with one of its quoted choices (mode == \"a\")");
+  }
+  const std::vector<std::string>& choices = choices_.at(attr->name);
+  if (std::find(choices.begin(), choices.end(), text->name) == choices.end()) {
+    fail(text->loc,
+         "\"" + text->name + "\" is not a choice of attr '" + attr->name + "' (" +
+             quoted_list(choices) + ")",
+         closest_name(text->name, choices));
+  }
+  Node n;
+  n.height = std::max(lhs.height, rhs.height) + 1;
+  n.e = std::make_unique<Expr>();
+  n.e->kind = Expr::Kind::binary;
+  n.e->loc = op.loc;
+  n.e->binary_op = binary_op(op.kind);
+  n.e->type = ValueType::boolean;
+  n.e->args.push_back(std::move(lhs.e));
+  n.e->args.push_back(std::move(rhs.e));
+  return n;
+}
+
 Parser::Node Parser::make_binary(const Token& op, Node lhs, Node rhs) {
   const BinaryOp bop = binary_op(op.kind);
+  if (lhs.e->type == ValueType::choice || rhs.e->type == ValueType::choice) {
+    if (op.kind == Tok::eq || op.kind == Tok::ne) {
+      return make_choice_comparison(op, std::move(lhs), std::move(rhs));
+    }
+    const Expr& c = lhs.e->type == ValueType::choice ? *lhs.e : *rhs.e;
+    fail(c.loc, (c.kind == Expr::Kind::name ? "'" + c.name + "' is a choice attr"
+                                            : "\"" + c.name + "\" is a choice") +
+                    ": compare it with == or != (mode == \"a\"), not with '" + op.text + "'");
+  }
   const bool logical = bop == BinaryOp::logical_and || bop == BinaryOp::logical_or;
   const ValueType operand = logical ? ValueType::boolean : ValueType::number;
   require(*lhs.e, operand, "the left operand of '" + op.text + "'");
@@ -556,6 +639,16 @@ Parser::Node Parser::parse_primary() {
     n.e->kind = Expr::Kind::number;
     n.e->loc = t.loc;
     n.e->number = t.number;
+    return n;
+  }
+  if (t.kind == Tok::string) {  // a choice, compared with a choice attr
+    advance();
+    Node n;
+    n.e = std::make_unique<Expr>();
+    n.e->kind = Expr::Kind::text;
+    n.e->loc = t.loc;
+    n.e->name = t.text;
+    n.e->type = ValueType::choice;
     return n;
   }
   if (t.kind == Tok::lparen) {
@@ -680,6 +773,9 @@ void print_expr(const Expr& e, std::string& out) {
     case Expr::Kind::name:
       out += e.name;
       return;
+    case Expr::Kind::text:
+      out += "\"" + e.name + "\"";
+      return;
     case Expr::Kind::unary:
       out += '(';
       out += to_string(e.unary_op);
@@ -727,7 +823,12 @@ std::string canonical_rule_text(const Rule& rule) {
            "\n";
   }
   for (const Attr& a : rule.attrs) {
-    out += "attr " + a.name + " = " + a.default_value + description(a.description) + "\n";
+    std::string value = a.default_value;
+    if (a.kind == Attr::Kind::choice) {
+      value.clear();
+      for (const auto& c : a.choices) value += (value.empty() ? "" : " | ") + c;
+    }
+    out += "attr " + a.name + " = " + value + description(a.description) + "\n";
   }
   for (const Let& l : rule.lets) {
     out += "let " + l.name + " = ";

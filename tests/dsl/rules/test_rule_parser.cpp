@@ -153,6 +153,32 @@ std::vector<fs::path> corpus_files(const std::string& prefix) {
   return files;
 }
 
+// A choice attr: its choices (the first is the default), compared with quoted choices; the
+// canonical text lists them and parses back to the same text.
+TEST_CASE("rule parser: a choice attr and its comparisons") {
+  const std::string text = base(
+      "attr mode = tf | torch | keras \"epsilon placement\"\n"
+      "let e = select(mode == \"torch\", 1, select(\"keras\" != mode, 2, 3))\n" +
+      std::string(kUpdates));
+  const Rule r = parse_rule(text, "choice.rule");
+  REQUIRE(r.attrs.size() == 2);
+  const Attr& a = r.attrs[1];
+  CHECK(a.kind == Attr::Kind::choice);
+  CHECK(a.choices == std::vector<std::string>{"tf", "torch", "keras"});
+  CHECK(a.default_value == "tf");
+  CHECK(a.description == "epsilon placement");
+  const Expr& cond = *r.lets.at(0).expr->args[0];
+  REQUIRE(cond.kind == Expr::Kind::binary);
+  CHECK(cond.type == ValueType::boolean);
+  CHECK(cond.args[1]->kind == Expr::Kind::text);
+  CHECK(cond.args[1]->name == "torch");
+  const std::string canon = canonical_rule_text(r);
+  CHECK(canon.find("attr mode = tf | torch | keras \"epsilon placement\"\n") != std::string::npos);
+  CHECK(canon.find("select((mode == \"torch\"), 1, select((\"keras\" != mode), 2, 3))") !=
+        std::string::npos);
+  CHECK(canonical_rule_text(parse_rule(canon, "canon.rule")) == canon);
+}
+
 TEST_CASE("the example rule parses to the expected AST") {
   const Rule r = parse_rule(example_rule(), "example.rule");
   CHECK(r.name == "sign_sqrt_momentum");
@@ -410,7 +436,9 @@ TEST_CASE("errors: location, message, caret and suggestion") {
       {base("hyper h\n"), {7, 8, "expected '=' and a default value after 'hyper h'"}},
       {base("hyper h = x\n"), {7, 11, "expected a number as the default of hyper 'h', got 'x'"}},
       {base("hyper h = false\n"), {7, 11, "a boolean is an attr"}},
-      {base("attr h = maybe\n"), {7, 10, "expected true, false or a number"}},
+      {base("attr h = maybe\n"),
+       {7, 6, "attr 'h' has one choice; list at least two (h = maybe | other)"}},
+      {base("attr h = \"x\"\n"), {7, 10, "expected true, false or a number"}},
       {base("hyper h = 1 \"x\" \"y\"\n"), {7, 17, "got string \"y\""}},
       {base("let h 1\n"), {7, 7, "expected '=' after 'let h', got number '1'"}},
       {base("stat w\n"), {7, 1, "expected a declaration", "state"}},
@@ -495,6 +523,23 @@ TEST_CASE("errors: location, message, caret and suggestion") {
       {base("m = m . 1\n"), {7, 7, "unexpected character '.'"}},
       {base("let c = flag & flag\n"), {7, 14, "unexpected character '&'", "&&"}},
       {base("let c = flag | flag\n"), {7, 14, "unexpected character '|'", "||"}},
+      // Choice attrs (kBase + line 7 declares mode = tf | torch, line 8 is the case).
+      {base("attr mode = tf\n"), {7, 6, "attr 'mode' has one choice; list at least two"}},
+      {base("attr mode = tf | tf\n"), {7, 18, "attr 'mode' lists choice 'tf' twice"}},
+      {base("attr mode = tf | 3\n"),
+       {7, 18, "expected a choice (a name) for attr 'mode', got number"}},
+      {base("attr mode = tf | torch\nlet c = mode == \"torhc\"\n"),
+       {8, 17, "\"torhc\" is not a choice of attr 'mode' (\"tf\", \"torch\")", "torch"}},
+      {base("attr mode = tf | torch\nm = m + mode\n"),
+       {8, 9, "'mode' is a choice attr: compare it with == or != (mode == \"a\"), not with '+'"}},
+      {base("attr mode = tf | torch\nlet c = \"tf\" == \"torch\"\n"),
+       {8, 14, "'==' compares a choice attr with one of its quoted choices"}},
+      {base("attr mode = tf | torch\nlet c = \"tf\" == m\n"),
+       {8, 17, "'==' compares a choice attr with one of its quoted choices"}},
+      {base("attr mode = tf | torch\nm = mode\n"),
+       {8, 5, "state 'm' must be updated with a number, got a choice"}},
+      {base("attr mode = tf | torch\nm = select(mode, m, m)\n"),
+       {8, 12, "the condition of 'select' must be a boolean, got a choice"}},
       {base("m = m * \xCF\x80\n"), {7, 9, "unexpected character U+03C0"}},
       // Limits.
       {base("m = " + std::string(300, '(') + "m" + std::string(300, ')') + "\n"),

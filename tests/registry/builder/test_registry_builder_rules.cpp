@@ -91,6 +91,41 @@ TEST_CASE("rules: the example rule matches its fp64 formula; the Adam rule match
   }
 }
 
+// A choice attr: each choice is its own variant, each against the formula in fp64.
+TEST_CASE("rules: every choice of a choice attr is a variant that matches its fp64 formula") {
+  TempDir t;
+  const fs::path rule =
+      fs::path(OPFORGE_SOURCE_DIR) / "tests" / "dsl" / "rules" / "corpus" / "good_choice_attr.rule";
+  build(t.path / "reg", t.path / "cache", {"choice_demo"}, {rule.string()});
+  auto reg = Registry::open((t.path / "reg").string());
+  const int64_t n = 1003;
+  std::mt19937 rng(11);
+  for (const std::string mode : {"plain", "scaled", "clipped"}) {
+    CAPTURE(mode);
+    std::vector<float> var = random_floats(rng, n, -1, 1), m = random_floats(rng, n, -2, 2);
+    std::vector<float> grad = random_floats(rng, n, -1, 1);
+    const std::vector<float> var0 = var, m0 = m;
+    reg->select("choice_demo", {{"mode", mode}})
+        .call({{"var", var.data(), registry::DType::f32, {n}},
+               {"m", m.data(), registry::DType::f32, {n}},
+               {"grad", grad.data(), registry::DType::f32, {n}}},
+              {{"lr", 0.01f}});
+    const double lr = 0.01f;
+    for (int64_t i = 0; i < n; ++i) {
+      // m = 0.9 m + g; var -= lr * shape(old m), updates simultaneous.
+      const double m_new = 0.9 * m0[i] + grad[i];
+      const double step = mode == "scaled"    ? 0.5 * m0[i]
+                          : mode == "clipped" ? std::min(std::max(double(m0[i]), -1.0), 1.0)
+                                              : m0[i];
+      const double var_new = var0[i] - lr * step;
+      CHECK(std::fabs(m[i] - m_new) <= 1e-7 + 1e-6 * std::fabs(m_new));
+      CHECK(std::fabs(var[i] - var_new) <= 1e-7 + 1e-6 * std::fabs(var_new));
+    }
+  }
+  CHECK_THROWS_WITH_AS(reg->select("choice_demo", {{"mode", "keras"}}), doctest::Contains("mode"),
+                       Error);
+}
+
 TEST_CASE("rules: an unchanged rule is a cache hit, an edit is a miss naming the algorithm") {
   TempDir t;
   const fs::path rule = t.path / "r.rule";
