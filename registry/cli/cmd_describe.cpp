@@ -14,7 +14,7 @@ namespace opforge::cli {
 
 namespace {
 
-// The op's declared attrs: name, type, default, description.
+// The op's declared attrs: name, type, default, description; a string attr's choices.
 void print_attrs(const registry::Descriptor& d) {
   std::printf("attrs:\n");
   if (d.attrs.empty()) std::printf("  (none)\n");
@@ -22,6 +22,11 @@ void print_attrs(const registry::Descriptor& d) {
     std::printf("  %-14s %-6s default %-6s %s\n", at.name.c_str(),
                 registry::attr_type_name(at.type), at.default_value.c_str(),
                 at.description.c_str());
+    if (!at.choices.empty()) {
+      std::string list;
+      for (const auto& c : at.choices) list += (list.empty() ? "" : " | ") + c;
+      std::printf("  %-14s choices %s\n", "", list.c_str());
+    }
   }
 }
 

@@ -18,6 +18,9 @@ TEST_CASE("describe apply_adam: formula and every argument in TF order") {
   REQUIRE_MESSAGE(r.rc == 0, r.all());
   CHECK(contains(r.out, "lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)"));
   CHECK(contains(r.out, "var -= lr_t * m / (sqrt(v) + epsilon)"));
+  // A string attr's choices, under it (rule choice attrs are string attrs too).
+  CHECK(contains(r.out, "\n  epsilon_mode   string default tf "));
+  CHECK(contains(r.out, "\n                 choices tf | torch\n"));
   // The "arguments (in order):" section, one argument per line.
   const size_t start = r.out.find("arguments (in order):\n");
   REQUIRE(start != std::string::npos);
