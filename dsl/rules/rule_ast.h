@@ -191,6 +191,9 @@ struct Rule {
   std::vector<NameDecl> inputs;
   std::vector<Hyper> hypers;
   std::vector<Attr> attrs;
+  // `storage f32, bf16m`: the tensor storages built (dsl::Storage tags; empty: f32 only).
+  std::vector<std::string> storages;
+  SourceLoc storage_loc;
   std::vector<Let> lets;        // in order; a let uses only earlier lets
   std::vector<Update> updates;  // in source order; one per state
 };

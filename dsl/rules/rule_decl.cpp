@@ -183,10 +183,14 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
   return d;
 }
 
-OptimizerDecl load_rule_file(const std::string& path) {
+RuleOp load_rule_file(const std::string& path) {
   // A regular file of at most 1 MiB: a FIFO given as a rule file used to hang the build.
   const std::string text = registry::read_regular_file(path, registry::kRuleLimits);
-  return to_decl(std::make_shared<const Rule>(parse_rule(text, path)), path);
+  auto rule = std::make_shared<const Rule>(parse_rule(text, path));
+  RuleOp op{to_decl(rule, path), {}};
+  for (const std::string& tag : rule->storages) op.storages.push_back(Storage::from_tag(tag));
+  if (op.storages.empty()) op.storages.push_back(Storage{});
+  return op;
 }
 
 }  // namespace opforge::dsl::rules

@@ -15,8 +15,14 @@ namespace opforge::dsl::rules {
 // Halide Exprs from the AST; norm2/sum become whole-tensor reductions.
 OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origin);
 
-// Reads and parses a rule file (RuleError for bad text, std::runtime_error when unreadable)
-// and returns its declaration.
-OptimizerDecl load_rule_file(const std::string& path);
+// A rule file's op: its declaration (fp32 storage) and the storages its `storage` line asks
+// for (f32 alone without one), each a set of variants (OptimizerDecl::with_storage).
+struct RuleOp {
+  OptimizerDecl decl;
+  std::vector<Storage> storages;
+};
+
+// Reads and parses a rule file (RuleError for bad text, std::runtime_error when unreadable).
+RuleOp load_rule_file(const std::string& path);
 
 }  // namespace opforge::dsl::rules

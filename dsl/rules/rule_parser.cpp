@@ -18,13 +18,13 @@ namespace {
 constexpr int kMaxDepth = 200;
 
 const std::vector<std::string>& keywords() {
-  static const std::vector<std::string> k = {"optimizer", "state", "input", "hyper",
-                                             "attr",      "let",   "true",  "false"};
+  static const std::vector<std::string> k = {"optimizer", "state", "input", "hyper", "attr",
+                                             "storage",   "let",   "true",  "false"};
   return k;
 }
 
 const std::vector<std::string>& declaration_keywords() {
-  static const std::vector<std::string> k = {"state", "input", "hyper", "attr", "let"};
+  static const std::vector<std::string> k = {"state", "input", "hyper", "attr", "storage", "let"};
   return k;
 }
 
@@ -66,6 +66,13 @@ std::string at_line_col(SourceLoc l) {
 std::string with_article(NameKind k) {
   const std::string s = to_string(k);
   return (k == NameKind::input || k == NameKind::attr ? "an " : "a ") + s;
+}
+
+// "a, b, c"
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
 }
 
 const char* type_name(ValueType t) {
@@ -165,6 +172,7 @@ class Parser {
 
   void parse_name_list(Rule& rule, NameKind kind);
   void parse_hyper(Rule& rule);
+  void parse_storage(Rule& rule);
   void parse_attr(Rule& rule);
   void parse_choices(Attr& a);
   void parse_let(Rule& rule);
@@ -280,6 +288,8 @@ Rule Parser::parse() {
       parse_hyper(rule);
     } else if (word == "attr") {
       parse_attr(rule);
+    } else if (word == "storage") {
+      parse_storage(rule);
     } else if (word == "let") {
       parse_let(rule);
     } else if (word == "optimizer") {
@@ -310,6 +320,34 @@ void Parser::parse_name_list(Rule& rule, NameKind kind) {
     advance();
     if (cur_.kind != Tok::comma) break;
     after = "','";
+    advance();
+  }
+  expect_eol("',' or end of line");
+}
+
+// `storage f32, bf16m, bf16s`: each storage a variant (narrow gradients and model copy with an
+// fp32 master, narrow states, ...), as the C++ ops declare them.
+void Parser::parse_storage(Rule& rule) {
+  if (!rule.storages.empty()) {
+    fail(cur_.loc, "a rule has one 'storage' line, at " + at_line_col(rule.storage_loc));
+  }
+  rule.storage_loc = cur_.loc;
+  advance();
+  while (true) {
+    if (cur_.kind != Tok::ident) {
+      fail(cur_.loc, "expected a storage (" + join(storage_tags()) + "), got " + describe(cur_));
+    }
+    const auto& tags = storage_tags();
+    if (std::find(tags.begin(), tags.end(), cur_.text) == tags.end()) {
+      fail(cur_.loc, "unknown storage '" + cur_.text + "' (" + join(tags) + ")",
+           closest_name(cur_.text, tags));
+    }
+    if (std::find(rule.storages.begin(), rule.storages.end(), cur_.text) != rule.storages.end()) {
+      fail(cur_.loc, "storage '" + cur_.text + "' is listed twice");
+    }
+    rule.storages.push_back(cur_.text);
+    advance();
+    if (cur_.kind != Tok::comma) break;
     advance();
   }
   expect_eol("',' or end of line");
@@ -809,6 +847,12 @@ std::string description(const std::string& d) {
 
 }  // namespace
 
+const std::vector<std::string>& storage_tags() {
+  static const std::vector<std::string> k = {"f32",  "bf16m",  "f16m",  "bf16g",  "f16g", "bf16s",
+                                             "f16s", "bf16ms", "f16ms", "bf16gs", "f16gs"};
+  return k;
+}
+
 Rule parse_rule(const std::string& text, const std::string& filename) {
   const SourceFile src(filename, text);
   return Parser(src).parse();
@@ -830,6 +874,7 @@ std::string canonical_rule_text(const Rule& rule) {
     }
     out += "attr " + a.name + " = " + value + description(a.description) + "\n";
   }
+  if (!rule.storages.empty()) out += "storage " + join(rule.storages) + "\n";
   for (const Let& l : rule.lets) {
     out += "let " + l.name + " = ";
     print_expr(*l.expr, out);

@@ -31,6 +31,10 @@ namespace opforge::dsl::rules {
 // the message).
 Rule parse_rule(const std::string& text, const std::string& filename);
 
+// The storage tags a `storage` line may list: dsl::Storage's (the parser does not link the
+// DSL; tests/registry/builder checks that each is a tag Storage::from_tag reads).
+const std::vector<std::string>& storage_tags();
+
 // The rule printed back in one canonical form, for cache keys: independent of whitespace,
 // comments, declaration interleaving and redundant parentheses; any other edit changes it
 // (numbers are printed with %.17g, which round-trips doubles). It parses back to the same rule.

@@ -365,13 +365,14 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
 // The most variants per ISA one rule may ask for: each is compiled (about a second each).
 constexpr size_t kMaxRuleVariantsPerIsa = 16;
 
-// Every combination of a rule op's attr values, each one variant: both values of a bool attr,
-// every choice of a string attr (a number attr is one compile-time constant). Throws, naming
-// the attrs, past kMaxRuleVariantsPerIsa.
-std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::string& origin) {
+// Every combination of a rule op's attr values, each one variant per storage: both values of
+// a bool attr, every choice of a string attr (a number attr is one compile-time constant).
+// Throws, naming the attrs, past kMaxRuleVariantsPerIsa variants (with the storages).
+std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::string& origin,
+                                               size_t storages) {
   std::vector<std::pair<std::string, std::vector<std::string>>> values;
   std::string names;
-  size_t total = 1;
+  size_t total = storages;
   for (const dsl::AttrDecl& a : d.attrs()) {
     std::vector<std::string> v = {a.default_value};
     if (a.type == registry::Attr::Type::boolean) v = {"false", "true"};
@@ -381,10 +382,11 @@ std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::
     values.emplace_back(a.name, std::move(v));
   }
   if (total > kMaxRuleVariantsPerIsa) {
-    throw std::runtime_error(origin + ": op '" + d.name() + "': attrs " + names + " give " +
-                             std::to_string(total) + " variants per ISA; a rule may have at most " +
-                             std::to_string(kMaxRuleVariantsPerIsa) +
-                             " (each is compiled): make some of them hypers");
+    throw std::runtime_error(
+        origin + ": op '" + d.name() + "': attrs " + names +
+        (storages > 1 ? " and " + std::to_string(storages) + " storages" : "") + " give " +
+        std::to_string(total) + " variants per ISA; a rule may have at most " +
+        std::to_string(kMaxRuleVariantsPerIsa) + " (each is compiled): make some of them hypers");
   }
   std::vector<dsl::AttrValues> out = {{}};
   for (const auto& [name, vs] : values) {
@@ -423,17 +425,29 @@ std::vector<generators::VariantSpec> table_with_rules(
   }
   const std::vector<std::string> all_isas = {"avx512", "avx2"};
   for (const auto& f : files) {
-    keep.push_back(std::make_unique<dsl::OptimizerDecl>(dsl::rules::load_rule_file(f)));
+    dsl::rules::RuleOp op = dsl::rules::load_rule_file(f);
+    keep.push_back(std::make_unique<dsl::OptimizerDecl>(std::move(op.decl)));
     const dsl::OptimizerDecl& d = *keep.back();
     if (!names.insert(d.name()).second) {
       throw std::runtime_error(f + ": op '" + d.name() +
                                "' is already defined (built-in or another rule)");
     }
-    for (const dsl::AttrValues& attrs : attr_combinations(d, f)) {
-      rows.push_back({&d, attrs, all_isas, {}});
+    const std::vector<dsl::AttrValues> combos = attr_combinations(d, f, op.storages.size());
+    for (const dsl::Storage& storage : op.storages) {
+      // The narrow-storage declarations live in `keep` too: the rows point at them.
+      const dsl::OptimizerDecl* sd = &d;
+      if (!storage.is_f32()) {
+        keep.push_back(std::make_unique<dsl::OptimizerDecl>(d.with_storage(storage)));
+        sd = keep.back().get();
+      }
+      for (const dsl::AttrValues& attrs : combos) {
+        generators::VariantSpec row{sd, attrs, all_isas, {}};
+        row.storage = storage;
+        const dsl::OptimizerDecl& bw = generators::bandwidth_for(row.resolve());
+        rows.push_back(std::move(row));
+        if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
+      }
     }
-    const dsl::OptimizerDecl& bw = generators::bandwidth_for(rows.back().resolve());
-    if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
   }
   return rows;
 }

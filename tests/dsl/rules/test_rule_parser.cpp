@@ -153,6 +153,17 @@ std::vector<fs::path> corpus_files(const std::string& prefix) {
   return files;
 }
 
+// A storage line: the storages each become variants; the canonical text keeps the line.
+TEST_CASE("rule parser: a storage line") {
+  const Rule r = parse_rule(base("storage f32, bf16m, bf16s\n" + std::string(kUpdates)), "s.rule");
+  CHECK(r.storages == std::vector<std::string>{"f32", "bf16m", "bf16s"});
+  check_loc(r.storage_loc, 7, 1);
+  const std::string canon = canonical_rule_text(r);
+  CHECK(canon.find("\nstorage f32, bf16m, bf16s\n") != std::string::npos);
+  CHECK(canonical_rule_text(parse_rule(canon, "canon.rule")) == canon);
+  CHECK(parse_rule(base(kUpdates), "none.rule").storages.empty());
+}
+
 // A choice attr: its choices (the first is the default), compared with quoted choices; the
 // canonical text lists them and parses back to the same text.
 TEST_CASE("rule parser: a choice attr and its comparisons") {
@@ -534,6 +545,12 @@ TEST_CASE("errors: location, message, caret and suggestion") {
        {8, 9, "'mode' is a choice attr: compare it with == or != (mode == \"a\"), not with '+'"}},
       {base("attr mode = tf | torch\nlet c = \"tf\" == \"torch\"\n"),
        {8, 14, "'==' compares a choice attr with one of its quoted choices"}},
+      // Storage lines.
+      {base("storage f32, bf16n\n"),
+       {7, 14, "unknown storage 'bf16n' (f32, bf16m, f16m,", "bf16m"}},
+      {base("storage f32, f32\n"), {7, 14, "storage 'f32' is listed twice"}},
+      {base("storage f32\nstorage bf16m\n"), {8, 1, "a rule has one 'storage' line, at 7:1"}},
+      {base("storage\n"), {7, 8, "expected a storage (f32, bf16m"}},
       {base("attr mode = tf | torch\nlet c = \"tf\" == m\n"),
        {8, 17, "'==' compares a choice attr with one of its quoted choices"}},
       {base("attr mode = tf | torch\nm = mode\n"),

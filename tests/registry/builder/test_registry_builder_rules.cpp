@@ -11,6 +11,7 @@
 
 #include "builder_test_util.h"
 #include "dsl/rules/diagnostics.h"
+#include "dsl/rules/rule_parser.h"
 #include "opforge/runtime.hpp"
 #include "registry/builder/registry_builder.h"
 
@@ -124,6 +125,15 @@ TEST_CASE("rules: every choice of a choice attr is a variant that matches its fp
   }
   CHECK_THROWS_WITH_AS(reg->select("choice_demo", {{"mode", "keras"}}), doctest::Contains("mode"),
                        Error);
+}
+
+// The parser's list of storages (it does not link the DSL) is exactly what the DSL reads.
+TEST_CASE("rules: every storage a rule may list is a dsl::Storage tag") {
+  for (const std::string& tag : dsl::rules::storage_tags()) {
+    CAPTURE(tag);
+    CHECK(dsl::Storage::from_tag(tag).tag() == tag);
+  }
+  CHECK(dsl::rules::storage_tags().size() == 11);
 }
 
 TEST_CASE("rules: an unchanged rule is a cache hit, an edit is a miss naming the algorithm") {
