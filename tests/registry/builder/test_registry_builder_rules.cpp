@@ -127,6 +127,28 @@ TEST_CASE("rules: every choice of a choice attr is a variant that matches its fp
                        Error);
 }
 
+// The forms a rule gets without asking: an elementwise rule is splittable (larger tensors in
+// slices) and multi-tensor (call_model over a model's flat buffers); one with norm2/sum
+// reduces over the whole tensor, so it is neither.
+TEST_CASE("rules: elementwise rules are splittable and multi-tensor, reducing ones are not") {
+  TempDir t;
+  const fs::path corpus = fs::path(OPFORGE_SOURCE_DIR) / "tests" / "dsl" / "rules" / "corpus";
+  build(t.path / "reg", t.path / "cache", {"sgd", "lamb_rule"},
+        {(corpus / "good_sgd.rule").string(), (corpus / "good_lamb.rule").string()});
+  auto reg = Registry::open((t.path / "reg").string());
+  for (const auto& d : reg->variants("sgd")) {
+    CAPTURE(d.variant);
+    CHECK(d.shape.elementwise);
+    CHECK(d.shape.splittable);
+    CHECK(d.shape.multi_tensor);
+  }
+  for (const auto& d : reg->variants("lamb_rule")) {
+    CAPTURE(d.variant);
+    CHECK_FALSE(d.shape.splittable);
+    CHECK_FALSE(d.shape.multi_tensor);
+  }
+}
+
 // The parser's list of storages (it does not link the DSL) is exactly what the DSL reads.
 TEST_CASE("rules: every storage a rule may list is a dsl::Storage tag") {
   for (const std::string& tag : dsl::rules::storage_tags()) {
