@@ -179,11 +179,12 @@ bool Registry::refresh_index() const {
   const std::string path = dir_ + "/index.json";
   // A build installs descriptors and kernels first and index.json last, under this lock.
   registry::wait_until_unlocked(path, kInstallWait);
-  std::string text;
+  std::string digest;
   registry::Index fresh;
   try {
-    text = read_text(path);
-    if (registry::sha256_hex(text) == index_text_digest_) return false;
+    const std::string text = read_text(path);
+    digest = registry::sha256_hex(text);
+    if (digest == index_text_digest_) return false;
     fresh = registry::index_from_json(text, path);
   } catch (const std::exception&) {
     return false;  // unreadable now: the error that brought us here is the one to report
@@ -194,7 +195,7 @@ bool Registry::refresh_index() const {
                 "runtime; restart the process to use the new registry");
   }
   generations_.push_back(std::make_unique<const registry::Index>(std::move(fresh)));
-  index_text_digest_ = registry::sha256_hex(text);
+  index_text_digest_ = digest;
   index_.store(generations_.back().get());
   descriptors_.clear();
   return true;

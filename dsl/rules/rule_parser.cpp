@@ -189,7 +189,7 @@ class Parser {
   Node parse_call(const Token& name);
 
   Node make_binary(const Token& op, Node lhs, Node rhs);
-  Node make_choice_comparison(const Token& op, Node lhs, Node rhs);
+  void check_choice_comparison(const Token& op, const Expr& lhs, const Expr& rhs) const;
   void require(const Expr& e, ValueType t, const std::string& what) const;
 
   const SourceFile& src_;
@@ -526,51 +526,42 @@ void Parser::require(const Expr& e, ValueType t, const std::string& what) const 
 }
 
 // `mode == "torch"`, `"tf" != mode`: a choice attr against one of its choices, decided when
-// the variant is compiled.
-Parser::Node Parser::make_choice_comparison(const Token& op, Node lhs, Node rhs) {
-  const Expr* attr = lhs.e->kind == Expr::Kind::name ? lhs.e.get() : rhs.e.get();
-  const Expr* text = lhs.e->kind == Expr::Kind::text ? lhs.e.get() : rhs.e.get();
-  // (a fuzz finding: `"tf" == m`, m a state, took m for a choice attr)
-  if (attr->kind != Expr::Kind::name || attr->type != ValueType::choice ||
-      text->kind != Expr::Kind::text) {
-    const Expr& bad = lhs.e->type != ValueType::choice ? *lhs.e : *rhs.e;
-    fail(bad.type == ValueType::choice ? op.loc : bad.loc,
-         "'" + op.text + "' compares a choice attr with one of its quoted choices (mode == \"a\")");
-  }
-  const std::vector<std::string>& choices = choices_.at(attr->name);
-  if (std::find(choices.begin(), choices.end(), text->name) == choices.end()) {
-    fail(text->loc,
-         "\"" + text->name + "\" is not a choice of attr '" + attr->name + "' (" +
-             quoted_list(choices) + ")",
-         closest_name(text->name, choices));
-  }
-  Node n;
-  n.height = std::max(lhs.height, rhs.height) + 1;
-  n.e = std::make_unique<Expr>();
-  n.e->kind = Expr::Kind::binary;
-  n.e->loc = op.loc;
-  n.e->binary_op = binary_op(op.kind);
-  n.e->type = ValueType::boolean;
-  n.e->args.push_back(std::move(lhs.e));
-  n.e->args.push_back(std::move(rhs.e));
-  return n;
-}
-
-Parser::Node Parser::make_binary(const Token& op, Node lhs, Node rhs) {
-  const BinaryOp bop = binary_op(op.kind);
-  if (lhs.e->type == ValueType::choice || rhs.e->type == ValueType::choice) {
-    if (op.kind == Tok::eq || op.kind == Tok::ne) {
-      return make_choice_comparison(op, std::move(lhs), std::move(rhs));
-    }
-    const Expr& c = lhs.e->type == ValueType::choice ? *lhs.e : *rhs.e;
+// the variant is compiled. Anything else with a choice operand is an error.
+void Parser::check_choice_comparison(const Token& op, const Expr& lhs, const Expr& rhs) const {
+  if (op.kind != Tok::eq && op.kind != Tok::ne) {
+    const Expr& c = lhs.type == ValueType::choice ? lhs : rhs;
     fail(c.loc, (c.kind == Expr::Kind::name ? "'" + c.name + "' is a choice attr"
                                             : "\"" + c.name + "\" is a choice") +
                     ": compare it with == or != (mode == \"a\"), not with '" + op.text + "'");
   }
+  const Expr& attr = lhs.kind == Expr::Kind::name ? lhs : rhs;
+  const Expr& text = lhs.kind == Expr::Kind::text ? lhs : rhs;
+  // (a fuzz finding: `"tf" == m`, m a state, took m for a choice attr)
+  if (attr.kind != Expr::Kind::name || attr.type != ValueType::choice ||
+      text.kind != Expr::Kind::text) {
+    const Expr& bad = lhs.type != ValueType::choice ? lhs : rhs;
+    fail(bad.type == ValueType::choice ? op.loc : bad.loc,
+         "'" + op.text + "' compares a choice attr with one of its quoted choices (mode == \"a\")");
+  }
+  const std::vector<std::string>& choices = choices_.at(attr.name);
+  if (std::find(choices.begin(), choices.end(), text.name) == choices.end()) {
+    fail(text.loc,
+         "\"" + text.name + "\" is not a choice of attr '" + attr.name + "' (" +
+             quoted_list(choices) + ")",
+         closest_name(text.name, choices));
+  }
+}
+
+Parser::Node Parser::make_binary(const Token& op, Node lhs, Node rhs) {
+  const BinaryOp bop = binary_op(op.kind);
   const bool logical = bop == BinaryOp::logical_and || bop == BinaryOp::logical_or;
   const ValueType operand = logical ? ValueType::boolean : ValueType::number;
-  require(*lhs.e, operand, "the left operand of '" + op.text + "'");
-  require(*rhs.e, operand, "the right operand of '" + op.text + "'");
+  if (lhs.e->type == ValueType::choice || rhs.e->type == ValueType::choice) {
+    check_choice_comparison(op, *lhs.e, *rhs.e);
+  } else {
+    require(*lhs.e, operand, "the left operand of '" + op.text + "'");
+    require(*rhs.e, operand, "the right operand of '" + op.text + "'");
+  }
   if (bop == BinaryOp::div && is_literal_zero(*rhs.e)) {
     const Expr& zero = rhs.e->kind == Expr::Kind::number ? *rhs.e : *rhs.e->args[0];
     fail(zero.loc, "division by zero");
@@ -670,23 +661,19 @@ Parser::Node Parser::parse_unary() {
 
 Parser::Node Parser::parse_primary() {
   const Token t = cur_;
-  if (t.kind == Tok::number) {
+  if (t.kind == Tok::number || t.kind == Tok::string) {  // a string: a quoted choice
     advance();
     Node n;
     n.e = std::make_unique<Expr>();
-    n.e->kind = Expr::Kind::number;
     n.e->loc = t.loc;
-    n.e->number = t.number;
-    return n;
-  }
-  if (t.kind == Tok::string) {  // a choice, compared with a choice attr
-    advance();
-    Node n;
-    n.e = std::make_unique<Expr>();
-    n.e->kind = Expr::Kind::text;
-    n.e->loc = t.loc;
-    n.e->name = t.text;
-    n.e->type = ValueType::choice;
+    if (t.kind == Tok::number) {
+      n.e->kind = Expr::Kind::number;
+      n.e->number = t.number;
+    } else {
+      n.e->kind = Expr::Kind::text;
+      n.e->name = t.text;
+      n.e->type = ValueType::choice;
+    }
     return n;
   }
   if (t.kind == Tok::lparen) {

@@ -93,20 +93,14 @@ def offsets(rng, size, n):
     return out
 
 
-class Suite:
+class Suite(fl.SuiteBase):
     def __init__(self, args):
-        self.args = args
-        self.work = fl.prepare_work(args.work)
-        self.rng, self.seed = fl.seeded(args)
-        self.opf = fl.Opforge(args.opforge, self.work)
+        super().__init__(args)
         self.tables = {
             "registry": fl.Table("byte flips in a registry, then `opforge run` (seed %d)" %
                                  self.seed, REGISTRY_CLASSES, FAILING),
             "cache": fl.Table("byte flips in a cache entry, then `opforge build` (seed %d)" %
                               self.seed, CACHE_CLASSES, FAILING)}
-
-    def path(self, *p):
-        return os.path.join(self.work, *p)
 
     def setup(self):
         self.cache, self.registry, report = fl.make_seed(

@@ -270,6 +270,20 @@ def cache_entries(cache):
     return sorted(n for n in os.listdir(d) if n.endswith(".opfc"))
 
 
+class SuiteBase:
+    """What every suite starts from: its arguments, a scratch work dir (or `work`, a sub-run's,
+    whose seed is then derived), the seeded RNG and the opforge runner."""
+
+    def __init__(self, args, work=None):
+        self.args = args
+        self.work = work or prepare_work(args.work)
+        self.rng, self.seed = seeded(args, derived=work is not None)
+        self.opf = Opforge(args.opforge, self.work)
+
+    def path(self, *p):
+        return os.path.join(self.work, *p)
+
+
 def case_dirs(root, case, seed_cache, registries):
     """A new `root` holding the cache and registry one run of `case` starts from: an empty
     cache ("cold-*") or a copy of `seed_cache`, and no registry ("*-fresh") or a copy of

@@ -93,18 +93,12 @@ class Reader(threading.Thread):
             self.once()
 
 
-class Suite:
+class Suite(fl.SuiteBase):
     def __init__(self, args):
-        self.args = args
-        self.work = fl.prepare_work(args.work)
-        self.rng, self.seed = fl.seeded(args)
-        self.opf = fl.Opforge(args.opforge, self.work)
+        super().__init__(args)
         self.xfails = {}  # (case, known failure tag): trials
         self.table = fl.Table("kill -9 of opforge build (seed %d)" % self.seed, CLASSES,
                               failing=["FAIL"])
-
-    def path(self, *p):
-        return os.path.join(self.work, *p)
 
     # -- set-up: seed caches and registries, pristine outputs, reference builds -------------
     def setup(self):

@@ -79,16 +79,10 @@ def limits_between(sizes, n, rng):
     return sorted(set(systematic + extra))
 
 
-class Suite:
+class Suite(fl.SuiteBase):
     def __init__(self, args, work=None):
-        self.args = args
-        self.work = work or fl.prepare_work(args.work)
-        self.rng, self.seed = fl.seeded(args, derived=work is not None)
-        self.opf = fl.Opforge(args.opforge, self.work)
+        super().__init__(args, work)
         self.table = fl.Table("opforge build out of disk (seed %d)" % self.seed, CLASSES, ["FAIL"])
-
-    def path(self, *p):
-        return os.path.join(self.work, *p)
 
     def setup(self):
         self.seed_cache, _, _ = fl.make_seed(self.opf, self.work, self.args.source_cache,
