@@ -1,5 +1,6 @@
 // The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "opforge/model_presets.hpp"
@@ -116,15 +117,42 @@ const char* opforge_default_registry(void) {
   return dir.c_str();
 }
 
+const char* opforge_default_user_registry(void) {
+  thread_local std::string dir;
+  dir = opforge::Registry::default_user_dir();
+  return dir.c_str();
+}
+
+const char* opforge_cli_path(void) {
+  thread_local std::string path;
+  path = opforge::cli_path();
+  return path.c_str();
+}
+
 int opforge_open(const char* dir, opforge_registry** out) {
+  return opforge_open_with_user(dir, nullptr, out);
+}
+
+int opforge_open_with_user(const char* dir, const char* user_dir, opforge_registry** out) {
   if (!out) return last_error = "opforge_open: out is NULL", 1;
   *out = nullptr;
   return guarded([&] {
     auto r = std::make_unique<opforge_registry>();
-    r->reg = opforge::Registry::open(dir ? dir : "");
+    std::optional<std::string> user;
+    if (user_dir) user = user_dir;
+    r->reg = opforge::Registry::open(dir ? dir : "", user);
     r->ops = r->reg->ops();
     *out = r.release();
   });
+}
+
+const char* opforge_registry_user_dir(const opforge_registry* reg) {
+  return reg ? reg->reg->user_dir().c_str() : nullptr;
+}
+
+int opforge_registry_refresh_ops(opforge_registry* reg) {
+  if (!reg) return last_error = "opforge_registry_refresh_ops: NULL registry", 1;
+  return guarded([&] { reg->ops = reg->reg->ops(); });
 }
 
 void opforge_close(opforge_registry* reg) {

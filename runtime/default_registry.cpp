@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -41,6 +42,14 @@ std::string Registry::default_dir() {
     return real_dir(installed);
   }();
   return dir;
+}
+
+std::string cli_path() {
+  const std::string lib = library_dir();
+  const std::string path = lib.empty() || lib == real_dir(OPFORGE_BUILD_LIBDIR)
+                               ? std::string(OPFORGE_BUILD_CLI)
+                               : real_dir(lib + "/" + OPFORGE_CLI_FROM_LIBDIR);
+  return access(path.c_str(), X_OK) == 0 ? path : "";
 }
 
 }  // namespace opforge

@@ -4,18 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <sstream>
 
 #include "opforge/runtime.hpp"
 #include "opforge/sha256.h"
 #include "opforge/suggest.hpp"
+#include "opforge/user_dirs.h"
 #include "registry/format/bounded_read.h"
 #include "registry/format/file_lock.h"
 #include "runtime/kernel_call.h"
@@ -29,6 +30,11 @@ using registry::DType;
 using registry::KernelArg;
 
 namespace {
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
 
 // A registry's JSON: a regular file inside it (no symlink), of bounded size.
 std::string read_text(const std::string& path) {
@@ -143,9 +149,11 @@ std::map<std::string, std::string> parse_attr_list(const std::string& text) {
   return out;
 }
 
-std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
+std::unique_ptr<Registry> Registry::open(const std::string& dir_in,
+                                         const std::optional<std::string>& user_dir) {
   std::unique_ptr<Registry> r(new Registry());
   r->dir_ = dir_in.empty() ? default_dir() : dir_in;
+  r->user_dir_ = user_dir ? *user_dir : default_user_dir();
   if (r->dir_.empty()) throw Error("no registry directory given and OPFORGE_REGISTRY is unset");
   const std::string path = r->dir_ + "/index.json";
   struct stat st {};
@@ -168,7 +176,89 @@ std::unique_ptr<Registry> Registry::open(const std::string& dir_in) {
   }
   r->index_text_digest_ = registry::sha256_hex(text);
   r->index_.store(r->generations_.back().get());
+  if (!r->user_dir_.empty() && real_path(r->user_dir_) == real_path(r->dir_)) r->user_dir_.clear();
   return r;
+}
+
+std::string Registry::default_user_dir() {
+  return registry::user_registry_dir();
+}
+
+bool Registry::has_op(const std::string& op) const {
+  for (const auto& e : index().variants) {
+    if (e.op == op) return true;
+  }
+  return false;
+}
+
+bool Registry::has_variant(const std::string& variant) const {
+  for (const auto& e : index().variants) {
+    if (e.variant == variant) return true;
+  }
+  return false;
+}
+
+Registry* Registry::user_registry(bool reread) const {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  if (user_dir_.empty()) return nullptr;
+  if (user_) {
+    if (reread) {
+      try {
+        user_->refresh_index();
+      } catch (const Error& e) {
+        user_error_ = e.what();
+        return nullptr;
+      }
+    }
+    return user_.get();
+  }
+  struct stat st {};
+  if (::stat((user_dir_ + "/index.json").c_str(), &st) != 0) return nullptr;  // none built yet
+  try {
+    std::unique_ptr<Registry> u = open(user_dir_, std::string());
+    // Its kernels bind to the Halide runtime loaded first (by soname): another build's
+    // runtime could differ in layout, so its kernels are not loaded beside this one.
+    if (u->index().runtime_sha256 != index().runtime_sha256) {
+      user_error_ = "user registry " + user_dir_ +
+                    " was built by another opforge (its Halide runtime differs from the op "
+                    "library's); rebuild its rules with this opforge";
+      return nullptr;
+    }
+    user_ = std::move(u);
+    user_error_.clear();
+  } catch (const Error& e) {
+    user_error_ = e.what();
+  }
+  return user_.get();
+}
+
+Registry* Registry::owner(const std::string& name, bool variant) const {
+  auto self = const_cast<Registry*>(this);
+  auto has = [&](const Registry& r) { return variant ? r.has_variant(name) : r.has_op(name); };
+  if (has(*this)) return self;
+  for (bool reread : {false, true}) {
+    Registry* u = user_registry(reread);
+    if (u && has(*u)) return u;
+  }
+  return self;
+}
+
+std::string Registry::unknown_op_note() const {
+  std::string note = " (registry " + dir_;
+  if (!user_dir_.empty()) note += ", user registry " + user_dir_;
+  note += ")";
+  if (!user_error_.empty()) note += "; the user registry is not read: " + user_error_;
+  return note;
+}
+
+std::vector<std::string> Registry::user_ops() const {
+  std::vector<std::string> out;
+  if (Registry* u = user_registry(true)) {  // a rule built meanwhile shows
+    for (const auto& op : u->ops()) {
+      if (!has_op(op)) out.push_back(op);
+    }
+  }
+  return out;
 }
 
 // How long a reader that found the registry changing waits for the build installing it.
@@ -220,11 +310,13 @@ Registry::~Registry() {
 std::vector<std::string> Registry::ops() const {
   std::set<std::string> s;
   for (const auto& e : index().variants) s.insert(e.op);
+  for (const auto& op : user_ops()) s.insert(op);
   return {s.begin(), s.end()};
 }
 
 Descriptor Registry::descriptor(const std::string& variant) const {
-  return retrying([&] { return read_descriptor(variant); });
+  const Registry* r = owner(variant, true);
+  return r->retrying([&] { return r->read_descriptor(variant); });
 }
 
 Descriptor Registry::read_descriptor(const std::string& variant) const {
@@ -254,7 +346,8 @@ Descriptor Registry::read_descriptor(const std::string& variant) const {
 }
 
 std::vector<Descriptor> Registry::variants(const std::string& op) const {
-  return retrying([&] { return variants_of(op); });
+  const Registry* r = owner(op, false);
+  return r->retrying([&] { return r->variants_of(op); });
 }
 
 std::vector<Descriptor> Registry::variants_of(const std::string& op) const {
@@ -266,7 +359,7 @@ std::vector<Descriptor> Registry::variants_of(const std::string& op) const {
     if (e.op == op) out.push_back(read_descriptor(e.variant));
   }
   if (out.empty()) {
-    throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + " (registry " + dir_ + ")");
+    throw Error("unknown op '" + op + "'" + did_you_mean(op, ops()) + unknown_op_note());
   }
   // fp32 storage first: callers describing an op by its first variant see the fp32 form.
   std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {
@@ -458,6 +551,7 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
 
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const std::string& isa) {
+  if (Registry* r = owner(op, false); r != this) return r->select(op, attrs, isa);
   return retrying([&]() -> Kernel& {
     std::string algorithm;
     std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
@@ -471,6 +565,7 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
 
 Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
                             const std::string& isa) const {
+  if (Registry* r = owner(op, false); r != this) return r->choose(op, attrs, isa);
   return retrying([&] {
     std::string algorithm;
     std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm, /*need_cpu=*/false);
@@ -493,6 +588,8 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                          size_t n_scalars, const std::string& isa) {
+  if (Registry* r = owner(op, false); r != this)
+    return r->select(op, attrs, tensors, n_tensors, scalars, n_scalars, isa);
   return retrying([&]() -> Kernel& {
     std::string algorithm;
     std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
@@ -513,6 +610,7 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
 }
 
 Kernel& Registry::load(const std::string& variant) {
+  if (Registry* r = owner(variant, true); r != this) return r->load(variant);
   return retrying([&]() -> Kernel& { return load_variant(variant); });
 }
 

@@ -147,6 +147,14 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   if (v.op.nn()) return make_nn_descriptor(v, halide_version);
   const dsl::OptimizerDecl& d = v.op.as_optimizer();
   registry::Descriptor r = common_descriptor(v, halide_version);
+  // A rule's hyper defaults, for callers that name no value (from_rule, check).
+  for (auto& in : r.inputs) {
+    for (const auto& a : d.args()) {
+      if (a.name == in.name && in.role == registry::Input::Role::scalar) {
+        in.default_value = a.default_value;
+      }
+    }
+  }
   // Traffic in real bytes per element: every tensor read (the write-only model copy of the
   // master-weights mode is not), each reduction read once more, every output written.
   int read_bytes = 0, written_bytes = 0;
@@ -218,6 +226,8 @@ void install(const std::string& path, const std::string& bytes, unsigned mode) {
 // own, so a build that finds it without index.json (killed, or out of disk, before the index
 // was written) resumes there instead of refusing.
 constexpr const char* kRegistryMarker = ".opforge-registry";
+// A user registry's rule texts (Python's opforge.rule), named by content; builds leave it be.
+constexpr const char* kRuleSourcesDir = "sources";
 
 void check_registry_dir(const std::string& dir) {
   std::error_code ec;
@@ -225,7 +235,12 @@ void check_registry_dir(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir + ": not a directory");
   if (fs::exists(fs::path(dir) / "index.json", ec)) return;
   if (fs::exists(fs::path(dir) / kRegistryMarker, ec)) return;  // our own, half written
-  if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
+  // A user registry's first build finds the rule text it builds already in sources/.
+  bool foreign = false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    foreign = foreign || e.path().filename() != kRuleSourcesDir || !e.is_directory(ec);
+  }
+  if (foreign) {
     throw std::runtime_error(dir + ": exists, is not empty and holds neither index.json nor " +
                              kRegistryMarker + "; refusing to write a registry over it");
   }
@@ -402,8 +417,18 @@ std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::
   return out;
 }
 
+std::vector<std::string> rule_op_names(
+    const std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
+  std::vector<std::string> out;
+  for (const auto& d : keep) {
+    if (std::find(out.begin(), out.end(), d->name()) == out.end()) out.push_back(d->name());
+  }
+  return out;
+}
+
 std::vector<generators::VariantSpec> table_with_rules(
-    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
+    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep,
+    const std::map<std::string, std::string>& reserved) {
   std::vector<generators::VariantSpec> rows = generators::op_table();
   std::set<std::string> names;
   for (const auto& r : rows) names.insert(r.decl->name());
@@ -428,6 +453,10 @@ std::vector<generators::VariantSpec> table_with_rules(
     dsl::rules::RuleOp op = dsl::rules::load_rule_file(f);
     keep.push_back(std::make_unique<dsl::OptimizerDecl>(std::move(op.decl)));
     const dsl::OptimizerDecl& d = *keep.back();
+    if (auto taken = reserved.find(d.name()); taken != reserved.end()) {
+      throw std::runtime_error(f + ": op '" + d.name() + "' is already " + taken->second +
+                               ": rename the rule");
+    }
     if (!names.insert(d.name()).second) {
       throw std::runtime_error(f + ": op '" + d.name() +
                                "' is already defined (built-in or another rule)");
@@ -577,7 +606,8 @@ void install_registry(const BuildOptions& opts, const std::vector<PlannedVariant
   index.halide_version = halide_version;
   std::set<std::string> rebuilt_ops;
   for (const auto& v : plan) rebuilt_ops.insert(v.op.name());
-  if (!opts.only.empty()) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
+  const bool partial = !opts.only.empty() || opts.rules_only;  // keeps the other ops
+  if (partial) index.variants = kept_entries(opts.registry_dir, rebuilt_ops);
   std::vector<registry::Descriptor> descs;
   for (size_t k = 0; k < plan.size(); ++k) {
     descs.push_back(make_descriptor(plan[k], halide_version));
@@ -674,7 +704,15 @@ BuildReport build_registry(const BuildOptions& opts) {
   // Rules and the cache settings are read first: a bad rule or setting leaves the registry
   // and the cache untouched.
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> rule_decls;
-  const std::vector<generators::VariantSpec> rows = table_with_rules(opts.rules, rule_decls);
+  const std::vector<generators::VariantSpec> rows =
+      table_with_rules(opts.rules, rule_decls, opts.reserved_ops);
+  report.rule_ops = rule_op_names(rule_decls);
+  std::vector<std::string> only = opts.only;
+  if (opts.rules_only) {
+    if (!opts.only.empty()) throw std::invalid_argument("build_registry: rules_only with only");
+    if (report.rule_ops.empty()) throw std::runtime_error("no rule files given (--rules PATH)");
+    only = report.rule_ops;
+  }
   if (use_cache) {
     const cache::EffectiveSize max = cache::effective_max_size(report.cache_dir);
     report.max_cache_size = max.bytes;
@@ -685,7 +723,7 @@ BuildReport build_registry(const BuildOptions& opts) {
   cache::CompileCache cache(report.cache_dir);
   if (use_cache) llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(use_cache ? report.cache_dir : "");
-  std::vector<PlannedVariant> plan = plan_variants(rows, opts.only, hid);
+  std::vector<PlannedVariant> plan = plan_variants(rows, only, hid);
 
   // One variant's entry, from the cache or compiled, as the cache mode says.
   auto obtain = [&](const std::string& id, const cache::KeyBuilder& key,

@@ -40,6 +40,11 @@ struct BuildOptions {
   std::vector<std::string> only;   // op names; empty = every op in the table
   std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add
   CacheMode cache_mode = CacheMode::use;
+  // Only the rules' ops (and the bandwidth kernels they are measured against), not the op
+  // table's: the user registry's build (`opforge build --user`). `only` must be empty.
+  bool rules_only = false;
+  // Op names a rule may not take, each with where it is taken (e.g. "the op library at DIR").
+  std::map<std::string, std::string> reserved_ops;
   // Called once per finished variant (the Halide runtime first), one call at a time, with
   // how many have finished and how many there are.
   std::function<void(const VariantResult&, size_t done, size_t total)> on_variant;
@@ -58,6 +63,7 @@ struct BuildReport {
   bool cache_over = false;  // the entries this build used alone exceed max_cache_size
   // Cache writes that failed (a full disk): the build went on without them, as ccache does.
   std::vector<std::string> cache_warnings;
+  std::vector<std::string> rule_ops;  // the ops the rule files declare, in file order
 };
 
 BuildReport build_registry(const BuildOptions& opts);
@@ -102,8 +108,13 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
 
 // The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
 // need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming
-// the file for a bad rule or a name clash, before anything is compiled or written.
+// the file for a bad rule or a name clash (with the table, another rule or a `reserved` name,
+// whose value says where it is taken), before anything is compiled or written.
 std::vector<generators::VariantSpec> table_with_rules(
-    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep);
+    const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep,
+    const std::map<std::string, std::string>& reserved = {});
+// The names of the ops `keep` (table_with_rules') declares, unique, in order.
+std::vector<std::string> rule_op_names(
+    const std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep);
 
 }  // namespace opforge::builder

@@ -24,6 +24,7 @@
 #include <system_error>
 #include <utility>
 
+#include "opforge/user_dirs.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/format/file_lock.h"
 
@@ -354,14 +355,7 @@ std::optional<Entry> decode_entry(const std::string& bytes, std::string* why, st
 CompileCache::CompileCache(std::string root) : root_(std::move(root)) {}
 
 std::string CompileCache::default_root() {
-  const char* dir = std::getenv("OPFORGE_CACHE_DIR");
-  if (dir && *dir) return dir;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg && path::is_absolute(xdg)) return join(xdg, "opforge");
-  const char* home = std::getenv("HOME");
-  if (home && *home) return join(join(home, ".cache"), "opforge");
-  throw std::runtime_error(
-      "cannot determine the cache directory: set OPFORGE_CACHE_DIR, XDG_CACHE_HOME or HOME");
+  return registry::cache_root();  // one definition: the runtime finds the user registry there
 }
 
 std::string CompileCache::dir() const {

@@ -21,6 +21,7 @@
 #include "registry/cli/bench/bench_nn.h"
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
 
@@ -342,6 +343,7 @@ int cmd_bench(const Args& a) {
     }
     return 0;
   }
+  if (!a.positional.empty()) build_rule_op_if_missing(a, a.positional.at(0));
   auto reg = Registry::open(registry_dir(a));
   const std::map<std::string, double> given = scalar_options(a);
   if (a.get_int("n", 1) < 1 || a.get_int("threads", 1, 1, kMaxThreads) < 1) {
@@ -441,6 +443,8 @@ Command bench_command() {
        "Time an op (or every optimizer op: all; every NN op: nn) against the bandwidth kernel "
        "with the same traffic and, for NN ops, every algorithm that applies and oneDNN",
        {registry_option(),
+        rules_option(),
+        cache_option(),
         {"n", "N", "elements per tensor (default 1e6; accepts 1e7)"},
         {"rows", "R", "sparse ops: rows of the states (default 1e5)"},
         {"cols", "C", "sparse ops: columns (default 128)"},

@@ -10,6 +10,7 @@
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/build_progress.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
 
@@ -18,7 +19,7 @@ namespace {
 // Loads every variant through the runtime: the kernel's metadata is checked against its
 // descriptor, so a registry that does not load fails the build, not a later user.
 void verify_loadable(const std::string& dir) {
-  auto reg = Registry::open(dir);
+  auto reg = Registry::open(dir, std::string());
   for (const auto& e : reg->index().variants) {
     registry::Descriptor d = reg->descriptor(e.variant);
     bool runs_here = true;
@@ -30,6 +31,9 @@ void verify_loadable(const std::string& dir) {
 }  // namespace
 
 int cmd_build(const Args& a) {
+  const bool user = a.has("user");
+  if (user && !a.has("rules")) throw UsageError("--user builds rule files: give --rules PATH");
+  if (user && a.has("only")) throw UsageError("--user builds every op of --rules: drop --only");
   builder::BuildOptions o;
   o.registry_dir = registry_dir(a);
   o.cache_dir = cache_dir(a);
@@ -51,7 +55,7 @@ int cmd_build(const Args& a) {
   };
   builder::BuildReport r;
   try {
-    r = builder::build_registry(o);
+    r = user ? build_user_rules(o, o.rules, o.registry_dir) : builder::build_registry(o);
     verify_loadable(r.registry_dir);
   } catch (...) {
     progress.abort();
@@ -78,6 +82,7 @@ int cmd_build(const Args& a) {
                       {"max_cache_size", r.max_cache_size},
                       {"pruned", r.pruned},
                       {"cache_warnings", r.cache_warnings},
+                      {"rule_ops", r.rule_ops},
                       {"variants", nlohmann::json::array()}};
   for (const auto& v : r.variants) {
     j["variants"].push_back({{"variant", v.variant},
@@ -103,6 +108,10 @@ Command build_command() {
         cache_option(),
         {"only", "OP", "build only this op (keeps the registry's other ops)", true},
         {"rules", "PATH", "add the ops of a rule file, or of every *.rule in a directory", true},
+        {"user", "",
+         "build only the --rules ops, into the user registry ($OPFORGE_USER_REGISTRY, default "
+         "<cache dir>/user-registry) that the runtime reads beside the op library; a rule "
+         "named like an op of the op library (--registry) is refused"},
         {"jobs", "N", "parallel compiles (default: number of cores)"},
         {"explain", "", "say per variant why it hit or missed the cache"},
         {"quiet", "", "print nothing but errors (no progress, no summary)"},

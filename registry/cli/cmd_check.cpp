@@ -2,6 +2,7 @@
 // rule) on seeded random data; exits 1 when an element exceeds the op's tolerance.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -11,8 +12,11 @@
 #include "registry/builder/golden.h"
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -33,9 +37,8 @@ float widen(registry::DType t, uint16_t h) {
 // nearest) or an NN op.
 std::vector<const dsl::OptimizerDecl*> declarations_of(
     const std::string& op, const std::vector<std::string>& rules,
-    std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
+    std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep, std::vector<std::string> names) {
   std::vector<const dsl::OptimizerDecl*> decls;
-  std::vector<std::string> names;
   for (const auto& row : builder::table_with_rules(rules, keep)) {
     names.push_back(row.decl->name());
     if (row.decl->name() != op) continue;
@@ -48,6 +51,23 @@ std::vector<const dsl::OptimizerDecl*> declarations_of(
   }
   if (decls.empty()) throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names));
   return decls;
+}
+
+// A rule op's declaration is its rule file: --rules, else the file its descriptor names when
+// it still exists (the user registry keeps the sources of rules given as text).
+std::vector<std::string> rule_files(const Args& a, Registry& reg, const std::string& op) {
+  std::vector<std::string> rules = a.all("rules");
+  if (!rules.empty()) return rules;
+  const std::string prefix = "rule file ";
+  try {
+    const std::string ref = reg.variants(op).front().reference;
+    std::error_code ec;
+    if (ref.rfind(prefix, 0) == 0 && fs::exists(ref.substr(prefix.size()), ec))
+      rules.push_back(ref.substr(prefix.size()));
+  } catch (const Error&) {
+    // not a registered op: declarations_of says so
+  }
+  return rules;
 }
 
 // The one in the kernel's storage: the golden evaluates it in fp64 from the same (rounded)
@@ -187,8 +207,9 @@ void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
 int cmd_check(const Args& a) {
   const std::string op = a.positional.at(0);
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
-  const auto decls = declarations_of(op, a.all("rules"), keep);
+  build_rule_op_if_missing(a, op);
   auto reg = Registry::open(registry_dir(a));
+  const auto decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
   Kernel& kernel = op_kernel(*reg, a, op);
   const registry::Descriptor& d = kernel.descriptor();
   const dsl::OptimizerDecl& decl = in_storage_of(decls, d);
@@ -226,7 +247,8 @@ Command check_command() {
             {"indices", "K", "sparse ops: indexed rows (default 500)"},
             {"seed", "S", "random seed (default 1)"},
             {"scalar", "NAME=VALUE", "a scalar (default: the rule's, else 0.1; integers 1)", true},
-            {"rules", "PATH", "rule files the op may come from", true},
+            rules_option(),
+            cache_option(),
             json_option()}},
           cmd_check};
 }

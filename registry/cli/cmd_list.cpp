@@ -34,7 +34,9 @@ int cmd_list(const Args& a) {
     // generators/README.md's op table, generated from the descriptors (one declaration per op).
     std::printf("| op | arguments | matches | attrs (default first) | what it does |\n");
     std::printf("|---|---|---|---|---|\n");
+    const std::vector<std::string> user = reg->user_ops();  // not the library's
     for (const auto& op : reg->ops()) {
+      if (std::find(user.begin(), user.end(), op) != user.end()) continue;
       auto vs = reg->variants(op);
       const registry::Descriptor& d = vs.front();
       if (d.kind != "optimizer") continue;
@@ -81,6 +83,9 @@ int cmd_list(const Args& a) {
     std::printf("%s\n", r.back().c_str());
   }
   std::printf("%zu variants in %s\n", reg->index().variants.size(), reg->dir().c_str());
+  if (const std::vector<std::string> user = reg->user_ops(); !user.empty()) {
+    std::printf("from the user registry %s: %s\n", reg->user_dir().c_str(), join(user).c_str());
+  }
   std::printf("%s\n", host.c_str());  // what variant selection sees here
   return 0;
 }

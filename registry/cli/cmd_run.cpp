@@ -8,6 +8,7 @@
 #include "opforge/npy.hpp"
 #include "opforge/runtime.hpp"
 #include "registry/cli/commands.h"
+#include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
 
@@ -102,8 +103,9 @@ int cmd_run(const Args& a) {
   apply_unchecked_scalars(a);
   if (!a.has("out")) throw UsageError("--out DIR is required");
   checked_dir("--out", a.get("out"));
-  auto reg = Registry::open(registry_dir(a));
   const std::string op = a.positional.at(0);
+  build_rule_op_if_missing(a, op);
+  auto reg = Registry::open(registry_dir(a));
   if (a.has("threads"))
     reg->set_num_threads(static_cast<int>(a.get_int("threads", 0, 1, kMaxThreads)));
 
@@ -170,6 +172,8 @@ Command run_command() {
        "OP",
        "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
        {registry_option(),
+        rules_option(),
+        cache_option(),
         {"in", "NAME=FILE.npy",
          "a tensor argument (C order; bf16 as ml_dtypes saves it, descr '<V2')", true},
         {"dtype", "NAME=bf16",

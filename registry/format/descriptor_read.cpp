@@ -33,6 +33,11 @@ Input parse_input(const std::string& origin, const json& j, const std::string& p
       o.fail_at("domain", e.what());
     }
   }
+  if (o.field("default", false)) {
+    if (in.role != Input::Role::scalar) o.fail_at("default", "only a scalar input has a default");
+    in.default_value = o.number("default");
+    if (!std::isfinite(*in.default_value)) o.fail_at("default", "not a finite number");
+  }
   o.finish();
   return in;
 }

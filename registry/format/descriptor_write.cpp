@@ -16,6 +16,7 @@ ojson input_json(const Input& in) {
   j["description"] = in.description;
   if (!in.dims.empty()) j["dims"] = in.dims;
   if (!in.domain.empty()) j["domain"] = in.domain;
+  if (in.default_value) j["default"] = *in.default_value;
   return j;
 }
 

@@ -118,10 +118,10 @@ def test_refusals(reg):
         oo.from_op("apply_momentum", p, lr=0.1, momentum=0.9, betas=(0.9, 0.9))
     with pytest.raises(ValueError, match=r"no value for scalars \['momentum'\]"):
         oo.from_op("apply_momentum", p, lr=0.1)
-    # A rule's default is quoted, not used.
-    with pytest.raises(ValueError, match=r"no value for scalars \['beta'\] \(beta: momentum "
-                       r"decay \(rule default 0.9\)\)"):
-        oo.from_op("sign_sqrt_momentum", p, lr=0.1)
+    # A rule's defaults fill the hyperparameters not given (its text: hyper beta = 0.9).
+    opt = oo.from_op("sign_sqrt_momentum", p, lr=0.1)
+    assert opt.param_groups[0]["beta"] == pytest.approx(0.9)
+    assert opt.param_groups[0]["lr"] == 0.1
     with pytest.raises(ValueError, match=r"cannot map: found_inf \(result float32\)"):
         oo.from_op("multi_tensor_apply_lamb", p, {"unscale": True, "skip_if_nonfinite": True},
                    lr=0.1, inv_scale=1.0, beta1=0.9, beta2=0.999, epsilon=1e-6,

@@ -59,14 +59,35 @@ const char* opforge_version(void);
  * on this thread. */
 const char* opforge_default_registry(void);
 
-/* dir: a registry directory; NULL means $OPFORGE_REGISTRY or the build's default. */
+/* The user registry (rule ops built on the fly: `opforge build --user`, Python's opforge.rule)
+ * that registries read beside themselves: $OPFORGE_USER_REGISTRY, else
+ * <compile cache dir>/user-registry; "" when none can be determined. Valid until the next call
+ * on this thread. */
+const char* opforge_default_user_registry(void);
+
+/* The opforge command (the builder) that belongs with this library: the build tree's beside a
+ * build-tree library, else <prefix>/bin/opforge of the install; "" when that file is missing.
+ * Valid until the next call on this thread. */
+const char* opforge_cli_path(void);
+
+/* dir: a registry directory; NULL means $OPFORGE_REGISTRY or the build's default. The default
+ * user registry is read beside it: an op the registry lacks is looked up there. */
 int opforge_open(const char* dir, opforge_registry** out);
+/* As opforge_open, with the user registry named: NULL for the default, "" for none. */
+int opforge_open_with_user(const char* dir, const char* user_dir, opforge_registry** out);
 void opforge_close(opforge_registry* reg);
 
 /* The directory the registry was opened from (owned by the registry). */
 const char* opforge_registry_dir(const opforge_registry* reg);
-/* The registry's i-th op name, sorted and unique (owned by the registry), NULL past the last. */
+/* The user registry it reads beside itself, "" for none (owned by the registry). */
+const char* opforge_registry_user_dir(const opforge_registry* reg);
+/* The registry's i-th op name, sorted and unique, the user registry's included, as of the
+ * last opforge_registry_refresh_ops (or the open) (owned by the registry), NULL past the
+ * last. */
 const char* opforge_registry_op(const opforge_registry* reg, size_t i);
+/* Re-reads the op list (an op built meanwhile into the user registry); invalidates the names
+ * opforge_registry_op returned. */
+int opforge_registry_refresh_ops(opforge_registry* reg);
 /* Every variant of `op` as a JSON array of descriptors (registry/SCHEMA.md), fp32 storage
  * first, into *json (valid until the next call on this thread). Fails for an unknown op (the
  * message suggests a near name). */

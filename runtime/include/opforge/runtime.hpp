@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -140,19 +141,32 @@ std::string storage_tag(const registry::Descriptor& d);
 
 class Registry {
  public:
-  // Opens and validates the index. dir empty: default_dir().
-  static std::unique_ptr<Registry> open(const std::string& dir = "");
+  // Opens and validates the index. dir empty: default_dir(). user_dir: the user registry read
+  // beside this one (see "User registry" below); nullopt: default_user_dir(); "": none.
+  static std::unique_ptr<Registry> open(const std::string& dir = "",
+                                        const std::optional<std::string>& user_dir = {});
   // $OPFORGE_REGISTRY if set; else, for an installed library, the op library installed with
   // it (<prefix>/share/opforge/registry, found relative to the library, so the prefix can
   // move); for the library in its build tree, that build's op library.
   static std::string default_dir();
+  // $OPFORGE_USER_REGISTRY, else <compile cache>/user-registry (opforge/user_dirs.h).
+  static std::string default_user_dir();
   ~Registry();
+
+  // User registry: the ops `opforge build --user` (or run/check/bench --rules, or Python's
+  // opforge.rule) built from rule files, kept apart from the op library. An op this registry
+  // lacks is looked up there (ops(), variants(), select(), choose(), load(), descriptor());
+  // an op both have is this registry's. It is opened on first need, re-read when an op is not
+  // found (a rule built meanwhile by another process), and ignored, with the reason in
+  // unknown-op errors, when its kernels were built against another Halide runtime.
+  const std::string& user_dir() const { return user_dir_; }
+  std::vector<std::string> user_ops() const;  // the ops only the user registry has, sorted
 
   const std::string& dir() const { return dir_; }
   // The index as read at open, or as re-read after the registry was rebuilt meanwhile (see
   // "Rebuilds" below). A reference stays valid for the Registry's life.
   const registry::Index& index() const { return *index_.load(); }
-  std::vector<std::string> ops() const;                               // sorted, unique
+  std::vector<std::string> ops() const;  // sorted, unique; the user registry's too
   registry::Descriptor descriptor(const std::string& variant) const;  // reads and validates
   // Descriptors of every variant of `op`; throws Error for an unknown op (with a suggestion).
   std::vector<registry::Descriptor> variants(const std::string& op) const;
@@ -225,6 +239,15 @@ class Registry {
   template <class F>
   decltype(auto) retrying(F&& f) const;
   bool refresh_index() const;  // true when index.json changed and was re-read
+  bool has_op(const std::string& op) const;
+  bool has_variant(const std::string& variant) const;
+  // The user registry, opened (or re-read) now; nullptr when there is none or it is unusable
+  // (user_error_ says why).
+  Registry* user_registry(bool reread) const;
+  // Where `op` (a variant id when `variant`) lives: this registry, else the user registry
+  // when it has it; this registry when neither does (its error names both).
+  Registry* owner(const std::string& name, bool variant) const;
+  std::string unknown_op_note() const;  // " (registry D[, user registry U])" for errors
 
   std::string dir_;
   mutable std::atomic<const registry::Index*> index_{nullptr};  // the latest of generations_
@@ -235,7 +258,15 @@ class Registry {
   mutable std::map<std::string, registry::Descriptor> descriptors_;  // by variant, checked
   void* runtime_ = nullptr;
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
+  std::string user_dir_;                                   // "" for none
+  mutable std::unique_ptr<Registry> user_;                 // opened on first need
+  mutable std::string user_error_;                         // why user_ is not used
 };
+
+// The opforge command that belongs with this library (the builder of `opforge build --user`):
+// the build tree's for a build-tree library, else <prefix>/bin/opforge of the install; "" when
+// that file is missing.
+std::string cli_path();
 
 // CPU features by the names registry descriptors use (__builtin_cpu_supports spelling), as the
 // runtime sees them: the CPU's own, less what $OPFORGE_CPU_FEATURES masks off. Variant

@@ -5,6 +5,7 @@
     adam = reg.select("apply_adam", {"epsilon_mode": "torch"})
     adam(var=w, m=m, v=v, grad=g, lr=1e-3, beta1=0.9, beta2=0.999, epsilon=1e-8,
          beta1_power=0.9, beta2_power=0.999)  # updates w, m, v in place
+    op = opforge.rule("my_opt.rule")          # or the rule's text: built on the fly (rules.py)
 
 Tensors are NumPy arrays or CPU torch tensors, passed without copies (C-contiguous; uint16
 arrays carry bfloat16 bits). Runtime failures raise OpforgeError with the runtime's message.
@@ -16,9 +17,11 @@ from ._lib import find_library as _find_library
 from ._lib import lib as _load
 from .layout import ModelLayout, preset_names
 from .registry import Kernel, Registry, open
+from .rules import RuleOp, rule, user_registry_dir
 
-__all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "open", "preset_names",
-           "version", "default_registry", "library_path", "dtypes", "set_scalar_checks"]
+__all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "RuleOp", "open", "rule",
+           "preset_names", "version", "default_registry", "user_registry_dir", "library_path",
+           "dtypes", "set_scalar_checks"]
 
 
 def version():

@@ -36,11 +36,15 @@ def _args(args, kwargs):
 
 class Registry:
     """An opened registry. dir None: $OPFORGE_REGISTRY, else the installed registry, else the
-    build tree's (the runtime's opforge_default_registry())."""
+    build tree's (the runtime's opforge_default_registry()). user_dir: the user registry read
+    beside it (rule ops built on the fly, opforge.rule): None for the default
+    ($OPFORGE_USER_REGISTRY, else <compile cache>/user-registry), "" for none."""
 
-    def __init__(self, dir=None):
+    def __init__(self, dir=None, user_dir=None):
         handle = ctypes.c_void_p()
-        check(lib().opforge_open(dir.encode() if dir else None, ctypes.byref(handle)))
+        check(lib().opforge_open_with_user(dir.encode() if dir else None,
+                                           None if user_dir is None else user_dir.encode(),
+                                           ctypes.byref(handle)))
         self._handle = handle
         self._kernels = {}  # variant id -> Kernel (the runtime owns them)
 
@@ -74,8 +78,14 @@ class Registry:
     def dir(self):
         return decode(lib().opforge_registry_dir(self.handle))
 
+    @property
+    def user_dir(self):
+        """The user registry read beside this one ("" for none)."""
+        return decode(lib().opforge_registry_user_dir(self.handle))
+
     def ops(self):
-        """The op names, sorted."""
+        """The op names, sorted (the user registry's as it is now, too)."""
+        check(lib().opforge_registry_refresh_ops(self.handle))
         out, i = [], 0
         while True:
             name = lib().opforge_registry_op(self.handle, i)
@@ -264,5 +274,5 @@ class PreparedCall:
             check(rc)
 
 
-def open(dir=None):  # noqa: A001 (mirrors opforge_open)
-    return Registry(dir)
+def open(dir=None, user_dir=None):  # noqa: A001 (mirrors opforge_open)
+    return Registry(dir, user_dir)

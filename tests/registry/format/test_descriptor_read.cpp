@@ -176,3 +176,21 @@ TEST_CASE("scalar domains: canonical on read; refused on a tensor or when malfor
   check_rejected(reject([](json& x) { x["inputs"][0]["domain"] = "finite"; }), "/inputs/0/domain",
                  "only a scalar input has a domain");
 }
+
+TEST_CASE("scalar defaults: read and written back; refused on a tensor or when not finite") {
+  json j = json::parse(to_json(make_adam()));
+  size_t lr = 0;
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    if (j["inputs"][i]["name"] == "lr") lr = i;
+  }
+  j["inputs"][lr]["default"] = 0.001;
+  const Descriptor d = descriptor_from_json(j.dump(), kOrigin);
+  REQUIRE(d.find_input("lr")->default_value);
+  CHECK(*d.find_input("lr")->default_value == 0.001);
+  CHECK_FALSE(d.find_input("beta1")->default_value);  // absent: every call gives it
+  CHECK(json::parse(to_json(d))["inputs"][lr]["default"] == 0.001);
+  check_rejected(reject([](json& x) { x["inputs"][0]["default"] = 1.0; }), "/inputs/0/default",
+                 "only a scalar input has a default");
+  check_rejected(reject([&](json& x) { x["inputs"][lr]["default"] = "0.1"; }),
+                 "/inputs/" + std::to_string(lr) + "/default", "number");
+}

@@ -47,6 +47,9 @@ struct Input {
   // Scalars: the values a call may pass (opforge/scalar_domain.h: "any", "finite",
   // "[0, 1)", ...), checked by the runtime before the call; "" (absent) reads as "any".
   std::string domain;
+  // Scalars: the value a caller that names none uses (a rule's `hyper lr = 0.01`); absent
+  // for scalars every call must give (the C++ ops').
+  std::optional<double> default_value;
 };
 const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar", "result"
 

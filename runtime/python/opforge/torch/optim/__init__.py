@@ -11,7 +11,7 @@ from .adagrad import Adagrad, adagrad
 from .adam import Adam, adam
 from .adamax import Adamax, adamax
 from .adamw import AdamW
-from .from_op import FromOp, from_op
+from .from_op import FromOp, from_op, from_rule
 from .lamb import LAMB, lamb
 from .lars import LARS, lars
 from .lion import Lion, lion
@@ -21,4 +21,4 @@ from .sparse_adam import SparseAdam, sparse_adam
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "FromOp", "LAMB", "LARS", "Lion",
            "RMSprop", "SGD", "SparseAdam", "adadelta", "adagrad", "adam", "adamax", "from_op",
-           "lamb", "lars", "lion", "rmsprop", "sgd", "sparse_adam"]
+           "from_rule", "lamb", "lars", "lion", "rmsprop", "sgd", "sparse_adam"]

@@ -3,6 +3,7 @@ its descriptor alone (states, gradient, scalars), with no per-op code."""
 
 import torch
 
+import opforge
 from opforge import ModelLayout
 
 from ._base import ElementwiseOptimizer, default_registry
@@ -20,9 +21,10 @@ class FromOp(ElementwiseOptimizer):
     One call_model per group per step when the op is multi-tensor (descriptor
     shape.multi_tensor), else one call per parameter; segmented ops (shape.segments: LAMB,
     LARS, per-tensor norms) get their chunk table from the layout, and one parameter alone
-    goes through a one-tensor layout. Rule-file ops (generators/rules) work the same way;
-    their 'rule default' values are not used: every scalar needs a hyperparameter. The
-    gradient is passed unchanged."""
+    goes through a one-tensor layout. Rule-file ops (generators/rules, opforge.rule) work the
+    same way, and a scalar that the descriptor gives a default (a rule's `hyper lr = 0.01`)
+    takes it when no hyperparameter names it ('X_power' still follows X when X has a value).
+    The gradient is passed unchanged."""
 
     def __init__(self, op, params, attrs=None, *, fused=None, registry=None, isa=None,
                  **hypers):
@@ -45,6 +47,13 @@ class FromOp(ElementwiseOptimizer):
             raise ValueError(f"from_op: {op} has arguments opforge.torch.optim cannot map: "
                              + ", ".join(bad))
         scalars = [i["name"] for i in d["inputs"] if i["role"] == "scalar"]
+        hypers = dict(hypers)
+        defaults = {i["name"]: i["default"] for i in d["inputs"] if "default" in i}
+        # Plain names first: a defaulted beta1 still makes beta1_power = beta1 ** step.
+        for name in sorted(defaults, key=lambda n: n.endswith("_power")):
+            powered = name.endswith("_power") and name[:-6] in hypers
+            if name not in hypers and not powered and name not in _STEP_SCALARS:
+                hypers[name] = defaults[name]
         used, missing = set(), []
         for name in scalars:
             if name in hypers:
@@ -55,7 +64,7 @@ class FromOp(ElementwiseOptimizer):
                 missing.append(name)
         unknown = sorted(set(hypers) - used)
         if unknown or missing:
-            # Rule-file ops state their defaults only in the descriptions: quoted, not used.
+            # Each missing scalar with its description, to say what it is.
             docs = {i["name"]: i.get("description", "") for i in d["inputs"]}
             raise ValueError(f"from_op: {op}: " + "; ".join(
                 ([f"unknown hyperparameters {unknown} (scalars: {scalars})"] if unknown else [])
@@ -71,7 +80,7 @@ class FromOp(ElementwiseOptimizer):
                      for n in scalars)
         self.step_type = type(self).step_type if counts else None
         multi = bool(d["shape"].get("multi_tensor"))
-        super().__init__(params, dict(hypers), fused if multi else False, registry, isa)
+        super().__init__(params, hypers, fused if multi else False, registry, isa)
 
     def slots(self, group):
         return [(name, name, 0.0) for name in self._state_args]
@@ -124,3 +133,12 @@ def from_op(op, params, attrs=None, *, fused=None, registry=None, isa=None, **hy
     arguments that are not dense float32 states / one gradient / scalars / a segmented op's
     chunk table are refused, naming them."""
     return FromOp(op, params, attrs, fused=fused, registry=registry, isa=isa, **hypers)
+
+
+def from_rule(text_or_path, params, attrs=None, *, fused=None, registry=None, isa=None,
+              **hypers):
+    """An optimizer stepping `params` with the op of a rule (its text, or a rule file's
+    path), built on the fly into the user registry through the compile cache
+    (opforge.rule): FromOp over that op, its hyperparameters defaulting to the rule's."""
+    op = opforge.rule(text_or_path, registry or default_registry())
+    return FromOp(op.name, params, attrs, fused=fused, registry=op.registry, isa=isa, **hypers)
