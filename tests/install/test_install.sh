@@ -77,7 +77,8 @@ pydir=$p/${libdir%/}/python3/dist-packages
 [[ -f $pydir/opforge/__init__.py && -f $pydir/opforge/_install_paths.py ]] ||
   fail "not installed: ${libdir%/}/python3/dist-packages/opforge"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
-  (cd "$tmp" && PYTHONPATH=$pydir /usr/bin/python3 - "$p") <<'EOF' || fail "installed Python package"
+  (cd "$tmp" && PYTHONPATH=$pydir OPFORGE_USER_REGISTRY=$tmp/user-registry \
+    OPFORGE_CACHE_DIR=$build/test-cache /usr/bin/python3 - "$p") <<'EOF' || fail "installed Python package"
 import os
 import sys
 
@@ -105,6 +106,19 @@ with opforge.open() as reg:
 err = np.max(np.abs(var - ref) / (1e-6 + 1e-5 * np.abs(ref)))
 assert err <= 1, f"Adam step off by {err} x tolerance"
 print(f"python package: {opforge.library_path()}, Adam step within {err:.2g} x tolerance")
+# A rule built on the fly by the installed opforge command.
+from opforge.rules import cli_path
+assert os.path.realpath(cli_path()) == os.path.join(prefix, "bin", "opforge"), cli_path()
+op = opforge.rule("""optimizer installed_sign
+  state var
+  input grad
+  hyper lr = 0.5
+  var = var - lr * sign(grad)
+""")
+x, g = np.array([1, 2, 3], np.float32), np.array([-1, 0, 4], np.float32)
+op(var=x, grad=g, lr=0.5)
+assert x.tolist() == [1.5, 2.0, 2.5], x
+print(f"python package: rule built by {cli_path()}")
 EOF
 else
   echo "install test: /usr/bin/python3 lacks numpy, the Python package check is skipped"
