@@ -616,8 +616,6 @@ Kernel& Registry::load(const std::string& variant) {
 
 Kernel& Registry::load_variant(const std::string& variant) {
   std::lock_guard<std::recursive_mutex> lock(*mu_);
-  auto it = loaded_.find(variant);
-  if (it != loaded_.end()) return *it->second;
   bool known = false;
   std::vector<std::string> ids;
   for (const auto& e : index().variants) {
@@ -641,7 +639,14 @@ Kernel& Registry::load_variant(const std::string& variant) {
 Kernel& Registry::load_descriptor(const Descriptor& d) {
   std::lock_guard<std::recursive_mutex> lock(*mu_);
   auto it = loaded_.find(d.variant);
-  if (it != loaded_.end()) return *it->second;
+  if (it != loaded_.end()) {
+    const registry::Kernel& have = it->second->descriptor().kernel;
+    if (have.file == d.kernel.file && have.sha256 == d.kernel.sha256) return *it->second;
+    // Rebuilt meanwhile (an edited rule): the new kernel from now on; the old one stays
+    // loaded for the references handed out.
+    retired_.push_back(std::move(it->second));
+    loaded_.erase(it);
+  }
 
   runtime_handle();
   const std::string path = dir_ + "/" + d.kernel.file;

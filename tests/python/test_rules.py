@@ -28,6 +28,17 @@ def unique_k():
     return 1.0 + random.SystemRandom().randrange(10 ** 6) * 1e-9
 
 
+@pytest.fixture(scope="module")
+def reg(tmp_path_factory):
+    """The test registry with a user registry of this module's own: the other tests compare
+    the ops they see with the test registry's index."""
+    if not os.environ.get("OPFORGE_REGISTRY"):
+        pytest.skip("OPFORGE_REGISTRY is not set (ctest sets it to the test registry)")
+    user = tmp_path_factory.mktemp("user") / "registry"
+    with opforge.open(user_dir=str(user)) as r:
+        yield r
+
+
 def sources(reg):
     d = os.path.join(reg.user_dir, "sources")
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
@@ -47,6 +58,19 @@ def test_rule_text_is_built_and_computes_its_formula(reg):
         want = var.astype(np.float64) - 0.25 * np.sign(g) * np.sqrt(np.abs(g)) * k
         op(var=var, grad=grad, lr=0.25)  # in place
         np.testing.assert_allclose(var, want, rtol=1e-6, atol=1e-6, err_msg=f"n={n}")
+
+
+def test_an_edited_rule_replaces_its_kernels_in_the_same_process(reg):
+    """A researcher's loop: edit the rule text, call rule() again, get the new update."""
+    var = np.ones(17, np.float32)
+    grad = np.full(17, 4.0, np.float32)
+    opforge.rule(SIGN_SQRT.format(name="py_edited", k=1.0), reg)(var=var, grad=grad, lr=0.25)
+    np.testing.assert_allclose(var, 1 - 0.25 * 2 * 1.0, rtol=1e-6)
+    k = 2 * unique_k()
+    op = opforge.rule(SIGN_SQRT.format(name="py_edited", k=k), reg)
+    var[:] = 1
+    op(var=var, grad=grad, lr=0.1)
+    np.testing.assert_allclose(var, 1 - 0.1 * 2 * k, rtol=1e-6)
 
 
 def test_rule_file_path(reg, tmp_path):

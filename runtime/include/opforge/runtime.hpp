@@ -157,8 +157,9 @@ class Registry {
   // opforge.rule) built from rule files, kept apart from the op library. An op this registry
   // lacks is looked up there (ops(), variants(), select(), choose(), load(), descriptor());
   // an op both have is this registry's. It is opened on first need, re-read when an op is not
-  // found (a rule built meanwhile by another process), and ignored, with the reason in
-  // unknown-op errors, when its kernels were built against another Halide runtime.
+  // found (a rule built meanwhile by another process) and by ops() (after a rule was rebuilt
+  // under the same name: select() then loads its new kernels), and ignored, with the reason
+  // in unknown-op errors, when its kernels were built against another Halide runtime.
   const std::string& user_dir() const { return user_dir_; }
   std::vector<std::string> user_ops() const;  // the ops only the user registry has, sorted
 
@@ -258,6 +259,7 @@ class Registry {
   mutable std::map<std::string, registry::Descriptor> descriptors_;  // by variant, checked
   void* runtime_ = nullptr;
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
+  std::vector<std::unique_ptr<Kernel>> retired_;           // replaced by a rebuild
   std::string user_dir_;                                   // "" for none
   mutable std::unique_ptr<Registry> user_;                 // opened on first need
   mutable std::string user_error_;                         // why user_ is not used

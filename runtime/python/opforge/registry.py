@@ -46,7 +46,7 @@ class Registry:
                                            None if user_dir is None else user_dir.encode(),
                                            ctypes.byref(handle)))
         self._handle = handle
-        self._kernels = {}  # variant id -> Kernel (the runtime owns them)
+        self._kernels = {}  # kernel handle -> Kernel (the runtime owns them)
 
     def close(self):
         """Closes the registry; its kernels become unusable."""
@@ -104,10 +104,10 @@ class Registry:
         check(lib().opforge_set_num_threads(self.handle, int(n)))
 
     def _kernel(self, handle):
-        variant = decode(lib().opforge_kernel_variant(handle))
-        k = self._kernels.get(variant)
+        # By handle: a variant rebuilt meanwhile (an edited rule) is a new kernel.
+        k = self._kernels.get(handle.value)
         if k is None:
-            k = self._kernels[variant] = Kernel(self, handle)
+            k = self._kernels[handle.value] = Kernel(self, handle)
         return k
 
     def select(self, op, attrs=None, isa=None):

@@ -138,4 +138,5 @@ def rule(text_or_path, registry=None, *, jobs=None):
         raise OpforgeError(done.stderr.strip() or f"{cmd[0]} exited with {done.returncode}")
     report = json.loads(done.stdout)
     ops = report["rule_ops"]
+    reg.ops()  # re-reads the user registry: a rebuilt (edited) rule's kernels from now on
     return RuleOp(ops[0], reg, path, report, ops)

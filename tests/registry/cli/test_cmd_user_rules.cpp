@@ -134,6 +134,20 @@ TEST_CASE("a rule built after the registry was opened is found without reopening
   CHECK(reg->user_ops() == std::vector<std::string>{"late_sign", "later_sign"});
 }
 
+TEST_CASE("a rule rebuilt under the same name: its new kernels once ops() has re-read it") {
+  TempDir user;
+  auto reg = Registry::open(test_registry_dir(), user / "reg");
+  const std::string rule = user / "edited_sign.rule";
+  const double k1 = unique_k(), k2 = 2 * unique_k();
+  std::ofstream(rule) << rule_text("edited_sign", k1);
+  REQUIRE(build_user(user, rule).rc == 0);
+  check_call(*reg, "edited_sign", k1, 17);
+  std::ofstream(rule, std::ios::trunc) << rule_text("edited_sign", k2);
+  REQUIRE(build_user(user, rule).rc == 0);
+  reg->ops();  // re-reads the user registry (opforge.rule does this after every build)
+  check_call(*reg, "edited_sign", k2, 17);
+}
+
 TEST_CASE("a rule named like an op of the library is refused, and nothing is written") {
   TempDir user;
   // sign_sqrt_momentum: a rule op of the test registry (its generators/rules file).
