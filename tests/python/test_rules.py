@@ -102,6 +102,24 @@ def test_a_second_process_hits_the_cache(tmp_path):
     assert runs[1] and set(runs[1]) == {"hit"}
 
 
+def test_two_processes_build_into_one_user_registry_at_once(tmp_path):
+    """Concurrent builds install one at a time (the registry's lock), each keeping what the
+    other installed: both ops are there afterwards."""
+    env = dict(os.environ, OPFORGE_USER_REGISTRY=str(tmp_path / "user"))
+    script = "import sys, opforge\nopforge.rule(sys.stdin.read())\n"
+    procs = []
+    for name in ("py_both_a", "py_both_b"):
+        p = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stdin.write(SIGN_SQRT.format(name=name, k=unique_k()))
+        p.stdin.close()
+        procs.append(p)
+    for p in procs:
+        assert p.wait(timeout=600) == 0, p.stderr.read()
+    with opforge.open(user_dir=str(tmp_path / "user")) as r:
+        assert {"py_both_a", "py_both_b"} <= set(r.ops())
+
+
 def test_bad_rule_text_gives_the_compiler_message_and_keeps_nothing(reg):
     before = sources(reg)
     text = SIGN_SQRT.format(name="py_bad", k=1.0).replace("sign(grad)", "sgn(grad)")
