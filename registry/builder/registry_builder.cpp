@@ -618,7 +618,10 @@ void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& o
         cache::Entry entry = obtain(
             v.id, v.key,
             [&] {
-              if (v.autoschedule_at_compile) autoschedule_in_place(v.pipeline.pipeline, v.target);
+              if (v.autoschedule_at_compile) {  // once: the Funcs keep the schedule
+                autoschedule_in_place(v.pipeline.pipeline, v.target);
+                v.autoschedule_at_compile = false;
+              }
               return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
                                     rt_path);
             },
