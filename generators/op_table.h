@@ -30,6 +30,9 @@ struct VariantSpec {
   // NN ops: one of decl's algorithms ("" when it has one); the registry holds each algorithm
   // as its own variant and the runtime picks by shape.
   std::string algorithm = {};
+  // A rule's `autoschedule` line: its twins have no schedule file; Adams2019 runs in the
+  // building process when a twin is compiled (a cache miss), with the same pinned settings.
+  bool autoschedule_at_build = false;
 
   // The row's op with its attrs resolved (throws std::invalid_argument naming the op).
   dsl::ResolvedOp resolve() const { return dsl::resolve(*decl, attrs, algorithm); }

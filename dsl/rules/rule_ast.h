@@ -194,6 +194,20 @@ struct Rule {
   // `storage f32, bf16m`: the tensor storages built (dsl::Storage tags; empty: f32 only).
   std::vector<std::string> storages;
   SourceLoc storage_loc;
+  // The forms a rule derives by declaration (rule_decl.h); each loc is its line's keyword, or
+  // line 0 without the line.
+  // `loss_scaling`: OptimizerDecl::grad_scaling() (attrs unscale, skip_if_nonfinite, scalar
+  // inv_scale, result found_inf).
+  SourceLoc loss_scaling_loc;
+  // `sparse`: a second op sparse_<name>, the indexed-row form (argument indices, attr Tindices).
+  SourceLoc sparse_loc;
+  // `autoschedule [isa, ...]`: an Adams2019 twin "<variant>__auto" of every dense variant of
+  // these ISAs (empty: every ISA the rule is built for).
+  SourceLoc autoschedule_loc;
+  std::vector<std::string> autoschedule_isas;
+  bool loss_scaling() const { return loss_scaling_loc.line > 0; }
+  bool sparse() const { return sparse_loc.line > 0; }
+  bool autoschedule() const { return autoschedule_loc.line > 0; }
   std::vector<Let> lets;        // in order; a let uses only earlier lets
   std::vector<Update> updates;  // in source order; one per state
 };

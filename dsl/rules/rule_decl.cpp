@@ -139,7 +139,8 @@ std::string formula_of(const Rule& rule) {
   std::string line, out;
   while (std::getline(lines, line)) {
     bool declaration = false;
-    for (const char* prefix : {"optimizer ", "state ", "input ", "hyper ", "attr "}) {
+    for (const char* prefix : {"optimizer ", "state ", "input ", "hyper ", "attr ", "storage ",
+                               "loss_scaling", "sparse", "autoschedule"}) {
       declaration = declaration || line.rfind(prefix, 0) == 0;
     }
     if (!declaration && !line.empty()) out += (out.empty() ? "" : "; ") + line;
@@ -180,6 +181,8 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
     for (const auto& up : rule->updates) u.push_back({up.state, b(*up.expr)});
     return u;
   });
+  // After update(): grad_scaling() wraps it (unscaled gradients, found_inf, the skipped step).
+  if (rule->loss_scaling()) d.grad_scaling();
   return d;
 }
 
@@ -187,10 +190,27 @@ RuleOp load_rule_file(const std::string& path) {
   // A regular file of at most 1 MiB: a FIFO given as a rule file used to hang the build.
   const std::string text = registry::read_regular_file(path, registry::kRuleLimits);
   auto rule = std::make_shared<const Rule>(parse_rule(text, path));
-  RuleOp op{to_decl(rule, path), {}};
+  RuleOp op{to_decl(rule, path), {}, std::nullopt, {}, rule, path, text};
   for (const std::string& tag : rule->storages) op.storages.push_back(Storage::from_tag(tag));
   if (op.storages.empty()) op.storages.push_back(Storage{});
+  if (rule->sparse()) {
+    // TensorFlow's naming (sparse_apply_adagrad); the same reference, so tests find its file.
+    op.sparse = op.decl.renamed("sparse_" + rule->name);
+    op.sparse
+        ->summary("user rule " + rule->name +
+                  ", sparse form: the rows named by indices, in "
+                  "index order (" +
+                  path + ")")
+        .sparse_rows();
+  }
+  if (rule->autoschedule()) {
+    op.autoschedule_isas = rule->autoschedule_isas.empty() ? isa_names() : rule->autoschedule_isas;
+  }
   return op;
+}
+
+void RuleOp::fail(SourceLoc loc, const std::string& message) const {
+  SourceFile(path, text).fail(loc, message);
 }
 
 }  // namespace opforge::dsl::rules

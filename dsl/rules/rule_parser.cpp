@@ -18,14 +18,30 @@ namespace {
 constexpr int kMaxDepth = 200;
 
 const std::vector<std::string>& keywords() {
-  static const std::vector<std::string> k = {"optimizer", "state", "input", "hyper", "attr",
-                                             "storage",   "let",   "true",  "false"};
+  static const std::vector<std::string> k = {"optimizer", "state",        "input",  "hyper",
+                                             "attr",      "storage",      "let",    "true",
+                                             "false",     "loss_scaling", "sparse", "autoschedule"};
   return k;
 }
 
 const std::vector<std::string>& declaration_keywords() {
-  static const std::vector<std::string> k = {"state", "input", "hyper", "attr", "storage", "let"};
+  static const std::vector<std::string> k = {"state",        "input",   "hyper",
+                                             "attr",         "storage", "let",
+                                             "loss_scaling", "sparse",  "autoschedule"};
   return k;
+}
+
+// A misspelt keyword: longer words may be further off ("loss_scale" is 3 from "loss_scaling").
+std::string keyword_suggestion(const std::string& word) {
+  return closest_name(word, keywords(), word.size() >= 8 ? 3 : 2);
+}
+
+// The storages that add the write-only argument "model" (dsl::Storage's master-weights mode).
+bool storage_adds_model(const std::string& tag) {
+  for (const char* t : {"bf16m", "f16m", "bf16ms", "f16ms"}) {
+    if (tag == t) return true;
+  }
+  return false;
 }
 
 bool is_keyword(const std::string& s) {
@@ -173,6 +189,9 @@ class Parser {
   void parse_name_list(Rule& rule, NameKind kind);
   void parse_hyper(Rule& rule);
   void parse_storage(Rule& rule);
+  void parse_form(SourceLoc& loc, const char* keyword);
+  void parse_autoschedule(Rule& rule);
+  void check_forms(const Rule& rule) const;
   void parse_attr(Rule& rule);
   void parse_choices(Attr& a);
   void parse_let(Rule& rule);
@@ -204,7 +223,9 @@ class Parser {
   // While parsing a reduction's argument: which one, for the nesting error.
   const char* reduction_ = nullptr;
   SourceLoc reduction_loc_;
-  bool saw_reduction_ = false;  // in the current let's or update's expression
+  bool saw_reduction_ = false;             // in the current let's or update's expression
+  const char* first_reduction_ = nullptr;  // the rule's first norm2/sum call, for `sparse`
+  SourceLoc first_reduction_loc_;
 };
 
 void Parser::expect_eol(const char* expected) {
@@ -290,6 +311,12 @@ Rule Parser::parse() {
       parse_attr(rule);
     } else if (word == "storage") {
       parse_storage(rule);
+    } else if (word == "loss_scaling") {
+      parse_form(rule.loss_scaling_loc, "loss_scaling");
+    } else if (word == "sparse") {
+      parse_form(rule.sparse_loc, "sparse");
+    } else if (word == "autoschedule") {
+      parse_autoschedule(rule);
     } else if (word == "let") {
       parse_let(rule);
     } else if (word == "optimizer") {
@@ -299,6 +326,7 @@ Rule Parser::parse() {
     }
   }
 
+  check_forms(rule);
   if (rule.states.empty()) {
     fail(cur_.loc, "optimizer '" + rule.name + "' declares no state: nothing to update");
   }
@@ -351,6 +379,84 @@ void Parser::parse_storage(Rule& rule) {
     advance();
   }
   expect_eol("',' or end of line");
+}
+
+// `loss_scaling` or `sparse`: a line of its own, once.
+void Parser::parse_form(SourceLoc& loc, const char* keyword) {
+  if (loc.line > 0) {
+    fail(cur_.loc, std::string("a rule has one '") + keyword + "' line, at " + at_line_col(loc));
+  }
+  loc = cur_.loc;
+  advance();
+  expect_eol((std::string("end of line ('") + keyword + "' takes nothing)").c_str());
+}
+
+// `autoschedule` or `autoschedule avx512, avx2`: the ISAs whose variants get an Adams2019 twin.
+void Parser::parse_autoschedule(Rule& rule) {
+  if (rule.autoschedule()) {
+    fail(cur_.loc, "a rule has one 'autoschedule' line, at " + at_line_col(rule.autoschedule_loc));
+  }
+  rule.autoschedule_loc = cur_.loc;
+  advance();
+  if (cur_.kind == Tok::newline || cur_.kind == Tok::end) return expect_eol();
+  const auto& isas = isa_names();
+  while (true) {
+    if (cur_.kind != Tok::ident) {
+      fail(cur_.loc, "expected an ISA (" + join(isas) + ") or end of line, got " + describe(cur_));
+    }
+    if (std::find(isas.begin(), isas.end(), cur_.text) == isas.end()) {
+      fail(cur_.loc, "unknown ISA '" + cur_.text + "' (" + join(isas) + ")",
+           closest_name(cur_.text, isas));
+    }
+    auto& listed = rule.autoschedule_isas;
+    if (std::find(listed.begin(), listed.end(), cur_.text) != listed.end()) {
+      fail(cur_.loc, "ISA '" + cur_.text + "' is listed twice");
+    }
+    listed.push_back(cur_.text);
+    advance();
+    if (cur_.kind != Tok::comma) break;
+    advance();
+  }
+  expect_eol("',' or end of line");
+}
+
+// What the derived forms need, once the whole rule is read (the lines may come in any order):
+// their arguments' names free, no reduction in a sparse rule, a sparse name that fits.
+void Parser::check_forms(const Rule& rule) const {
+  // name -> the line that adds an argument or attr of that name
+  std::vector<std::pair<const char*, std::pair<const char*, SourceLoc>>> taken;
+  if (rule.loss_scaling()) {
+    for (const char* n : {"inv_scale", "found_inf", "unscale", "skip_if_nonfinite"}) {
+      taken.push_back({n, {"loss_scaling", rule.loss_scaling_loc}});
+    }
+  }
+  if (rule.sparse()) {
+    for (const char* n : {"indices", "Tindices"}) taken.push_back({n, {"sparse", rule.sparse_loc}});
+  }
+  if (std::any_of(rule.storages.begin(), rule.storages.end(), storage_adds_model)) {
+    taken.push_back({"model", {"storage", rule.storage_loc}});
+  }
+  for (const std::string& name : symbol_order_) {
+    for (const auto& [taken_name, by] : taken) {
+      const Symbol& s = symbols_.at(name);
+      if (name != taken_name || s.kind == NameKind::let) continue;  // a let is no argument
+      fail(s.loc, "name '" + name + "' is taken by the '" + by.first + "' line (at " +
+                      at_line_col(by.second) + "), which adds an argument or attr '" + name +
+                      "': rename this " + to_string(s.kind));
+    }
+  }
+  if (rule.sparse()) {
+    if (first_reduction_) {
+      fail(rule.sparse_loc, std::string("'sparse' derives a form that updates rows one index at "
+                                        "a time, without whole-tensor reductions; this rule "
+                                        "calls '") +
+                                first_reduction_ + "' at " + at_line_col(first_reduction_loc_));
+    }
+    if (rule.name.size() + 7 > 64) {
+      fail(rule.sparse_loc, "'sparse' derives op 'sparse_" + rule.name +
+                                "', longer than 64 characters: shorten the optimizer's name");
+    }
+  }
 }
 
 void Parser::parse_hyper(Rule& rule) {
@@ -481,7 +587,7 @@ void Parser::parse_update(Rule& rule) {
            "expected a declaration (state, input, hyper, attr, let) or an update "
            "'STATE = expr', got '" +
                target.text + "'",
-           closest_name(target.text, keywords()));
+           keyword_suggestion(target.text));
     }
     fail(cur_.loc, "expected '=' after '" + target.text + "', got " + describe(cur_));
   }
@@ -742,6 +848,7 @@ Parser::Node Parser::parse_call(const Token& name) {
     reduction_ = b->name;
     reduction_loc_ = name.loc;
     saw_reduction_ = true;
+    if (!first_reduction_) first_reduction_ = b->name, first_reduction_loc_ = name.loc;
   }
   DepthGuard guard(*this, name.loc);
   advance();  // '('
@@ -834,6 +941,11 @@ std::string description(const std::string& d) {
 
 }  // namespace
 
+const std::vector<std::string>& isa_names() {
+  static const std::vector<std::string> k = {"avx512", "avx2"};
+  return k;
+}
+
 const std::vector<std::string>& storage_tags() {
   static const std::vector<std::string> k = {"f32",  "bf16m",  "f16m",  "bf16g",  "f16g", "bf16s",
                                              "f16s", "bf16ms", "f16ms", "bf16gs", "f16gs"};
@@ -862,6 +974,12 @@ std::string canonical_rule_text(const Rule& rule) {
     out += "attr " + a.name + " = " + value + description(a.description) + "\n";
   }
   if (!rule.storages.empty()) out += "storage " + join(rule.storages) + "\n";
+  if (rule.loss_scaling()) out += "loss_scaling\n";
+  if (rule.sparse()) out += "sparse\n";
+  if (rule.autoschedule()) {
+    out += "autoschedule" + std::string(rule.autoschedule_isas.empty() ? "" : " ") +
+           join(rule.autoschedule_isas) + "\n";
+  }
   for (const Let& l : rule.lets) {
     out += "let " + l.name + " = ";
     print_expr(*l.expr, out);

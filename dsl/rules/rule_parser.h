@@ -6,6 +6,10 @@
 //     input grad                          tensors read only (gradients)
 //     hyper lr = 0.01 "learning rate"     run-time fp32 scalar with a default (and a description)
 //     attr  nesterov = false "..."        compile-time: true / false, or a number
+//     storage f32, bf16m                  tensor storages built (default f32)
+//     loss_scaling                        grad_scaling(): unscale / skip_if_nonfinite variants
+//     sparse                              also sparse_<name>, the indexed-row form
+//     autoschedule avx512                 Adams2019 twins "<variant>__auto" (bare: every ISA)
 //     let   g = sign(grad) * sqrt(abs(grad))
 //     m   = 0.9 * m + g                   updates, one per state, after all declarations
 //     var = var - lr * select(nesterov, 0.9 * m + g, m)
@@ -34,6 +38,10 @@ Rule parse_rule(const std::string& text, const std::string& filename);
 // The storage tags a `storage` line may list: dsl::Storage's (the parser does not link the
 // DSL; tests/registry/builder checks that each is a tag Storage::from_tag reads).
 const std::vector<std::string>& storage_tags();
+
+// The ISAs an `autoschedule` line may name: those every rule is built for (tests/registry/builder
+// checks them against the builder's list).
+const std::vector<std::string>& isa_names();
 
 // The rule printed back in one canonical form, for cache keys: independent of whitespace,
 // comments, declaration interleaving and redundant parentheses; any other edit changes it

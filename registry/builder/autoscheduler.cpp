@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -12,6 +14,7 @@
 
 #include "dsl/optimizer_pipeline.h"
 #include "generators/auto_schedules.h"
+#include "registry/builder/kernel_compiler.h"
 
 #ifndef OPFORGE_HALIDE_VERSION
 #define OPFORGE_HALIDE_VERSION "unknown"
@@ -132,6 +135,48 @@ std::string guard_tails(const std::string& source, TailRewrites* counts) {
   return out;
 }
 
+TailRewrites guard_split_tails(Halide::Pipeline pipeline) {
+  using Halide::TailStrategy;
+  TailRewrites n;
+  std::function<void(Halide::Internal::Definition&)> guard = [&](Halide::Internal::Definition& d) {
+    for (Halide::Internal::Split& s : d.schedule().splits()) {
+      if (!s.is_split()) continue;
+      int* count = s.tail == TailStrategy::ShiftInwards ? &n.shift_inwards
+                   : s.tail == TailStrategy::RoundUp    ? &n.round_up
+                   : s.tail == TailStrategy::Auto       ? &n.automatic
+                                                        : nullptr;
+      if (!count) continue;
+      s.tail = TailStrategy::GuardWithIf;
+      ++*count;
+    }
+    for (auto& spec : d.specializations()) guard(spec.definition);
+  };
+  std::map<std::string, Halide::Internal::Function> funcs;
+  for (const Halide::Func& out : pipeline.outputs()) {
+    for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+      funcs.emplace(name, f);
+    }
+  }
+  for (auto& [name, f] : funcs) {
+    guard(f.definition());
+    for (size_t k = 0; k < f.updates().size(); ++k) guard(f.update(static_cast<int>(k)));
+  }
+  return n;
+}
+
+TailRewrites autoschedule_in_place(Halide::Pipeline pipeline, const Halide::Target& target) {
+  const auto& s = generators::autoschedule_settings();
+  load_plugin_once();
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  // Pinned once: other threads of a build may read the environment while compiling.
+  static std::once_flag pinned;
+  std::call_once(pinned, pin_environment);
+  // Adams2019's progress on std::cerr, kept out of the build's output.
+  with_cerr_captured([&] { pipeline.auto_schedule(s.autoscheduler, target, s.machine_params()); });
+  return guard_split_tails(pipeline);
+}
+
 std::string funcs_by_name(const std::string& source, Halide::Pipeline pipeline) {
   static const std::regex by_index(R"(pipeline\.get_func\((\d+)\))");
   std::string out;
@@ -179,16 +224,9 @@ std::string generate_schedule_file(const AutoscheduledVariant& v) {
   std::lock_guard<std::mutex> lock(mu);
   pin_environment();
   // Adams2019 reports its passes on std::cerr: kept out of the tool's output.
-  std::ostringstream log;
-  std::streambuf* old = std::cerr.rdbuf(log.rdbuf());
   Halide::AutoSchedulerResults r;
-  try {
-    r = p.pipeline.auto_schedule(s.autoscheduler, target, s.machine_params());
-  } catch (...) {
-    std::cerr.rdbuf(old);
-    throw;
-  }
-  std::cerr.rdbuf(old);
+  with_cerr_captured(
+      [&] { r = p.pipeline.auto_schedule(s.autoscheduler, target, s.machine_params()); });
   if (r.schedule_source.empty()) {
     throw std::runtime_error(v.variant + ": " + s.autoscheduler + " returned no schedule");
   }

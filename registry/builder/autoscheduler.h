@@ -37,8 +37,23 @@ std::string generate_schedule_file(const AutoscheduledVariant& v);
 // TailStrategy::ShiftInwards and TailStrategy::RoundUp becomes GuardWithIf.
 struct TailRewrites {
   int shift_inwards = 0, round_up = 0;  // how many of each were rewritten
+  int automatic = 0;                    // TailStrategy::Auto (guard_split_tails only)
 };
 std::string guard_tails(const std::string& schedule_source, TailRewrites* counts = nullptr);
+
+// The same rewrite on the schedules themselves: every split of every stage (and
+// specialization) of every Func the pipeline computes whose tail is ShiftInwards, RoundUp or
+// Auto gets GuardWithIf (Halide 14 resolves Auto in split() already, a pure definition's to
+// ShiftInwards; guarded all the same). For schedules applied in this process, which have no
+// text to rewrite.
+TailRewrites guard_split_tails(Halide::Pipeline pipeline);
+
+// A rule's autoschedule twin: runs Adams2019 in this process on `pipeline` (the variant's
+// unscheduled algorithm, with estimates), with the pinned settings of generate_schedule_file
+// (plugin loaded once, HL_* pinned, machine params), which applies the schedule to the Funcs;
+// then guard_split_tails makes it safe in place. One run at a time (std::cerr and the
+// environment are process-wide). Throws std::runtime_error when the plugin is missing.
+TailRewrites autoschedule_in_place(Halide::Pipeline pipeline, const Halide::Target& target);
 
 // Rewrites Halide's index lookups, pipeline.get_func(N), into lookups by the Func's name in
 // `pipeline` (generators::pipeline_func), which survive a Func added to or dropped from the

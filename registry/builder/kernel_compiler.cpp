@@ -97,20 +97,9 @@ void run_tool(const std::string& tool, const std::vector<std::string>& args) {
   }
 }
 
-// Halide prints the loop nest to std::cerr; capture it (one capture at a time).
+// Halide prints the loop nest to std::cerr; capture it.
 std::string loop_nest_of(Halide::Pipeline p) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::ostringstream captured;
-  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
-  try {
-    p.print_loop_nest();
-  } catch (...) {
-    std::cerr.rdbuf(old);
-    throw;
-  }
-  std::cerr.rdbuf(old);
-  return captured.str();
+  return with_cerr_captured([&] { p.print_loop_nest(); });
 }
 
 }  // namespace
@@ -198,6 +187,21 @@ cache::Entry compile_runtime() {
   cache::Entry e;
   e.artifacts["runtime.so"] = cache::read_file(dir.file("runtime.so"));
   return e;
+}
+
+std::string with_cerr_captured(const std::function<void()>& fn) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  try {
+    fn();
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  return captured.str();
 }
 
 }  // namespace opforge::builder

@@ -6,6 +6,7 @@
 #include <Halide.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class LinkRuntime {
 
 // Artifacts: "runtime.so".
 cache::Entry compile_runtime();
+
+// Runs fn with std::cerr captured, returning what it wrote: Halide's loop nest, Adams2019's
+// progress. One capture at a time in the process (two swapping std::cerr's buffer at once would
+// restore each other's, freed); every capture of std::cerr in the builder goes through here.
+std::string with_cerr_captured(const std::function<void()>& fn);
 
 // Names of the artifacts compile_kernel produces; part of the cache key.
 std::string kernel_artifact_list();

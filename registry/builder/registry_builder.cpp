@@ -2,6 +2,7 @@
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Support/FileSystem.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +18,9 @@
 
 #include "dsl/fingerprint.h"
 #include "dsl/rules/rule_decl.h"
+#include "dsl/rules/rule_parser.h"
 #include "generators/auto_schedules.h"
+#include "registry/builder/autoscheduler.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/cache/atomic_file.h"
@@ -377,31 +380,81 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
   return cache::kernel_key(parts);
 }
 
-// The most variants per ISA one rule may ask for: each is compiled (about a second each).
-constexpr size_t kMaxRuleVariantsPerIsa = 16;
+namespace {
+
+// The SHA-256 of the Adams2019 plugin, read once: a rule twin's schedule depends on it.
+const std::string& plugin_sha256() {
+  static const std::string sha = [] {
+    const std::string& path = generators::autoschedule_settings().plugin;
+    try {
+      return cache::sha256_hex(cache::read_file(path));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path +
+                               ": cannot read the Adams2019 autoscheduler plugin: " + e.what());
+    }
+  }();
+  return sha;
+}
+
+}  // namespace
+
+cache::KeyBuilder build_time_auto_kernel_key(const HalideIdentity& hid,
+                                             const Halide::Target& target, const std::string& entry,
+                                             const dsl::KernelPipeline& p) {
+  const generators::AutoscheduleSettings& s = generators::autoschedule_settings();
+  cache::KernelKeyParts parts = key_parts(hid, target, entry, p);
+  parts.extra = {
+      {"autoscheduler", s.autoscheduler},
+      {"autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text()},
+      {"autoscheduler_plugin_sha256", plugin_sha256()},
+      {"schedule",
+       "in-process at build time, split tails ShiftInwards/RoundUp/Auto -> GuardWithIf"}};
+  return cache::kernel_key(parts);
+}
+
+void check_autoscheduler(const dsl::rules::RuleOp& op, const std::string& plugin) {
+  if (access(plugin.c_str(), R_OK) == 0) return;
+  op.fail(op.rule->autoschedule_loc,
+          "'autoschedule' runs Halide's Adams2019 autoscheduler at build time, but its plugin " +
+              plugin +
+              " is not readable (libhalide14-0-dev ships it as libautoschedule_adams2019.so)");
+}
+
+namespace {
 
 // Every combination of a rule op's attr values, each one variant per storage: both values of
 // a bool attr, every choice of a string attr (a number attr is one compile-time constant).
-// Throws, naming the attrs, past kMaxRuleVariantsPerIsa variants (with the storages).
-std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::string& origin,
-                                               size_t storages) {
+// Throws, naming the attrs, past kMaxRuleVariantsPerIsa variants per ISA (with the storages,
+// and doubled by autoschedule twins).
+std::vector<dsl::AttrValues> attr_combinations(const dsl::OptimizerDecl& d,
+                                               const std::string& origin, size_t storages,
+                                               bool twins) {
   std::vector<std::pair<std::string, std::vector<std::string>>> values;
   std::string names;
-  size_t total = storages;
+  size_t total = storages * (twins ? 2 : 1);
   for (const dsl::AttrDecl& a : d.attrs()) {
     std::vector<std::string> v = {a.default_value};
     if (a.type == registry::Attr::Type::boolean) v = {"false", "true"};
     if (a.type == registry::Attr::Type::string && !a.choices.empty()) v = a.choices;
-    if (v.size() > 1) names += (names.empty() ? "" : ", ") + a.name;
+    // grad_scaling()'s attrs come from the rule's loss_scaling line: say so.
+    const bool scaling =
+        d.has_grad_scaling() && (a.name == "unscale" || a.name == "skip_if_nonfinite");
+    if (v.size() > 1)
+      names += (names.empty() ? "" : ", ") + a.name + (scaling ? " (loss_scaling)" : "");
     total = std::min<size_t>(total * v.size(), size_t(1) << 40);
     values.emplace_back(a.name, std::move(v));
   }
   if (total > kMaxRuleVariantsPerIsa) {
-    throw std::runtime_error(
-        origin + ": op '" + d.name() + "': attrs " + names +
-        (storages > 1 ? " and " + std::to_string(storages) + " storages" : "") + " give " +
-        std::to_string(total) + " variants per ISA; a rule may have at most " +
-        std::to_string(kMaxRuleVariantsPerIsa) + " (each is compiled): make some of them hypers");
+    std::vector<std::string> terms;
+    if (!names.empty()) terms.push_back("attrs " + names);
+    if (storages > 1) terms.push_back(std::to_string(storages) + " storages");
+    if (twins) terms.push_back("an autoschedule twin of each");
+    std::string why;
+    for (size_t k = 0; k < terms.size(); ++k) why += (k ? " and " : "") + terms[k];
+    throw std::runtime_error(origin + ": op '" + d.name() + "': " + why + " give " +
+                             std::to_string(total) + " variants per ISA; a rule may have at most " +
+                             std::to_string(kMaxRuleVariantsPerIsa) +
+                             " (each is compiled): make some of them hypers");
   }
   std::vector<dsl::AttrValues> out = {{}};
   for (const auto& [name, vs] : values) {
@@ -416,6 +469,8 @@ std::vector<dsl::AttrValues> attr_combinations(const dsl::OpDecl& d, const std::
   }
   return out;
 }
+
+}  // namespace
 
 std::vector<std::string> rule_op_names(
     const std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
@@ -448,10 +503,10 @@ std::vector<generators::VariantSpec> table_with_rules(
       throw std::runtime_error(p + ": no such rule file or directory");
     }
   }
-  const std::vector<std::string> all_isas = {"avx512", "avx2"};
+  const std::vector<std::string>& all_isas = dsl::rules::isa_names();
   for (const auto& f : files) {
     dsl::rules::RuleOp op = dsl::rules::load_rule_file(f);
-    keep.push_back(std::make_unique<dsl::OptimizerDecl>(std::move(op.decl)));
+    keep.push_back(std::make_unique<dsl::OptimizerDecl>(op.decl));
     const dsl::OptimizerDecl& d = *keep.back();
     if (auto taken = reserved.find(d.name()); taken != reserved.end()) {
       throw std::runtime_error(f + ": op '" + d.name() + "' is already " + taken->second +
@@ -461,7 +516,9 @@ std::vector<generators::VariantSpec> table_with_rules(
       throw std::runtime_error(f + ": op '" + d.name() +
                                "' is already defined (built-in or another rule)");
     }
-    const std::vector<dsl::AttrValues> combos = attr_combinations(d, f, op.storages.size());
+    const bool twins = !op.autoschedule_isas.empty();
+    if (twins) check_autoscheduler(op, generators::autoschedule_settings().plugin);
+    const std::vector<dsl::AttrValues> combos = attr_combinations(d, f, op.storages.size(), twins);
     for (const dsl::Storage& storage : op.storages) {
       // The narrow-storage declarations live in `keep` too: the rows point at them.
       const dsl::OptimizerDecl* sd = &d;
@@ -470,12 +527,30 @@ std::vector<generators::VariantSpec> table_with_rules(
         sd = keep.back().get();
       }
       for (const dsl::AttrValues& attrs : combos) {
-        generators::VariantSpec row{sd, attrs, all_isas, {}};
+        generators::VariantSpec row{sd, attrs, all_isas, {}, op.autoschedule_isas};
+        row.autoschedule_at_build = twins;
         row.storage = storage;
         const dsl::OptimizerDecl& bw = generators::bandwidth_for(row.resolve());
         rows.push_back(std::move(row));
         if (names.insert(bw.name()).second) rows.push_back({&bw, {}, all_isas, {}});
       }
+    }
+    if (!op.sparse) continue;
+    if (auto taken = reserved.find(op.sparse->name()); taken != reserved.end()) {
+      op.fail(op.rule->sparse_loc, "op '" + op.sparse->name() +
+                                       "', the sparse form this line derives, is already " +
+                                       taken->second + ": rename the rule");
+    }
+    if (!names.insert(op.sparse->name()).second) {
+      op.fail(op.rule->sparse_loc, "op '" + op.sparse->name() +
+                                       "', the sparse form this line derives, is already defined "
+                                       "(built-in or another rule)");
+    }
+    keep.push_back(std::make_unique<dsl::OptimizerDecl>(*op.sparse));
+    const dsl::OptimizerDecl* sparse = keep.back().get();
+    // No bandwidth kernel: sparse ops are measured in rows/s.
+    for (const dsl::AttrValues& attrs : attr_combinations(*sparse, f, 1, false)) {
+      rows.push_back({sparse, attrs, all_isas, {}});
     }
   }
   return rows;
@@ -525,6 +600,18 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
       isa.priority = 0;  // below every hand-scheduled variant: select() keeps the hand one
       const Halide::Target target = kernel_target(isa);
       const std::string id = generators::auto_variant_id(op.variant_id(isa.name));
+      if (row.autoschedule_at_build) {
+        // Scheduled when compiled: a cache hit never runs the autoscheduler.
+        PlannedVariant v{id, op, isa, target, dsl::build_pipeline(op, {}, target, false), {}};
+        v.pipeline.schedule_recipe = generators::kAutoRecipe;
+        v.pipeline.schedule_params.clear();
+        v.pipeline.schedule_summary =
+            generators::auto_schedule_summary() + "; run at build time (a rule's autoschedule)";
+        v.key = build_time_auto_kernel_key(hid, target, v.id, v.pipeline);
+        v.autoschedule_at_compile = true;
+        add(std::move(v));
+        continue;
+      }
       PlannedVariant v{id, op, isa, target, generators::auto_scheduled_pipeline(op, target, id),
                        {}};
       v.key = auto_kernel_key(hid, target, v.id, v.pipeline,
@@ -565,6 +652,10 @@ void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& o
         cache::Entry entry = obtain(
             v.id, v.key,
             [&] {
+              if (v.autoschedule_at_compile) {  // once: the Funcs keep the schedule
+                autoschedule_in_place(v.pipeline.pipeline, v.target);
+                v.autoschedule_at_compile = false;
+              }
               return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
                                     rt_path);
             },

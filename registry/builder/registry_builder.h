@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dsl/kernel_pipeline.h"
+#include "dsl/rules/rule_decl.h"
 #include "generators/op_table.h"
 #include "opforge/descriptor.h"
 #include "registry/builder/halide_identity.h"
@@ -76,6 +77,8 @@ struct PlannedVariant {
   Halide::Target target;
   dsl::KernelPipeline pipeline;
   cache::KeyBuilder key;
+  // A rule's twin: `pipeline` is unscheduled until compiled (autoschedule_in_place).
+  bool autoschedule_at_compile = false;
 };
 
 // The cache key of a kernel (registry/cache/cache_key.h), from this process's compiler and
@@ -98,18 +101,35 @@ cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Targe
                                   const std::string& entry, const dsl::KernelPipeline& p,
                                   const std::string& schedule_source);
 
+// The key of a rule's autoscheduled twin, scheduled at build time: kernel_key plus the
+// autoscheduler's name, its pinned settings, the SHA-256 of its plugin and the tail rewrite
+// (in place of a schedule file's hash: the schedule is a function of these).
+cache::KeyBuilder build_time_auto_kernel_key(const HalideIdentity& hid,
+                                             const Halide::Target& target, const std::string& entry,
+                                             const dsl::KernelPipeline& p);
+
 // Plans one variant per (row, ISA) of `rows` (filtered by `only`, which brings the bandwidth
 // kernels of the ops it names); throws on unknown ops or duplicate ids. Rows with
 // `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a twin whose
-// schedule file is not compiled in is an error naming `opforge autoschedule OP`.
+// schedule file is not compiled in is an error naming `opforge autoschedule OP`, unless the
+// row is autoscheduled at build time (a rule's).
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
                                           const HalideIdentity& hid);
 
+// The most variants per ISA one rule's op may have (each is compiled, about a second).
+constexpr size_t kMaxRuleVariantsPerIsa = 16;
+
+// Throws the RuleError of `op`'s autoschedule line when `plugin` (Adams2019's) is unreadable.
+void check_autoscheduler(const dsl::rules::RuleOp& op, const std::string& plugin);
+
 // The op table plus the ops of the rule files under `paths` (and the bandwidth kernels they
-// need). Rule declarations are owned by `keep`. Throws RuleError / std::runtime_error naming
-// the file for a bad rule or a name clash (with the table, another rule or a `reserved` name,
-// whose value says where it is taken), before anything is compiled or written.
+// need): every combination of attr values (loss_scaling's included) per storage, the sparse
+// form sparse_<name> for int32 and int64 indices, and the autoschedule twins. Rule
+// declarations are owned by `keep`. Throws RuleError / std::runtime_error naming the file
+// for a bad rule, a name clash (with the table, another rule or a `reserved` name, whose
+// value says where it is taken) or a missing autoscheduler, before anything is compiled or
+// written.
 std::vector<generators::VariantSpec> table_with_rules(
     const std::vector<std::string>& paths, std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep,
     const std::map<std::string, std::string>& reserved = {});

@@ -95,6 +95,12 @@ int cmd_inspect(const Args& a) {
   if (a.has("loop-nest")) return std::cout << artifact("loop_nest.txt"), 0;
   if (a.has("schedule")) {
     const std::optional<std::string> s = builder::compiled_schedule_source(k.descriptor.variant);
+    if (!s && k.descriptor.schedule.recipe == "adams2019") {
+      throw std::runtime_error("variant " + k.descriptor.variant +
+                               " was autoscheduled at build time (a rule's autoschedule line): "
+                               "it has no .schedule.h (its schedule is what `opforge inspect` "
+                               "prints)");
+    }
     if (!s) {
       throw std::runtime_error("variant " + k.descriptor.variant + " is scheduled by the '" +
                                k.descriptor.schedule.recipe +

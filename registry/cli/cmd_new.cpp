@@ -18,7 +18,10 @@ const char* const kStarter = R"(# A user optimizer in the opforge rule language.
 # scalars with a default; attr: compile-time values (each value is a kernel variant);
 # let: temporaries. Updates are simultaneous: every right-hand side reads the old states.
 # Functions: select min max abs sign sqrt rsqrt exp log pow clamp, and the whole-tensor
-# reductions norm2(x) and sum(x).
+# reductions norm2(x) and sum(x). Optional lines among the declarations: `storage f32, bf16m`
+# (mixed-precision variants), `loss_scaling` (variants unscale and skip_if_nonfinite: scalar
+# inv_scale, result found_inf), `sparse` (also the op sparse_<name>: the rows indices names),
+# `autoschedule avx512` (Adams2019 twins <variant>__auto).
 optimizer %s
   state var, m
   input grad

@@ -164,6 +164,39 @@ TEST_CASE("rule parser: a storage line") {
   CHECK(parse_rule(base(kUpdates), "none.rule").storages.empty());
 }
 
+// The derived forms' lines, in any order among the declarations; the canonical text prints
+// them after the storage line and parses back to itself.
+TEST_CASE("rule parser: loss_scaling, sparse and autoschedule lines") {
+  const Rule r =
+      parse_rule(base("sparse\nautoschedule avx2, avx512  # both\nloss_scaling # comment\n" +
+                      std::string(kUpdates)),
+                 "forms.rule");
+  CHECK(r.sparse());
+  check_loc(r.sparse_loc, 7, 1);
+  CHECK(r.autoschedule());
+  check_loc(r.autoschedule_loc, 8, 1);
+  CHECK(r.autoschedule_isas == std::vector<std::string>{"avx2", "avx512"});
+  CHECK(r.loss_scaling());
+  check_loc(r.loss_scaling_loc, 9, 1);
+  const std::string canon = canonical_rule_text(r);
+  CHECK(canon.find("\nloss_scaling\nsparse\nautoschedule avx2, avx512\n") != std::string::npos);
+  CHECK(canonical_rule_text(parse_rule(canon, "canon.rule")) == canon);
+  // A bare autoschedule line: every ISA the rule is built for.
+  const Rule bare = parse_rule(base("autoschedule\n" + std::string(kUpdates)), "bare.rule");
+  CHECK(bare.autoschedule());
+  CHECK(bare.autoschedule_isas.empty());
+  CHECK(canonical_rule_text(bare).find("\nautoschedule\n") != std::string::npos);
+  const Rule none = parse_rule(base(kUpdates), "none.rule");
+  CHECK_FALSE(none.loss_scaling());
+  CHECK_FALSE(none.sparse());
+  CHECK_FALSE(none.autoschedule());
+  CHECK(isa_names() == std::vector<std::string>{"avx512", "avx2"});
+  // A let may take a derived argument's name: lets are not arguments.
+  CHECK_NOTHROW(parse_rule(
+      base("loss_scaling\nsparse\nlet indices = 1\nlet inv_scale = 2\n" + std::string(kUpdates)),
+      "lets.rule"));
+}
+
 // A choice attr: its choices (the first is the default), compared with quoted choices; the
 // canonical text lists them and parses back to the same text.
 TEST_CASE("rule parser: a choice attr and its comparisons") {
@@ -220,68 +253,73 @@ TEST_CASE("the example rule parses to the expected AST") {
   CHECK(r.attrs[0].default_value == "false");
   CHECK(r.attrs[0].description == "use Nesterov look-ahead");
   check_loc(r.attrs[0].loc, 7, 9);
+  // The derived forms, one line each.
+  check_loc(r.loss_scaling_loc, 8, 3);
+  check_loc(r.sparse_loc, 9, 3);
+  check_loc(r.autoschedule_loc, 10, 3);
+  CHECK(r.autoschedule_isas == std::vector<std::string>{"avx512"});
 
   // let g = sign(grad) * sqrt(abs(grad))
   REQUIRE(r.lets.size() == 1);
   const Let& g = r.lets[0];
   CHECK(g.name == "g");
-  check_loc(g.loc, 8, 9);
+  check_loc(g.loc, 11, 9);
   CHECK_FALSE(g.has_reduction);
-  check_binary(*g.expr, BinaryOp::mul, 8, 25);
+  check_binary(*g.expr, BinaryOp::mul, 11, 25);
   const Expr& sign = *g.expr->args[0];
   REQUIRE(sign.kind == Expr::Kind::call);
   CHECK(sign.fn == Builtin::sign);
   CHECK(sign.name == "sign");
-  check_loc(sign.loc, 8, 14);
+  check_loc(sign.loc, 11, 14);
   REQUIRE(sign.args.size() == 1);
-  check_name(*sign.args[0], "grad", NameKind::input, 8, 19);
+  check_name(*sign.args[0], "grad", NameKind::input, 11, 19);
   const Expr& sqrt = *g.expr->args[1];
   REQUIRE(sqrt.kind == Expr::Kind::call);
   CHECK(sqrt.fn == Builtin::sqrt);
-  check_loc(sqrt.loc, 8, 27);
+  check_loc(sqrt.loc, 11, 27);
   REQUIRE(sqrt.args.size() == 1);
   REQUIRE(sqrt.args[0]->kind == Expr::Kind::call);
   CHECK(sqrt.args[0]->fn == Builtin::abs);
-  check_name(*sqrt.args[0]->args[0], "grad", NameKind::input, 8, 36);
+  check_name(*sqrt.args[0]->args[0], "grad", NameKind::input, 11, 36);
 
   REQUIRE(r.updates.size() == 2);
   // m = beta * m + (1 - beta) * g
   const Update& um = r.updates[0];
   CHECK(um.state == "m");
-  check_loc(um.loc, 9, 3);
+  check_loc(um.loc, 12, 3);
   const Expr& add = *um.expr;
-  check_binary(add, BinaryOp::add, 9, 18);
+  check_binary(add, BinaryOp::add, 12, 18);
   CHECK(add.type == ValueType::number);
-  check_binary(*add.args[0], BinaryOp::mul, 9, 14);
-  check_name(*add.args[0]->args[0], "beta", NameKind::hyper, 9, 9);
-  check_name(*add.args[0]->args[1], "m", NameKind::state, 9, 16);
+  check_binary(*add.args[0], BinaryOp::mul, 12, 14);
+  check_name(*add.args[0]->args[0], "beta", NameKind::hyper, 12, 9);
+  check_name(*add.args[0]->args[1], "m", NameKind::state, 12, 16);
   const Expr& rhs = *add.args[1];
-  check_binary(rhs, BinaryOp::mul, 9, 31);
-  check_binary(*rhs.args[0], BinaryOp::sub, 9, 23);
+  check_binary(rhs, BinaryOp::mul, 12, 31);
+  check_binary(*rhs.args[0], BinaryOp::sub, 12, 23);
   REQUIRE(rhs.args[0]->args[0]->kind == Expr::Kind::number);
   CHECK(rhs.args[0]->args[0]->number == 1);
-  check_loc(rhs.args[0]->args[0]->loc, 9, 21);
-  check_name(*rhs.args[0]->args[1], "beta", NameKind::hyper, 9, 25);
-  check_name(*rhs.args[1], "g", NameKind::let, 9, 33);
+  check_loc(rhs.args[0]->args[0]->loc, 12, 21);
+  check_name(*rhs.args[0]->args[1], "beta", NameKind::hyper, 12, 25);
+  check_name(*rhs.args[1], "g", NameKind::let, 12, 33);
 
   // var = var - lr * select(nesterov, beta * m + g, m)
   const Update& uv = r.updates[1];
   CHECK(uv.state == "var");
-  check_loc(uv.loc, 10, 3);
-  check_binary(*uv.expr, BinaryOp::sub, 10, 13);
-  check_name(*uv.expr->args[0], "var", NameKind::state, 10, 9);
+  check_loc(uv.loc, 13, 3);
+  check_binary(*uv.expr, BinaryOp::sub, 13, 13);
+  check_name(*uv.expr->args[0], "var", NameKind::state, 13, 9);
   const Expr& scaled = *uv.expr->args[1];
-  check_binary(scaled, BinaryOp::mul, 10, 18);
-  check_name(*scaled.args[0], "lr", NameKind::hyper, 10, 15);
+  check_binary(scaled, BinaryOp::mul, 13, 18);
+  check_name(*scaled.args[0], "lr", NameKind::hyper, 13, 15);
   const Expr& sel = *scaled.args[1];
   REQUIRE(sel.kind == Expr::Kind::call);
   CHECK(sel.fn == Builtin::select);
-  check_loc(sel.loc, 10, 20);
+  check_loc(sel.loc, 13, 20);
   REQUIRE(sel.args.size() == 3);
-  check_name(*sel.args[0], "nesterov", NameKind::attr, 10, 27);
+  check_name(*sel.args[0], "nesterov", NameKind::attr, 13, 27);
   CHECK(sel.args[0]->type == ValueType::boolean);
-  check_binary(*sel.args[1], BinaryOp::add, 10, 46);
-  check_name(*sel.args[2], "m", NameKind::state, 10, 51);
+  check_binary(*sel.args[1], BinaryOp::add, 13, 46);
+  check_name(*sel.args[2], "m", NameKind::state, 13, 51);
 }
 
 TEST_CASE("declarations: float attrs, negative defaults, optional descriptions, reductions") {
@@ -313,7 +351,8 @@ TEST_CASE("canonical text: stable under formatting, different under edits") {
       // declarations interleaved differently, equal numbers spelt differently.
       "\n\n# header\r\noptimizer\tsign_sqrt_momentum   # the name\r\n"
       "input grad\r\nstate var,m\r\n\r\n"
-      "attr nesterov=false \"use Nesterov look-ahead\"\r\n"
+      "autoschedule avx512\r\nsparse # form\r\n"
+      "attr nesterov=false \"use Nesterov look-ahead\"\r\nloss_scaling\r\n"
       "hyper lr=1e-2 \"learning rate\"\r\n"
       "hyper beta=0.90 \"momentum decay\"#c\r\n"
       "let g=(sign(grad))*(sqrt((abs(grad))))\r\n"
@@ -337,6 +376,12 @@ TEST_CASE("canonical text: stable under formatting, different under edits") {
       std::string(example_rule())
           .replace(example_rule().find("select(nesterov, "), 17, "select(!nesterov, "),
       std::string(example_rule()).replace(example_rule().find("abs(grad)"), 9, "(-grad)"),
+      // Each derived form is part of the canonical text: dropped, or its ISAs changed.
+      std::string(example_rule()).replace(example_rule().find("loss_scaling"), 12, ""),
+      std::string(example_rule()).replace(example_rule().find("sparse "), 6, ""),
+      std::string(example_rule()).replace(example_rule().find("autoschedule avx512"), 19, ""),
+      std::string(example_rule()).replace(example_rule().find(" avx512 "), 7, ""),
+      std::string(example_rule()).replace(example_rule().find(" avx512 "), 7, " avx512, avx2"),
   };
   std::vector<std::string> seen = {original};
   for (const std::string& text : edits) {
@@ -551,6 +596,41 @@ TEST_CASE("errors: location, message, caret and suggestion") {
       {base("storage f32, f32\n"), {7, 14, "storage 'f32' is listed twice"}},
       {base("storage f32\nstorage bf16m\n"), {8, 1, "a rule has one 'storage' line, at 7:1"}},
       {base("storage\n"), {7, 8, "expected a storage (f32, bf16m"}},
+      // The derived forms' lines.
+      {base("loss_scaling\nloss_scaling\n"), {8, 1, "a rule has one 'loss_scaling' line, at 7:1"}},
+      {base("sparse\n  sparse\n"), {8, 3, "a rule has one 'sparse' line, at 7:1"}},
+      {base("autoschedule\nautoschedule avx2\n"),
+       {8, 1, "a rule has one 'autoschedule' line, at 7:1"}},
+      {base("loss_scaling on\n"),
+       {7, 14, "expected end of line ('loss_scaling' takes nothing), got 'on'"}},
+      {base("sparse 2\n"), {7, 8, "expected end of line ('sparse' takes nothing), got number"}},
+      {base("autoschedule avx521\n"), {7, 14, "unknown ISA 'avx521' (avx512, avx2)", "avx512"}},
+      {base("autoschedule avx2, avx2\n"), {7, 20, "ISA 'avx2' is listed twice"}},
+      {base("autoschedule avx2,\n"), {7, 19, "expected an ISA (avx512, avx2) or end of line"}},
+      {base("autoschedule avx2 avx512\n"), {7, 19, "expected ',' or end of line, got 'avx512'"}},
+      {base("loss_scale\n"), {7, 1, "expected a declaration", "loss_scaling"}},
+      {base("sprase\n"), {7, 1, "expected a declaration", "sparse"}},
+      {base("autoschedul avx2\n"), {7, 1, "expected a declaration", "autoschedule"}},
+      {base("m = m\nloss_scaling\nvar = var\n"), {8, 1, "'loss_scaling' after an update"}},
+      {base("sparse\nlet n = norm2(grad)\nm = m * n\nvar = var\n"),
+       {7, 1,
+        "'sparse' derives a form that updates rows one index at a time, without whole-tensor "
+        "reductions; this rule calls 'norm2' at 8:9"}},
+      {base("loss_scaling\nhyper inv_scale = 1\n"),
+       {8, 7,
+        "name 'inv_scale' is taken by the 'loss_scaling' line (at 7:1), which adds an argument "
+        "or attr 'inv_scale': rename this hyper"}},
+      {base("state found_inf\nloss_scaling\n"),
+       {7, 7, "name 'found_inf' is taken by the 'loss_scaling' line (at 8:1)"}},
+      {base("attr unscale = true\nloss_scaling\n"),
+       {7, 6, "name 'unscale' is taken by the 'loss_scaling' line (at 8:1)"}},
+      {base("input indices\nsparse\n"),
+       {7, 7, "name 'indices' is taken by the 'sparse' line (at 8:1)"}},
+      {base("storage f32, bf16m\nstate model\n"),
+       {8, 7, "name 'model' is taken by the 'storage' line (at 7:1)"}},
+      {"optimizer " + std::string(58, 'a') + "\nstate v\nsparse\nv = v\n",
+       {3, 1, "longer than 64 characters"}},
+      {base("state sparse\n"), {7, 7, "'sparse' is a keyword, not a name"}},
       {base("attr mode = tf | torch\nlet c = \"tf\" == m\n"),
        {8, 17, "'==' compares a choice attr with one of its quoted choices"}},
       {base("attr mode = tf | torch\nm = mode\n"),

@@ -13,6 +13,7 @@
 #include "generators/ops.h"
 #include "generators/pipeline_func.h"
 #include "registry/builder/autoscheduler.h"
+#include "registry/builder/kernel_compiler.h"
 #include "registry/builder/registry_builder.h"
 
 namespace opforge::builder {
@@ -114,6 +115,75 @@ TEST_CASE("guard_tails rewrites ShiftInwards and RoundUp to GuardWithIf, and cou
         "other\n"
         "    .split(j, j, ji, 2, TailStrategy::GuardWithIf)\n"
         "    .split(k, k, ki, 2, TailStrategy::GuardWithIf);\n");
+}
+
+// The same rewrite on the Funcs' own schedules (a rule twin's, scheduled in process): every
+// split of every stage, updates included; renames and fusions are no splits.
+TEST_CASE("guard_split_tails guards every split tail of every stage, and counts them") {
+  using Halide::TailStrategy;
+  Halide::Func producer("producer"), f("f");
+  Halide::Var x("x"), xo("xo"), xi("xi"), xio("xio"), xii("xii"), y("y"), yo("yo"), yi("yi"),
+      z("z"), zo("zo"), zi("zi");
+  producer(x) = x * 2;
+  f(x) = producer(x) + 1;
+  f(x) += 1;
+  producer.compute_root().split(x, xo, xi, 8, TailStrategy::GuardWithIf);
+  f.split(x, xo, xi, 16, TailStrategy::ShiftInwards).split(xi, xio, xii, 4);  // Auto: ShiftInwards
+  f.update()
+      .split(x, y, yi, 8, TailStrategy::RoundUp)
+      .split(yi, yo, z, 2, TailStrategy::GuardWithIf)
+      .rename(z, zo);
+  const TailRewrites n = guard_split_tails(Halide::Pipeline(f));
+  // Halide 14 resolves Auto in split() itself (a pure definition's to ShiftInwards).
+  CHECK(n.shift_inwards == 2);
+  CHECK(n.round_up == 1);
+  CHECK(n.automatic == 0);
+  int splits = 0;
+  for (const Halide::Internal::Function& fn : {f.function(), producer.function()}) {
+    std::vector<Halide::Internal::Definition> stages = {fn.definition()};
+    for (const auto& u : fn.updates()) stages.push_back(u);
+    for (const auto& d : stages) {
+      for (const auto& sp : d.schedule().splits()) {
+        if (!sp.is_split()) continue;
+        ++splits;
+        CHECK(sp.tail == TailStrategy::GuardWithIf);
+      }
+    }
+  }
+  CHECK(splits == 5);
+  const TailRewrites again = guard_split_tails(Halide::Pipeline(f));
+  CHECK(again.shift_inwards + again.round_up + again.automatic == 0);
+  (void)zi;
+}
+
+// A rule's twin runs Adams2019 in process (autoschedule_in_place). For the op table's
+// autoscheduled variants that gives what their checked-in schedule files give: the same loop
+// nest, and as many tails rewritten as each file's header says.
+TEST_CASE("autoschedule_in_place schedules as the checked-in files do, every tail guarded") {
+  const auto variants = autoscheduled_variants(generators::op_table());
+  REQUIRE(variants.size() >= 4);
+  auto loop_nest = [](Halide::Pipeline p) {
+    return with_cerr_captured([&] { p.print_loop_nest(); });
+  };
+  for (const auto& v : variants) {
+    CAPTURE(v.variant);
+    const Halide::Target t =
+        Halide::Target(v.isa.halide_target).with_feature(Halide::Target::NoRuntime);
+    dsl::KernelPipeline mine = dsl::build_pipeline(v.op, {}, t, /*scheduled=*/false);
+    const std::string unscheduled = loop_nest(mine.pipeline);
+    const TailRewrites n = autoschedule_in_place(mine.pipeline, t);
+    const std::string nest = loop_nest(mine.pipeline);
+    CHECK(nest != unscheduled);
+    CHECK(nest.find("parallel") != std::string::npos);
+    CHECK(nest.find("vectorized") != std::string::npos);
+    CHECK(nest == loop_nest(generators::auto_scheduled_pipeline(v.op, t, v.variant).pipeline));
+    const std::string file = slurp(schedule_file_path(kSchedulesDir, v.variant));
+    const std::string said = "// opforge rewrote " + std::to_string(n.shift_inwards) +
+                             " ShiftInwards and " + std::to_string(n.round_up) + " RoundUp";
+    CHECK(file.find(said) != std::string::npos);
+    const TailRewrites again = guard_split_tails(mine.pipeline);
+    CHECK(again.shift_inwards + again.round_up + again.automatic == 0);
+  }
 }
 
 TEST_CASE("funcs_by_name names the Func each pipeline.get_func(N) meant") {

@@ -39,47 +39,81 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
 }
 
 // Every rule file in generators/rules is in the test registry (build_test_registry adds them),
-// and each of its variants this host runs matches the rule's fp64 golden at the odd sizes every
-// in-place kernel is held to: a new rule file is checked like every op, without a test of its
-// own. The check calls the kernel in place, states aliased as input and output.
+// and each variant this host runs of each op the file derives (the op, its loss-scaling,
+// storage and autoschedule variants, its sparse_ op) matches the rule's fp64 golden at the odd
+// sizes every in-place kernel is held to: a new rule file is checked like every op, without a
+// test of its own. The check calls the kernel in place, states aliased as input and output; a
+// sparse op's sizes are its rows (3 columns, twice as many indices as rows: duplicates).
 TEST_CASE("every rule file's op matches its fp64 golden at odd sizes, aliased, on every ISA") {
   const fs::path dir = fs::path(OPFORGE_SOURCE_DIR) / "generators" / "rules";
   auto reg = Registry::open(test_registry_dir());
-  std::map<std::string, std::string> op_of_file;  // rule file name -> op
+  std::map<std::string, std::vector<std::string>> ops_of_file;  // rule file name -> its ops
   for (const auto& op : reg->ops()) {
     const std::string ref = reg->variants(op).front().reference;
-    if (ref.rfind("rule file ", 0) == 0) op_of_file[fs::path(ref).filename().string()] = op;
+    if (ref.rfind("rule file ", 0) == 0)
+      ops_of_file[fs::path(ref).filename().string()].push_back(op);
   }
   int files = 0, checked = 0;
+  std::set<std::string> forms;  // what was checked: "sparse", "auto", "found_inf", "inv_scale"
+  bool auto_registered = false;
   for (const auto& f : fs::directory_iterator(dir)) {
     if (f.path().extension() != ".rule") continue;
     ++files;
     const std::string name = f.path().filename().string();
     CAPTURE(name);
-    REQUIRE_MESSAGE(op_of_file.count(name), "not in the test registry");
-    const std::string& op = op_of_file.at(name);
-    for (const auto& d : reg->variants(op)) {
-      if (!runs_here(d)) continue;
-      for (const char* n : {"1", "5", "17", "1000", "65543"}) {
-        CAPTURE(d.variant);
-        CAPTURE(n);
-        const Result r = opforge_reg(
-            {"check", op, "--variant", d.variant, "--rules", dir.string(), "--n", n, "--json"});
-        REQUIRE_MESSAGE(r.rc == 0, r.all());
-        const json j = json::parse(r.out);
-        CHECK(j["ok"] == true);
-        CHECK(j["variant"] == d.variant);
-        CHECK_FALSE(j["states"].empty());
-        for (const auto& [state, e] : j["states"].items()) {
-          CHECK(e["elements"] == std::stoll(n));
-          CHECK(e["exceeding"] == 0);
+    REQUIRE_MESSAGE(ops_of_file.count(name), "not in the test registry");
+    for (const std::string& op : ops_of_file.at(name)) {
+      for (const auto& d : reg->variants(op)) {
+        if (d.target.priority == 0) auto_registered = true;
+        if (!runs_here(d)) continue;
+        const bool sparse = !d.shape.elementwise;
+        std::set<std::string> results;  // one-element outputs (found_inf)
+        for (const auto& in : d.inputs) {
+          if (in.role == registry::Input::Role::result) results.insert(in.name);
+          if (in.name == "inv_scale") forms.insert("inv_scale");
         }
-        ++checked;
+        if (!results.empty()) forms.insert("found_inf");
+        if (sparse) forms.insert("sparse");
+        if (d.target.priority == 0) forms.insert("auto");
+        for (const char* n : {"1", "5", "17", "1000", "65543"}) {
+          CAPTURE(d.variant);
+          CAPTURE(n);
+          std::vector<std::string> args = {"check",   op,           "--variant", d.variant,
+                                           "--rules", dir.string(), "--json"};
+          const int64_t size = std::stoll(n);
+          if (sparse) {
+            for (const std::string& a :
+                 {std::string("--rows"), std::string(n), std::string("--cols"), std::string("3"),
+                  std::string("--indices"), std::to_string(2 * size)})
+              args.push_back(a);
+          } else {
+            args.push_back("--n");
+            args.push_back(n);
+          }
+          const Result r = opforge_reg(args);
+          REQUIRE_MESSAGE(r.rc == 0, r.all());
+          const json j = json::parse(r.out);
+          CHECK(j["ok"] == true);
+          CHECK(j["variant"] == d.variant);
+          CHECK_FALSE(j["states"].empty());
+          for (const auto& [state, e] : j["states"].items()) {
+            CAPTURE(state);
+            const int64_t want = results.count(state) ? 1 : sparse ? size * 3 : size;
+            CHECK(e["elements"] == want);
+            CHECK(e["exceeding"] == 0);
+          }
+          ++checked;
+        }
       }
     }
   }
   CHECK(files >= 2);
   CHECK(checked >= files * 5);  // at least the AVX2 variant of each, which every host runs
+  // The shipped rules declare every derived form, so each is checked here.
+  CHECK(forms.count("sparse"));
+  CHECK(forms.count("found_inf"));
+  CHECK(forms.count("inv_scale"));
+  CHECK(auto_registered);  // AVX-512 twins: checked where they run
 }
 
 }  // namespace
