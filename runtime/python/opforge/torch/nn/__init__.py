@@ -1,0 +1,10 @@
+"""opforge.torch.nn: torch.nn modules (and their functional forms) whose forward runs opforge NN
+kernels on fp32 CPU tensors, for inference, and patch(model) to swap them into a model."""
+
+from . import functional
+from .functional import GradientsNotSupported
+from .modules import GELU, Conv2d, LayerNorm, Linear, RMSNorm, Softmax
+from .patch import PatchReport, patch
+
+__all__ = ["Conv2d", "GELU", "GradientsNotSupported", "LayerNorm", "Linear", "PatchReport",
+           "RMSNorm", "Softmax", "functional", "patch"]

@@ -1,0 +1,177 @@
+"""The functional core of opforge.torch.nn: torch.nn.functional's signatures, run by opforge
+NN kernels on fp32 CPU tensors (inference: see `_require_no_grad`). Each returns a fresh
+tensor; inputs are made contiguous when they are not (a copy, as torch's CPU kernels do)."""
+
+import math
+
+import torch
+
+from opforge.torch.optim._base import default_registry
+
+_kernels = {}  # (op, attrs, registry id) -> Kernel: selection once per op and attrs
+
+
+class GradientsNotSupported(RuntimeError):
+    """An opforge NN kernel was asked for a result autograd would differentiate."""
+
+
+def _require_no_grad(what, *tensors):
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise GradientsNotSupported(
+            f"opforge.torch.nn.{what} runs inference kernels, which have no backward: run the "
+            "model under torch.no_grad() or torch.inference_mode(), or build the module with "
+            "fallback=True (opforge.torch.patch(model, fallback=True)) to use torch's op "
+            "whenever gradients are needed")
+
+
+def _f32(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu" or t.dtype != torch.float32:
+        raise TypeError(f"{name}: opforge NN kernels take float32 CPU tensors, got {t.dtype} "
+                        f"on {t.device}")
+    return t.detach().contiguous()
+
+
+def _kernel(op, attrs=None, registry=None):
+    reg = registry or default_registry()
+    key = (op, tuple(sorted((attrs or {}).items())), id(reg))
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = reg.select(op, attrs or {})
+    return k
+
+
+def _call(kernel, out_shape, out_name, **args):
+    out = torch.empty(out_shape, dtype=torch.float32)
+    kernel.call(args, **{out_name: out})
+    return out
+
+
+def _rows(x, normalized):
+    """x as [R, C] with C the product of the last `normalized` dims (a view of contiguous x)."""
+    c = math.prod(x.shape[x.dim() - normalized:]) if normalized else 1
+    return x.reshape(-1, c)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, registry=None):
+    """torch.nn.functional.layer_norm (biased variance, over the last len(normalized_shape)
+    dims)."""
+    _require_no_grad("layer_norm", x, weight, bias)
+    x = _f32("layer_norm: input", x)
+    n = len(tuple(normalized_shape))
+    if tuple(x.shape[x.dim() - n:]) != tuple(normalized_shape):
+        raise ValueError(f"layer_norm: input shape {tuple(x.shape)} does not end in "
+                         f"normalized_shape {tuple(normalized_shape)}")
+    rows = _rows(x, n)
+    c = rows.shape[1]
+    gamma = _f32("layer_norm: weight", weight).reshape(c) if weight is not None else \
+        torch.ones(c)
+    beta = _f32("layer_norm: bias", bias).reshape(c) if bias is not None else torch.zeros(c)
+    y = _call(_kernel("layer_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
+              beta=beta, eps=float(eps))
+    return y.view(x.shape)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=1e-6, registry=None):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims (LLaMA's
+    RMSNorm; torch.nn.functional.rms_norm of torch >= 2.4)."""
+    _require_no_grad("rms_norm", x, weight)
+    x = _f32("rms_norm: input", x)
+    n = len(tuple(normalized_shape))
+    if tuple(x.shape[x.dim() - n:]) != tuple(normalized_shape):
+        raise ValueError(f"rms_norm: input shape {tuple(x.shape)} does not end in "
+                         f"normalized_shape {tuple(normalized_shape)}")
+    rows = _rows(x, n)
+    c = rows.shape[1]
+    gamma = _f32("rms_norm: weight", weight).reshape(c) if weight is not None else torch.ones(c)
+    y = _call(_kernel("rms_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
+              eps=float(eps))
+    return y.view(x.shape)
+
+
+def softmax(x, dim, registry=None):
+    """torch.nn.functional.softmax over `dim` (a dim other than the last is moved last and
+    back: two copies)."""
+    _require_no_grad("softmax", x)
+    x = _f32("softmax: input", x)
+    if x.dim() == 0:
+        return torch.ones_like(x)
+    dim = dim % x.dim()
+    last = dim == x.dim() - 1
+    moved = x if last else x.movedim(dim, -1).contiguous()
+    rows = _rows(moved, 1)
+    y = _call(_kernel("softmax", registry=registry), rows.shape, "y", x=rows).view(moved.shape)
+    return y if last else y.movedim(-1, dim).contiguous()
+
+
+def gelu(x, approximate="none", registry=None):
+    """torch.nn.functional.gelu(x, approximate=...)."""
+    _require_no_grad("gelu", x)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = _f32("gelu: input", x)
+    flat = x.reshape(-1)
+    y = _call(_kernel("gelu", {"approximate": approximate}, registry), flat.shape, "y", x=flat)
+    return y.view(x.shape)
+
+
+def linear(x, weight, bias=None, registry=None):
+    """torch.nn.functional.linear: x @ weight^T + bias, over x's last dim (one matmul with
+    transpose_b; the bias is one more pass)."""
+    _require_no_grad("linear", x, weight, bias)
+    x = _f32("linear: input", x)
+    w = _f32("linear: weight", weight)
+    if w.dim() != 2 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"linear: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
+                         "match (in_features is the weight's second dim)")
+    a = x.reshape(-1, w.shape[1])
+    k = _kernel("matmul", {"transpose_b": True}, registry)
+    y = _call(k, (a.shape[0], w.shape[0]), "c", a=a, b=w)
+    if bias is not None:
+        y += _f32("linear: bias", bias)
+    return y.view(*x.shape[:-1], w.shape[0])
+
+
+def _pair(v, name):
+    if isinstance(v, int):
+        return v, v
+    t = tuple(v)
+    if len(t) != 2 or not all(isinstance(i, int) for i in t):
+        raise ValueError(f"conv2d: {name} must be an int or a pair of ints, got {v!r}")
+    return t
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, registry=None):
+    """torch.nn.functional.conv2d on NCHW (padding: ints, 'valid', or 'same' where the
+    padding is symmetric). The kernel's algorithm (direct, Winograd, depthwise) is picked by
+    shape, as `opforge run` does."""
+    _require_no_grad("conv2d", x, weight, bias)
+    x = _f32("conv2d: input", x)
+    w = _f32("conv2d: weight", weight)
+    if x.dim() != 4 or w.dim() != 4:
+        raise ValueError(f"conv2d: expected NCHW input and OIHW weight, got {tuple(x.shape)} "
+                         f"and {tuple(w.shape)}")
+    sh, sw = _pair(stride, "stride")
+    dh, dw = _pair(dilation, "dilation")
+    kh, kw = w.shape[2], w.shape[3]
+    if padding == "valid":
+        ph = pw = 0
+    elif padding == "same":
+        eh, ew = dh * (kh - 1), dw * (kw - 1)
+        if eh % 2 or ew % 2 or (sh, sw) != (1, 1):
+            raise ValueError("conv2d: padding='same' needs stride 1 and a symmetric padding")
+        ph, pw = eh // 2, ew // 2
+    else:
+        ph, pw = _pair(padding, "padding")
+    oh = (x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    args = dict(x=x, weight=w, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw, dilation_h=dh,
+                dilation_w=dw, groups=groups)
+    reg = registry or default_registry()
+    kernel = reg.select_for("conv2d", args)
+    y = torch.empty((x.shape[0], w.shape[0], oh, ow), dtype=torch.float32)
+    kernel.call(args, y=y)
+    if bias is not None:
+        y += _f32("conv2d: bias", bias).view(1, -1, 1, 1)
+    return y
