@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""End to end: whole model blocks patched with opforge.torch.patch vs torch eager vs torch with
+oneDNN modules, side by side in one process.
+
+    /usr/bin/python3 scripts/bench_torch_blocks.py [--block gpt2|unet|all] [--reps 7]
+        [--threads 2] [--small] [--json]
+
+Blocks (inference, fp32, torch.inference_mode):
+  gpt2  a GPT-2-small transformer block: LayerNorm, causal self-attention (12 heads, d 64,
+        q/k/v from one Linear, softmax as a torch.nn.Softmax module), Linear projections,
+        LayerNorm, MLP 768 -> 3072 -> 768 with GELU(tanh); batch 8, sequence 512.
+  unet  Stable Diffusion's UNet ResBlock (GroupNorm(32) -> SiLU -> Conv3x3, twice, plus the
+        skip) and self-attention block (GroupNorm, 1x1 proj in, 8-head attention over the
+        64x64 = 4096 positions, proj out, residual) at 64x64 latents, 320 channels, batch 1.
+  --small shrinks both (sequence 64, 16x16 latents) for a quick look.
+
+Variants, each on its own deep copy of the same weights:
+  eager    torch fp32 as written (Debian's torch: Linear/matmul on the generic BLAS).
+  onednn   torch.utils.mkldnn.to_mkldnn(copy): Linear and Conv2d as oneDNN modules (dense
+           tensors in and out), the rest eager.
+  opforge  opforge.torch.patch(copy): every module opforge has a kernel for (the report is
+           printed), the rest eager.
+Every variant is checked against eager in fp64 (max |err| / max |ref| printed); timing is
+interleaved (the order rotates between reps), medians of --reps forwards, with the Python
+overhead of each path included. The header names the CPU model, the ISA opforge selects and
+torch's thread and BLAS configuration.
+"""
+
+import argparse
+import copy
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_env  # noqa: E402  (first: OMP_WAIT_POLICY, this tree's opforge package)
+
+torch = bench_env.require("torch")
+import torch.utils.mkldnn  # noqa: E402  (not imported by torch itself)
+
+import opforge  # noqa: E402
+import opforge.torch as ot  # noqa: E402
+from bench_docs import cpu_model  # noqa: E402
+
+nn = torch.nn
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over [B, L, D] with the softmax as a module (patchable)."""
+
+    def __init__(self, dim, heads, causal):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, x):
+        b, length, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).view(b, length, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(d // h))
+        if self.causal:
+            mask = torch.ones(length, length, dtype=torch.bool).triu(1)
+            s = s.masked_fill(mask, float("-inf"))
+        o = torch.matmul(self.softmax(s), v)
+        return self.proj(o.transpose(1, 2).reshape(b, length, d))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, dim=768, heads=12):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(dim)
+        self.attn = SelfAttention(dim, heads, causal=True)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class ResBlock(nn.Module):
+    def __init__(self, ch=320):
+        super().__init__()
+        self.in_layers = nn.Sequential(nn.GroupNorm(32, ch), nn.SiLU(),
+                                       nn.Conv2d(ch, ch, 3, padding=1))
+        self.out_layers = nn.Sequential(nn.GroupNorm(32, ch), nn.SiLU(),
+                                        nn.Conv2d(ch, ch, 3, padding=1))
+
+    def forward(self, x):
+        return x + self.out_layers(self.in_layers(x))
+
+
+class SpatialSelfAttention(nn.Module):
+    def __init__(self, ch=320, heads=8):
+        super().__init__()
+        self.norm = nn.GroupNorm(32, ch)
+        self.proj_in = nn.Conv2d(ch, ch, 1)
+        self.attn = SelfAttention(ch, heads, causal=False)
+        self.proj_out = nn.Conv2d(ch, ch, 1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        t = self.proj_in(self.norm(x)).flatten(2).transpose(1, 2)  # [B, HW, C]
+        t = self.attn(t).transpose(1, 2).reshape(b, c, h, w)
+        return x + self.proj_out(t)
+
+
+class UNetBlock(nn.Module):
+    def __init__(self, ch=320):
+        super().__init__()
+        self.res = ResBlock(ch)
+        self.attn = SpatialSelfAttention(ch)
+
+    def forward(self, x):
+        return self.attn(self.res(x))
+
+
+def blocks(small):
+    torch.manual_seed(0)
+    seq, side = (64, 16) if small else (512, 64)
+    g = torch.Generator().manual_seed(1)
+    return {
+        "gpt2": (GPT2Block().eval(), torch.randn(8, seq, 768, generator=g),
+                 f"GPT-2-small block, batch 8, sequence {seq}"),
+        "unet": (UNetBlock().eval(), torch.randn(1, 320, side, side, generator=g),
+                 f"SD UNet ResBlock + self-attention, 320 channels, {side}x{side} latents"),
+    }
+
+
+def timed(fn, x):
+    t0 = time.perf_counter()
+    fn(x)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--block", default="all", choices=["gpt2", "unet", "all"])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    reg = opforge.open()
+    reg.set_num_threads(args.threads)
+    isa = reg.select("layer_norm").isa
+    results = {}
+    print(f"# CPU: {cpu_model()}; opforge ISA {isa}; torch {torch.__version__}, "
+          f"{args.threads} threads")
+    for name, (model, x, what) in blocks(args.small).items():
+        if args.block not in ("all", name):
+            continue
+        with torch.inference_mode():
+            ref = copy.deepcopy(model).double()(x.double())
+            variants = {"eager": copy.deepcopy(model)}
+            variants["onednn"] = torch.utils.mkldnn.to_mkldnn(copy.deepcopy(model))
+            patched, report = ot.patch(copy.deepcopy(model))
+            variants["opforge"] = patched
+            err = {}
+            for v, m in variants.items():
+                y = m(x)
+                err[v] = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+            times = {v: [] for v in variants}
+            order = list(variants)
+            for r in range(args.reps):
+                for v in order[r % len(order):] + order[:r % len(order)]:
+                    times[v].append(timed(variants[v], x))
+        med = {v: statistics.median(t) for v, t in times.items()}
+        results[name] = {"what": what, "ms": {v: 1e3 * t for v, t in med.items()},
+                         "rel_err_vs_fp64": err,
+                         "opforge_vs_onednn": med["onednn"] / med["opforge"],
+                         "opforge_vs_eager": med["eager"] / med["opforge"],
+                         "swapped": [n for n, _ in report.swapped],
+                         "left": [f"{n}: {why}" for n, _, why in report.left]}
+        if not args.json:
+            print(f"\n## {what}")
+            print(f"| variant | ms per forward (median of {args.reps}) | max rel err vs fp64 |")
+            print("|---|---|---|")
+            for v in variants:
+                print(f"| {v} | {1e3 * med[v]:.1f} | {err[v]:.1e} |")
+            print(f"opforge: {med['onednn'] / med['opforge']:.2f}x the oneDNN-backed torch, "
+                  f"{med['eager'] / med['opforge']:.2f}x eager")
+            print(report)
+    if args.json:
+        print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
