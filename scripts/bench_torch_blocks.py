@@ -6,18 +6,19 @@ oneDNN modules, side by side in one process.
         [--threads 2] [--small] [--json]
 
 Blocks (inference, fp32, torch.inference_mode):
-  gpt2  a GPT-2-small transformer block: LayerNorm, causal self-attention (12 heads, d 64,
-        q/k/v from one Linear, softmax as a torch.nn.Softmax module), Linear projections,
+  gpt2  a GPT-2-small transformer block: LayerNorm, causal self-attention
+        (torch.nn.MultiheadAttention, 12 heads, d 64, the causal mask as a bool attn_mask),
         LayerNorm, MLP 768 -> 3072 -> 768 with GELU(tanh); batch 8, sequence 512.
   unet  Stable Diffusion's UNet ResBlock (GroupNorm(32) -> SiLU -> Conv3x3, twice, plus the
-        skip) and self-attention block (GroupNorm, 1x1 proj in, 8-head attention over the
-        64x64 = 4096 positions, proj out, residual) at 64x64 latents, 320 channels, batch 1.
+        skip) and self-attention block (GroupNorm, 1x1 proj in, 8-head MultiheadAttention over
+        the 64x64 = 4096 positions, proj out, residual) at 64x64 latents, 320 channels, batch 1.
   --small shrinks both (sequence 64, 16x16 latents) for a quick look.
 
 Variants, each on its own deep copy of the same weights:
   eager    torch fp32 as written (Debian's torch: Linear/matmul on the generic BLAS).
-  onednn   torch.utils.mkldnn.to_mkldnn(copy): Linear and Conv2d as oneDNN modules (dense
-           tensors in and out), the rest eager.
+  onednn   torch.utils.mkldnn.to_mkldnn on the copy's Linear and Conv2d modules (oneDNN
+           modules, dense tensors in and out; MultiheadAttention's own projections stay, its
+           forward reads them as dense weights), the rest eager.
   opforge  opforge.torch.patch(copy): every module opforge has a kernel for (the report is
            printed), the rest eager.
 Every variant is checked against eager in fp64 (max |err| / max |ref| printed); timing is
@@ -29,7 +30,6 @@ torch's thread and BLAS configuration.
 import argparse
 import copy
 import json
-import math
 import os
 import statistics
 import sys
@@ -48,39 +48,19 @@ from bench_docs import cpu_model  # noqa: E402
 nn = torch.nn
 
 
-class SelfAttention(nn.Module):
-    """Multi-head self-attention over [B, L, D] with the softmax as a module (patchable)."""
-
-    def __init__(self, dim, heads, causal):
-        super().__init__()
-        self.heads, self.causal = heads, causal
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.softmax = nn.Softmax(dim=-1)
-
-    def forward(self, x):
-        b, length, d = x.shape
-        h = self.heads
-        q, k, v = self.qkv(x).view(b, length, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(d // h))
-        if self.causal:
-            mask = torch.ones(length, length, dtype=torch.bool).triu(1)
-            s = s.masked_fill(mask, float("-inf"))
-        o = torch.matmul(self.softmax(s), v)
-        return self.proj(o.transpose(1, 2).reshape(b, length, d))
-
-
 class GPT2Block(nn.Module):
     def __init__(self, dim=768, heads=12):
         super().__init__()
         self.ln_1 = nn.LayerNorm(dim)
-        self.attn = SelfAttention(dim, heads, causal=True)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.ln_2 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"),
                                  nn.Linear(4 * dim, dim))
 
     def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+        h = self.ln_1(x)
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        x = x + self.attn(h, h, h, need_weights=False, attn_mask=causal)[0]
         return x + self.mlp(self.ln_2(x))
 
 
@@ -101,13 +81,13 @@ class SpatialSelfAttention(nn.Module):
         super().__init__()
         self.norm = nn.GroupNorm(32, ch)
         self.proj_in = nn.Conv2d(ch, ch, 1)
-        self.attn = SelfAttention(ch, heads, causal=False)
+        self.attn = nn.MultiheadAttention(ch, heads, batch_first=True)
         self.proj_out = nn.Conv2d(ch, ch, 1)
 
     def forward(self, x):
         b, c, h, w = x.shape
         t = self.proj_in(self.norm(x)).flatten(2).transpose(1, 2)  # [B, HW, C]
-        t = self.attn(t).transpose(1, 2).reshape(b, c, h, w)
+        t = self.attn(t, t, t, need_weights=False)[0].transpose(1, 2).reshape(b, c, h, w)
         return x + self.proj_out(t)
 
 
@@ -131,6 +111,19 @@ def blocks(small):
         "unet": (UNetBlock().eval(), torch.randn(1, 320, side, side, generator=g),
                  f"SD UNet ResBlock + self-attention, 320 channels, {side}x{side} latents"),
     }
+
+
+def to_onednn(model):
+    """torch.utils.mkldnn.to_mkldnn on every Linear and Conv2d, except those a
+    MultiheadAttention owns (its forward reads their weights as dense tensors)."""
+    for name, child in list(model.named_children()):
+        if isinstance(child, nn.MultiheadAttention):
+            continue
+        if type(child) in (nn.Linear, nn.Conv2d):
+            setattr(model, name, torch.utils.mkldnn.to_mkldnn(child))
+        else:
+            to_onednn(child)
+    return model
 
 
 def timed(fn, x):
@@ -160,7 +153,7 @@ def main():
         with torch.inference_mode():
             ref = copy.deepcopy(model).double()(x.double())
             variants = {"eager": copy.deepcopy(model)}
-            variants["onednn"] = torch.utils.mkldnn.to_mkldnn(copy.deepcopy(model))
+            variants["onednn"] = to_onednn(copy.deepcopy(model))
             patched, report = ot.patch(copy.deepcopy(model))
             variants["opforge"] = patched
             err = {}

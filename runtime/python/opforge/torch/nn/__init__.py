@@ -3,8 +3,10 @@ kernels on fp32 CPU tensors, for inference, and patch(model) to swap them into a
 
 from . import functional
 from .functional import GradientsNotSupported
-from .modules import GELU, Conv2d, LayerNorm, Linear, RMSNorm, Softmax
+from .modules import (GELU, Conv2d, GroupNorm, LayerNorm, Linear, MultiheadAttention, RMSNorm,
+                      SiLU, Softmax)
 from .patch import PatchReport, patch
 
-__all__ = ["Conv2d", "GELU", "GradientsNotSupported", "LayerNorm", "Linear", "PatchReport",
-           "RMSNorm", "Softmax", "functional", "patch"]
+__all__ = ["Conv2d", "GELU", "GradientsNotSupported", "GroupNorm", "LayerNorm", "Linear",
+           "MultiheadAttention", "PatchReport", "RMSNorm", "SiLU", "Softmax", "functional",
+           "patch"]

@@ -175,3 +175,59 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
     if bias is not None:
         y += _f32("conv2d: bias", bias).view(1, -1, 1, 1)
     return y
+
+
+def silu(x, registry=None):
+    """torch.nn.functional.silu: x * sigmoid(x)."""
+    _require_no_grad("silu", x)
+    x = _f32("silu: input", x)
+    flat = x.reshape(-1)
+    return _call(_kernel("silu", registry=registry), flat.shape, "y", x=flat).view(x.shape)
+
+
+def silu_mul(a, b, registry=None):
+    """silu(a) * b in one pass (LLaMA's SwiGLU: silu(x W_gate) * (x W_up))."""
+    _require_no_grad("silu_mul", a, b)
+    a = _f32("silu_mul: a", a)
+    b = _f32("silu_mul: b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"silu_mul: a {tuple(a.shape)} and b {tuple(b.shape)} differ")
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return _call(_kernel("silu_mul", registry=registry), fa.shape, "y", a=fa, b=fb).view(a.shape)
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, registry=None):
+    """torch.nn.functional.group_norm on [N, C, *] (spatial dims flattened into one)."""
+    _require_no_grad("group_norm", x, weight, bias)
+    x = _f32("group_norm: input", x)
+    if x.dim() < 2:
+        raise ValueError(f"group_norm: expected [N, C, *] input, got {tuple(x.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    x4 = x.reshape(n, c, 1, -1)
+    w = _f32("group_norm: weight", weight) if weight is not None else torch.ones(c)
+    b = _f32("group_norm: bias", bias) if bias is not None else torch.zeros(c)
+    y = _call(_kernel("group_norm", registry=registry), x4.shape, "y", x=x4, weight=w, bias=b,
+              groups=int(num_groups), eps=float(eps))
+    return y.view(x.shape)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, registry=None):
+    """torch.nn.functional.scaled_dot_product_attention (torch >= 2.0's signature) on
+    [B, H, L, D] queries and [B, Hkv, S, D] keys/values (H a multiple of Hkv: grouped-query
+    heads), fused (keys in blocks, online softmax). is_causal: query l sees keys s <= l, as
+    torch. No attn_mask or dropout yet."""
+    _require_no_grad("scaled_dot_product_attention", query, key, value)
+    if attn_mask is not None:
+        raise NotImplementedError("scaled_dot_product_attention: attn_mask is not supported "
+                                  "by the opforge kernel yet (is_causal is)")
+    if dropout_p:
+        raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference)")
+    q = _f32("scaled_dot_product_attention: query", query)
+    k = _f32("scaled_dot_product_attention: key", key)
+    v = _f32("scaled_dot_product_attention: value", value)
+    if q.dim() == 3:  # [H, L, D] as torch allows: one batch
+        return scaled_dot_product_attention(q[None], k[None], v[None], None, 0.0, is_causal,
+                                            scale, registry)[0]
+    kernel = _kernel("scaled_dot_product_attention", {"causal": bool(is_causal)}, registry)
+    return _call(kernel, q.shape, "o", q=q, k=k, v=v, scale=0.0 if scale is None else scale)

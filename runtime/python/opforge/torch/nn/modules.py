@@ -12,6 +12,7 @@ class _OpforgeModule:
     """Mixin: `fallback` (class default False, settable per instance) and the dispatch."""
 
     fallback = False
+    ops = ()  # the registry ops forward runs (patch leaves the module when one is missing)
 
     def _needs_grad(self, *tensors):
         return torch.is_grad_enabled() and any(
@@ -32,6 +33,8 @@ class _OpforgeModule:
 
 
 class LayerNorm(_OpforgeModule, torch.nn.LayerNorm):
+    ops = ("layer_norm",)
+
     def _opforge_forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
@@ -39,6 +42,8 @@ class LayerNorm(_OpforgeModule, torch.nn.LayerNorm):
 class RMSNorm(_OpforgeModule, torch.nn.Module):
     """RMSNorm as torch.nn.RMSNorm (torch >= 2.4) and LLaMA: y = x / sqrt(mean(x^2) + eps) *
     weight over the last dims; eps None means torch.finfo(float32).eps, as torch."""
+
+    ops = ("rms_norm",)
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
@@ -71,11 +76,15 @@ class RMSNorm(_OpforgeModule, torch.nn.Module):
 
 
 class Linear(_OpforgeModule, torch.nn.Linear):
+    ops = ("matmul",)
+
     def _opforge_forward(self, x):
         return F.linear(x, self.weight, self.bias)
 
 
 class Conv2d(_OpforgeModule, torch.nn.Conv2d):
+    ops = ("conv2d",)
+
     def _opforge_forward(self, x):
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
@@ -91,11 +100,15 @@ class Conv2d(_OpforgeModule, torch.nn.Conv2d):
 
 
 class GELU(_OpforgeModule, torch.nn.GELU):
+    ops = ("gelu",)
+
     def _opforge_forward(self, x):
         return F.gelu(x, self.approximate)
 
 
 class Softmax(_OpforgeModule, torch.nn.Softmax):
+    ops = ("softmax",)
+
     def _opforge_forward(self, x):
         # dim None: torch's legacy choice (0 for 0-, 1- and 3-D input, else 1).
         dim = self.dim if self.dim is not None else (0 if x.dim() in (0, 1, 3) else 1)
@@ -106,6 +119,86 @@ class Softmax(_OpforgeModule, torch.nn.Softmax):
         return "" if module.dim is not None else "dim=None (torch's implicit dim is deprecated)"
 
 
+class SiLU(_OpforgeModule, torch.nn.SiLU):
+    ops = ("silu",)
+
+    def _opforge_forward(self, x):
+        return F.silu(x)
+
+
+class GroupNorm(_OpforgeModule, torch.nn.GroupNorm):
+    ops = ("group_norm",)
+
+    def _opforge_forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+def _is_causal_mask(mask, query, key, batch_first):
+    """Whether `mask` ([L, S]) is the causal one: True (bool) or -inf (float) exactly above
+    the diagonal; the fused kernel then takes it as is_causal."""
+    length = query.shape[1 if batch_first else 0]
+    if mask.dim() != 2 or mask.shape != (length, key.shape[1 if batch_first else 0]):
+        return False
+    above = torch.ones(mask.shape, dtype=torch.bool).triu(1)
+    if mask.dtype == torch.bool:
+        return bool(torch.equal(mask, above))
+    if not mask.is_floating_point():
+        return False
+    return bool(torch.isneginf(mask[above]).all()) and bool((mask[~above] == 0).all())
+
+
+class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
+    """torch.nn.MultiheadAttention whose attention runs the fused kernel. Calls the kernel
+    cannot serve (attention weights asked for, which it never forms; a key padding mask; an
+    attn_mask other than the causal one) run torch's forward; `torch_calls` counts them."""
+
+    ops = ("matmul", "scaled_dot_product_attention")
+    torch_calls = 0
+
+    @classmethod
+    def supports(cls, module):
+        if not module._qkv_same_embed_dim:
+            return "kdim/vdim differ from embed_dim (separate q, k, v projection weights)"
+        if module.bias_k is not None or module.dropout:
+            return "add_bias_kv or dropout"
+        return ""
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        if attn_mask is not None and _is_causal_mask(attn_mask, query, key, self.batch_first):
+            attn_mask, is_causal = None, True
+        grads = self.fallback and self._needs_grad(query, key, value, *self.parameters())
+        if need_weights or key_padding_mask is not None or attn_mask is not None or grads:
+            self.torch_calls += 1
+            if is_causal and attn_mask is None:  # torch 1.13's forward has no is_causal
+                length = query.shape[1 if self.batch_first else 0]
+                attn_mask = torch.ones(length, key.shape[1 if self.batch_first else 0],
+                                       dtype=torch.bool).triu(1)
+            return torch.nn.MultiheadAttention.forward(
+                self, query, key, value, key_padding_mask=key_padding_mask,
+                need_weights=need_weights, attn_mask=attn_mask,
+                average_attn_weights=average_attn_weights)
+        return self._attention(query, key, value, is_causal), None
+
+    def _attention(self, query, key, value, is_causal):
+        if not self.batch_first:  # [L, B, E] -> [B, L, E]
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        e, h = self.embed_dim, self.num_heads
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = (self.in_proj_bias.chunk(3) if self.in_proj_bias is not None
+                         else (None, None, None))
+
+        def heads(t, w, b):
+            y = F.linear(t, w, b)
+            return y.view(y.shape[0], y.shape[1], h, e // h).transpose(1, 2).contiguous()
+
+        o = F.scaled_dot_product_attention(heads(query, w_q, b_q), heads(key, w_k, b_k),
+                                           heads(value, w_v, b_v), is_causal=is_causal)
+        o = o.transpose(1, 2).reshape(query.shape[0], query.shape[1], e)
+        out = F.linear(o, self.out_proj.weight, self.out_proj.bias)
+        return out if self.batch_first else out.transpose(0, 1)
+
+
 # torch class -> its opforge replacement: what patch() swaps.
 REPLACEMENTS = {
     torch.nn.LayerNorm: LayerNorm,
@@ -113,4 +206,7 @@ REPLACEMENTS = {
     torch.nn.Conv2d: Conv2d,
     torch.nn.GELU: GELU,
     torch.nn.Softmax: Softmax,
+    torch.nn.SiLU: SiLU,
+    torch.nn.GroupNorm: GroupNorm,
+    torch.nn.MultiheadAttention: MultiheadAttention,
 }

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from opforge.torch.optim._base import default_registry
+
 from .modules import REPLACEMENTS
 
 
@@ -35,19 +37,25 @@ def patch(model, fallback=False):
     copied), a forward on opforge kernels. fallback: with gradients needed, run torch's forward
     instead of raising. Returns the model's replacement (itself unless the model is itself a
     supported module) and a PatchReport: what was swapped, and every leaf module left with
-    the reason (containers are not listed)."""
+    the reason (containers are not listed). A module whose kernels the registry the modules
+    run on (opforge.open()'s) lacks is left, naming the op."""
     report = PatchReport()
+    have = set(default_registry().ops())
 
     def convert(name, module):
+        """The replacement of `module`, or None: then `module` is left, or (a container)
+        walked."""
         new_cls = REPLACEMENTS.get(type(module))
         if new_cls is None:
             if not any(True for _ in module.children()):
                 report.left.append((name, type(module).__name__, _reason_left(module)))
             return None
-        why = new_cls.supports(module)
-        if why:
+        missing = [op for op in new_cls.ops if op not in have]
+        why = (f"the registry has no op {missing[0]!r} (built by an older opforge?)"
+               if missing else new_cls.supports(module))
+        if why:  # left whole: its submodules (MultiheadAttention's out_proj) go with it
             report.left.append((name, type(module).__name__, why))
-            return None
+            return module
         new = new_cls.__new__(new_cls)
         new.__dict__.update(module.__dict__)
         new.fallback = fallback
@@ -58,10 +66,10 @@ def patch(model, fallback=False):
         for child_name, child in list(module.named_children()):
             name = f"{prefix}.{child_name}" if prefix else child_name
             new = convert(name, child)
-            if new is not None:
-                setattr(module, child_name, new)
-            else:
+            if new is None:
                 walk(name, child)
+            elif new is not child:
+                setattr(module, child_name, new)
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"patch: expected a torch.nn.Module, got {type(model).__name__}")
