@@ -34,6 +34,33 @@ using Halide::RDom;
 using Halide::TailStrategy;
 using Halide::Var;
 
+// exp(d) for d <= 0 (softmax's x - max), NaN -> NaN: Cody-Waite reduction d = n ln2 + r,
+// |r| <= ln2/2, and the degree-5 minimax polynomial of Cephes' expf (S. L. Moshier, Cephes
+// Math Library 2.2, expf.c; about 1 ulp), scaled by 2^n on the exponent bits. d < -87
+// gives 0 (exp(-87) = 1.6e-38, at the edge of the normal range; -inf -> 0 as torch).
+// Why not Halide::exp: it handles the whole range (overflow selects) and softmax took
+// 27.0 us with it, 24.3 us with this one, for 64 x 1024 (1 thread, L2-resident; 10.2 us
+// without any exp; Halide::fast_exp 22.6 us but about 5 bits short and undefined below -87).
+Expr exp_nonpositive(const Expr& d) {
+  const Expr n = Halide::round(d * 1.44269504088896341f);
+  // strict: Halide's simplifier would fold the two steps into one product with C1 - C2
+  const Expr r = Halide::strict_float(d - n * 0.693359375f + n * 2.12194440e-4f);
+  Expr p = 1.9875691500e-4f;
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  p = p * (r * r) + r + 1.0f;
+  const Expr scale = Halide::reinterpret<float>((Halide::cast<int32_t>(n) + 127) << 23);
+  // d in [-inf, -87) -> 0, tested on the bits: a float compare lost NaN (under fast math
+  // `NaN < -87` came out true and NaN became 0); NaN of either sign stays NaN through p.
+  const Expr u = Halide::reinterpret<uint32_t>(d);
+  const Expr underflow =
+      u > Halide::Internal::UIntImm::make(Halide::UInt(32), 0xc2ae0000u) &&  // -87.0f
+      u <= Halide::Internal::UIntImm::make(Halide::UInt(32), 0xff800000u);   // -inf
+  return Halide::select(underflow, 0.0f, p * scale);
+}
+
 namespace {
 
 // Tunables of the row schedule (descriptor schedule_params; defaults from the measurements
@@ -91,33 +118,6 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
     rr.total(rr.r) = Halide::max(rr.total(rr.r), f(tail, rr.r));
   }
   return rr;
-}
-
-// exp(d) for d <= 0 (softmax's x - max), NaN -> NaN: Cody-Waite reduction d = n ln2 + r,
-// |r| <= ln2/2, and the degree-5 minimax polynomial of Cephes' expf (S. L. Moshier, Cephes
-// Math Library 2.2, expf.c; about 1 ulp), scaled by 2^n on the exponent bits. d < -87
-// gives 0 (exp(-87) = 1.6e-38, at the edge of the normal range; -inf -> 0 as torch).
-// Why not Halide::exp: it handles the whole range (overflow selects) and softmax took
-// 27.0 us with it, 24.3 us with this one, for 64 x 1024 (1 thread, L2-resident; 10.2 us
-// without any exp; Halide::fast_exp 22.6 us but about 5 bits short and undefined below -87).
-Expr exp_nonpositive(const Expr& d) {
-  const Expr n = Halide::round(d * 1.44269504088896341f);
-  // strict: Halide's simplifier would fold the two steps into one product with C1 - C2
-  const Expr r = Halide::strict_float(d - n * 0.693359375f + n * 2.12194440e-4f);
-  Expr p = 1.9875691500e-4f;
-  for (float c :
-       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
-    p = p * r + c;
-  }
-  p = p * (r * r) + r + 1.0f;
-  const Expr scale = Halide::reinterpret<float>((Halide::cast<int32_t>(n) + 127) << 23);
-  // d in [-inf, -87) -> 0, tested on the bits: a float compare lost NaN (under fast math
-  // `NaN < -87` came out true and NaN became 0); NaN of either sign stays NaN through p.
-  const Expr u = Halide::reinterpret<uint32_t>(d);
-  const Expr underflow =
-      u > Halide::Internal::UIntImm::make(Halide::UInt(32), 0xc2ae0000u) &&  // -87.0f
-      u <= Halide::Internal::UIntImm::make(Halide::UInt(32), 0xff800000u);   // -inf
-  return Halide::select(underflow, 0.0f, p * scale);
 }
 
 // Schedule shared by the row-wise ops: rows in parallel blocks; per row, each reduction

@@ -1,10 +1,14 @@
 // Every NN op declaration the library ships (dsl/nn_op_decl.h), one file per family:
-// nn_norms.cpp (row-wise), nn_gelu.cpp, nn_matmul.cpp, nn_conv2d.cpp.
+// nn_norms.cpp (row-wise), nn_gelu.cpp, nn_matmul.cpp, nn_conv2d.cpp, nn_attention.cpp.
 #pragma once
 
 #include "dsl/nn_op_decl.h"
 
 namespace opforge::generators {
+
+// exp(d) for d <= 0 in fp32, vectorized, about 1 ulp (Cephes' polynomial; nn_norms.cpp):
+// d < -87 and -inf give 0, NaN stays NaN. Shared by softmax and attention.
+Halide::Expr exp_nonpositive(const Halide::Expr& d);
 
 // Row-wise over the last axis: x[R, C] (leading dims flattened into R by the caller).
 const dsl::NnOpDecl& layer_norm();
@@ -17,5 +21,10 @@ const dsl::NnOpDecl& matmul();
 // NCHW; algorithms direct, winograd, depthwise.
 const dsl::NnOpDecl& conv2d();
 const dsl::NnOpDecl& conv2d_bias_relu();
+// o[B, H, L, D] = softmax(q k^T * scale [+ causal mask]) v, fused (nn_attention.cpp), with
+// grouped-query heads (k, v [B, Hkv, S, D]).
+const dsl::NnOpDecl& scaled_dot_product_attention();
+// The same with an additive float mask [L, S] (torch's float attn_mask), no causal attr.
+const dsl::NnOpDecl& scaled_dot_product_attention_masked();
 
 }  // namespace opforge::generators

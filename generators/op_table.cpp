@@ -68,6 +68,10 @@ std::vector<VariantSpec> nn_rows() {
   add_all_algorithms(rows, softmax());
   add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
   add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
+  // Attention: causal is compile-time (it removes key blocks from the loop).
+  add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "false"}});
+  add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "true"}});
+  add_all_algorithms(rows, scaled_dot_product_attention_masked());
   return rows;
 }
 

@@ -16,7 +16,8 @@ std::unique_ptr<PeerRun> onednn_peer(const std::string& op,
       const std::string&, const std::map<std::string, std::string>&, const std::vector<Tensor>&,
       const std::map<std::string, double>&);
   // Each family's maker returns nullptr for ops that are not its own.
-  static const Maker kFamilies[] = {onednn_conv_peer, onednn_matmul_peer, onednn_norm_peer};
+  static const Maker kFamilies[] = {onednn_conv_peer, onednn_matmul_peer, onednn_norm_peer,
+                                    onednn_attention_peer};
   for (Maker m : kFamilies) {
     if (auto p = m(op, attrs, tensors, scalars)) return p;
   }

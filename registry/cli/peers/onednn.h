@@ -38,6 +38,10 @@ std::unique_ptr<PeerRun> onednn_matmul_peer(const std::string& op,
                                             const std::map<std::string, std::string>& attrs,
                                             const std::vector<Tensor>& tensors,
                                             const std::map<std::string, double>& scalars);
+std::unique_ptr<PeerRun> onednn_attention_peer(const std::string& op,
+                                               const std::map<std::string, std::string>& attrs,
+                                               const std::vector<Tensor>& tensors,
+                                               const std::map<std::string, double>& scalars);
 std::unique_ptr<PeerRun> onednn_conv_peer(const std::string& op,
                                           const std::map<std::string, std::string>& attrs,
                                           const std::vector<Tensor>& tensors,

@@ -1,0 +1,314 @@
+// scaled_dot_product_attention: o = softmax(q k^T * scale + causal mask) v, fp32, as
+// torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=..., scale=...).
+//
+// Shapes: q [B, H, L, D], k and v [B, Hkv, S, D], o [B, H, L, D]. Grouped-query attention
+// when Hkv < H: query head h reads kv head h / (H / Hkv) (H % Hkv == 0), as torch's
+// repeat_interleave of k and v over the heads (LLaMA 2/3, Mistral).
+// scale: a run-time scalar; 0 means torch's default 1 / sqrt(D) (scale=None), so the scalar's
+// domain is [0, inf). causal (attr): the top-left aligned lower triangle, query l attends to
+// keys s <= l, exactly torch's is_causal=True (torch.ones(L, S).tril(diagonal=0)); with S > L
+// the last S - L keys are seen by no query, with L > S the rows l >= S see every key.
+//
+// Algorithm (flash-attention style, never the L x S score matrix): per (b, h) and block of
+// `rows` queries, the keys in blocks of `keys`; per key block kb:
+//   s  = (q_blk * scale) . k_blk^T            rows x keys, masked entries -inf
+//   bm = max_j s    (per query; -inf when the whole block is masked for it)
+//   p  = exp(s - bm),  ps = sum_j p,  pv = p . v_blk                (rows x D)
+// and the running state (acc, m, l) per query takes the block in (online softmax):
+//   m' = max(m, bm);  a = exp(m - m'), c = exp(bm - m');  acc' = a acc + c pv;  l' = a l + c ps
+// o = acc / l after the last block. Why bm (the block's own max) rather than the running max
+// inside exp: p then depends on the block alone, so s, p, ps and pv are Halide Funcs of the
+// key block without a cycle through the state (Halide has no recursion between Funcs); the
+// state update is the only place the running max appears. The price is that the state's
+// rescale (two exps per query and block) is evaluated per element of acc (D times, see the
+// schedule): ~4% of the work at keys = 128, D = 64.
+// -inf guards: a block masked for a query gives bm = -inf; exp(s - bm) then uses 0 for bm
+// (every p is exp(-inf) = 0), c is 0, and m' stays finite or -inf (a is then exp(-inf) = 0
+// on an all-zero acc). A query whose every key is masked gives 0 / 0 = NaN, as torch.
+#include <cmath>
+#include <string>
+
+#include "dsl/math.h"
+#include "generators/nn_ops.h"
+
+namespace opforge::generators {
+
+using namespace Halide;
+
+namespace {
+
+// Tunables (descriptor schedule_params; the schedule comment says how they were chosen).
+struct AttnTiles {
+  int vec;   // fp32 lanes: 16 on AVX-512, 8 on AVX2
+  int iv;    // query vectors per task: rows = iv * vec queries, vectorized along the queries
+  int jr;    // keys per register block of q . k^T (iv x jr accumulators)
+  int dr;    // head dims per register block of p . v (iv x dr accumulators)
+  int keys;  // keys per block (a multiple of jr)
+  int rows() const { return iv * vec; }
+};
+
+AttnTiles tiles_for(const Target& t) {
+  AttnTiles a;
+  a.vec = t.natural_vector_size<float>();
+  if (a.vec >= 16) {
+    a.iv = 2;  // 2 x 8 = 16 accumulators + 2 loads + 1 broadcast of AVX-512's 32 registers
+    a.jr = 8;
+    a.dr = 8;
+  } else {
+    a.iv = 3;  // 3 x 4 = 12 accumulators + 3 loads + 1 broadcast of AVX2's 16
+    a.jr = 4;
+    a.dr = 4;
+  }
+  a.keys = 128;
+  return a;
+}
+
+// masked: the scaled_dot_product_attention_masked form, an additive mask[L, S] on the scores.
+dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
+  const ImageParam q = args.tensors.at("q"), k = args.tensors.at("k"), v = args.tensors.at("v");
+  const bool causal = !masked && args.attr_bool("causal");
+  const AttnTiles t = tiles_for(args.target);
+  const int Lb = t.rows(), Sb = t.keys;
+
+  // Halide order: q(d, l, h, b), k(d, s, hkv, b), v(d, s, hkv, b), o(d, l, h, b).
+  const Expr D = q.dim(0).extent(), L = q.dim(1).extent(), H = q.dim(2).extent();
+  const Expr S = k.dim(1).extent(), Hkv = k.dim(2).extent();
+  const Expr given = args.scalars.at("scale");
+  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D)));
+
+  // ---- Algorithm ----
+  // A task's queries are i = qb * rows + ii; ii is every Func's innermost (vector) dim.
+  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), j("j"), jj("jj"), kb("kb"), i("i");
+  const Expr hk = h / (H / Hkv);  // grouped-query: the kv head of query head h
+  const Expr row = qb * Lb + ii;
+  // Rows and keys past the tensors read the last one (clamped): their scores are masked (keys)
+  // or never stored (rows).
+  Func qt("qt");  // the task's scaled queries, transposed: queries innermost
+  qt(ii, d, qb, h, b) = q(d, clamp(row, 0, L - 1), h, b) * scale;
+  RDom rd(0, D, "rd");
+  Func sacc("sacc");  // q . k^T
+  sacc(ii, j, qb, h, b) = 0.0f;
+  sacc(ii, j, qb, h, b) += qt(ii, rd, qb, h, b) * k(rd, clamp(j, 0, S - 1), hk, b);
+  Expr valid = j < S;
+  if (causal) valid = valid && j <= row;
+  Expr score = sacc(ii, j, qb, h, b);
+  // The mask is read along the queries (a gather, stride S): its [rows x keys] block is read
+  // once per task and key block, against D multiply-adds per score.
+  if (masked) score += args.tensors.at("mask")(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
+  Func s("s");
+  s(ii, j, qb, h, b) = select(valid, score, -INFINITY);
+  RDom rj(0, Sb, "rj");
+  Func bm("bm");  // the block's max per query
+  bm(ii, kb, qb, h, b) = -INFINITY;
+  bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, kb * Sb + rj, qb, h, b));
+  const Expr bmv = bm(ii, kb, qb, h, b);
+  Func p("p");
+  p(ii, jj, kb, qb, h, b) =
+      exp_nonpositive(s(ii, kb * Sb + jj, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
+  Func ps("ps");
+  ps(ii, kb, qb, h, b) = 0.0f;
+  ps(ii, kb, qb, h, b) += p(ii, rj, kb, qb, h, b);
+  Func pvacc("pvacc"), pv("pv");  // p . v over the block
+  pvacc(ii, d, kb, qb, h, b) = 0.0f;
+  pvacc(ii, d, kb, qb, h, b) +=
+      p(ii, rj, kb, qb, h, b) * v(clamp(d, 0, D - 1), clamp(kb * Sb + rj, 0, S - 1), hk, b);
+  pv(ii, d, kb, qb, h, b) = pvacc(ii, d, kb, qb, h, b);
+
+  // The state over the key blocks; causal: blocks wholly above the task's last query skipped.
+  RDom rk(0, (S + Sb - 1) / Sb, "rk");
+  if (causal) rk.where(rk * Sb <= qb * Lb + Lb - 1);
+  Func st("st");  // (acc, m, l); m and l repeated along d
+  st(ii, d, qb, h, b) = Tuple(0.0f, -INFINITY, 0.0f);
+  {
+    const Expr acc = st(ii, d, qb, h, b)[0], m = st(ii, d, qb, h, b)[1], l = st(ii, d, qb, h, b)[2];
+    const Expr bk = bm(ii, rk, qb, h, b);
+    const Expr mn = max(m, bk);
+    const Expr mns = select(dsl::is_finite(mn), mn, 0.0f);
+    const Expr a = exp_nonpositive(m - mns);
+    const Expr c = select(dsl::is_finite(bk), exp_nonpositive(bk - mns), 0.0f);
+    st(ii, d, qb, h, b) =
+        Tuple(acc * a + pv(ii, d, rk, qb, h, b) * c, mn, l * a + ps(ii, rk, qb, h, b) * c);
+  }
+  Func o = dsl::output_func("o");
+  o(d, i, h, b) = st(i % Lb, d, i / Lb, h, b)[0] / st(i % Lb, d, i / Lb, h, b)[2];
+
+  // ---- Schedule ----
+  // One parallel task per (b, h, block of `rows` queries). In it, per key block: the score
+  // tile sacc (rows x jr accumulators in registers over the whole D: per d, iv vector loads
+  // of the transposed queries, jr broadcasts of k, iv*jr FMAs; as nn_matmul's register
+  // block, with q.k^T vectorized along the queries so that k needs no transpose), the block
+  // max, p (rows x keys = 16 KB at AVX-512's 32 x 128, in L1), its sum, and p . v (rows x dr
+  // accumulators over the block's keys: iv loads of p, dr broadcasts of v), then the state
+  // update (vectorized along the queries). o transposes the state back to d-innermost once
+  // per task.
+  //
+  // Measured (JIT prototype, then `opforge bench nn`): see the table in the commit that
+  // introduced this op and below.
+  //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (AVX-512, full,
+  //     L = S = 2048, D = 64, H = 4; the host shared with a build, so per CPU-second):
+  //     128 amortizes the per-block state update over more keys while p stays in L1.
+  //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
+  //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
+  Var io("io"), iin("iin"), task("task"), iio("iio"), iii("iii"), jo("jo"), ji("ji"), dd("dd"),
+      di("di");
+  o.split(i, io, iin, Lb, TailStrategy::GuardWithIf)
+      .reorder(d, iin, io, h, b)
+      .fuse(io, h, task)
+      .fuse(task, b, task)
+      .parallel(task)
+      .vectorize(d, t.vec, TailStrategy::GuardWithIf);
+  // Tasks start at multiples of rows, so i % rows and i / rows are the task's own indices.
+  o.output_buffer().dim(1).set_min(0);
+  st.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  st.update().reorder(ii, d, rk).split(ii, iio, iii, t.vec).vectorize(iii).unroll(iio);
+  qt.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  const LoopLevel per_block(st, RVar(rk.x));
+  s.compute_at(per_block)
+      .bound(ii, 0, Lb)
+      .split(j, jo, ji, t.jr, TailStrategy::RoundUp)
+      .split(ii, iio, iii, t.vec)
+      .reorder(iii, iio, ji, jo)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(ji);
+  sacc.compute_at(s, jo)
+      .bound(ii, 0, Lb)
+      .split(ii, iio, iii, t.vec)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(j);
+  sacc.update()
+      .split(ii, iio, iii, t.vec)
+      .reorder(iii, iio, j, rd)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(j);
+  bm.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  bm.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
+  p.compute_at(per_block)
+      .bound(ii, 0, Lb)
+      .split(ii, iio, iii, t.vec)
+      .reorder(iii, iio, jj)
+      .vectorize(iii)
+      .unroll(iio);
+  ps.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  ps.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
+  pv.compute_at(per_block)
+      .bound(ii, 0, Lb)
+      .split(d, dd, di, t.dr, TailStrategy::RoundUp)
+      .split(ii, iio, iii, t.vec)
+      .reorder(iii, iio, di, dd)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(di);
+  pvacc.compute_at(pv, dd)
+      .bound(ii, 0, Lb)
+      .split(ii, iio, iii, t.vec)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(d);
+  pvacc.update()
+      .split(ii, iio, iii, t.vec)
+      .reorder(iii, iio, d, rj)
+      .vectorize(iii)
+      .unroll(iio)
+      .unroll(d);
+
+  dsl::NnKernel kernel;
+  kernel.outputs = {o};
+  kernel.schedule_summary =
+      std::string(causal ? "causal, " : "") + (masked ? "additive mask, " : "") +
+      "one parallel task per (b, h, " + std::to_string(Lb) + " queries); per block of " +
+      std::to_string(Sb) + " keys: " + std::to_string(Lb) + "x" + std::to_string(t.jr) +
+      " register tiles of q.k^T, " + std::to_string(Lb) + "x" + std::to_string(t.dr) +
+      " of p.v, online softmax state vectorized along the queries";
+  kernel.schedule_params = {{"vec", t.vec}, {"rows", Lb}, {"keys", Sb}, {"jr", t.jr}, {"dr", t.dr}};
+  return kernel;
+}
+
+}  // namespace
+
+const dsl::NnOpDecl& scaled_dot_product_attention() {
+  static const dsl::NnOpDecl decl = [] {
+    dsl::NnOpDecl d("scaled_dot_product_attention");
+    // Attended (query, key) pairs: all L*S, or with causal those with s <= l.
+    const std::string pairs =
+        "((1-causal)*L*S + causal*(min(L, S)*(min(L, S) + 1)/2 + max(L - S, 0)*S))";
+    d.summary("Fused scaled dot-product attention (flash-style online softmax), grouped-query")
+        .formula(
+            "o[b,h,l] = sum_s softmax_s(q[b,h,l] . k[b,g,s] * scale + mask[l,s]) v[b,g,s], "
+            "g = h / (H / Hkv); mask = -inf where causal and s > l, else 0; scale 0 means "
+            "1/sqrt(D)")
+        .reference(
+            "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
+            "scale=scale or None) with k, v repeat_interleave'd H/Hkv times over dim 1")
+        .input("q", {"B", "H", "L", "D"}, "Queries")
+        .input("k", {"B", "Hkv", "S", "D"}, "Keys (Hkv heads, each shared by H/Hkv query heads)")
+        .input("v", {"B", "Hkv", "S", "D"}, "Values")
+        .scalar("scale", "Multiplies q . k; 0: 1/sqrt(D) (torch's default)")
+        .domain("scale", "[0, inf)")
+        .attr_bool("causal", false,
+                   "mask keys after the query: query l attends to keys s <= l (top-left "
+                   "aligned, as torch is_causal=True)")
+        .check("Hkv >= 1 && S >= 1", "k and v need at least one head (Hkv) and one key (S)")
+        .check("H % Hkv == 0", "q's heads (H) must be a multiple of k's and v's heads (Hkv)")
+        .output("o", {"B", "H", "L", "D"}, "Attention output, q's shape")
+        .estimate("B", 1)
+        .estimate("H", 16)
+        .estimate("Hkv", 16)
+        .estimate("L", 2048)
+        .estimate("S", 2048)
+        .estimate("D", 64)
+        // q . k and p . v: 4 flops per attended pair and head dim.
+        .cost("4*B*H*D*" + pairs, "4*(2*B*H*L*D + 2*B*Hkv*S*D)")
+        .example("q=1,16,2048,64 k=1,16,2048,64 v=1,16,2048,64 scale=0")
+        // o is a convex combination of v's rows: fp32 dot products over D, exp within ~1 ulp,
+        // sums over S in fp32. Measured worst |error| against fp64 with inputs in [-1, 1]:
+        // ~1.5e-7 (S = 100); the tests' problems report their worst ratio.
+        .tolerance(1e-5, 2e-6)
+        .algorithm("", "", 0,
+                   "flash-style: key blocks with an online softmax, register-tiled q.k^T and "
+                   "p.v, one parallel task per (batch, head, query block)",
+                   [](const dsl::NnArgs& a) { return build_attention(a, false); });
+    return d;
+  }();
+  return decl;
+}
+
+const dsl::NnOpDecl& scaled_dot_product_attention_masked() {
+  static const dsl::NnOpDecl decl = [] {
+    dsl::NnOpDecl d("scaled_dot_product_attention_masked");
+    d.summary("scaled_dot_product_attention with an additive float mask [L, S]")
+        .formula(
+            "o[b,h,l] = sum_s softmax_s(q[b,h,l] . k[b,g,s] * scale + mask[l,s]) v[b,g,s], "
+            "g = h / (H / Hkv); scale 0 means 1/sqrt(D); a row whose mask is all -inf gives NaN")
+        .reference(
+            "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+            "scale=scale or None), mask float [L, S] broadcast over B and H")
+        .input("q", {"B", "H", "L", "D"}, "Queries")
+        .input("k", {"B", "Hkv", "S", "D"}, "Keys (Hkv heads, each shared by H/Hkv query heads)")
+        .input("v", {"B", "Hkv", "S", "D"}, "Values")
+        .input("mask", {"L", "S"},
+               "Added to the scaled scores (-inf: masked), every batch and head")
+        .scalar("scale", "Multiplies q . k; 0: 1/sqrt(D) (torch's default)")
+        .domain("scale", "[0, inf)")
+        .check("Hkv >= 1 && S >= 1", "k and v need at least one head (Hkv) and one key (S)")
+        .check("H % Hkv == 0", "q's heads (H) must be a multiple of k's and v's heads (Hkv)")
+        .output("o", {"B", "H", "L", "D"}, "Attention output, q's shape")
+        .estimate("B", 1)
+        .estimate("H", 16)
+        .estimate("Hkv", 16)
+        .estimate("L", 2048)
+        .estimate("S", 2048)
+        .estimate("D", 64)
+        .cost("4*B*H*L*S*D", "4*(2*B*H*L*D + 2*B*Hkv*S*D + L*S)")
+        .example("q=1,16,2048,64 k=1,16,2048,64 v=1,16,2048,64 mask=2048,2048 scale=0")
+        .tolerance(1e-5, 2e-6)
+        .algorithm("", "", 0, "as scaled_dot_product_attention, the mask added to each score block",
+                   [](const dsl::NnArgs& a) { return build_attention(a, true); });
+    return d;
+  }();
+  return decl;
+}
+
+}  // namespace opforge::generators
