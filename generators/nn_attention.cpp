@@ -142,10 +142,27 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   // update (vectorized along the queries). o transposes the state back to d-innermost once
   // per task.
   //
-  // Measured (JIT prototype, then `opforge bench nn`): see the table in the commit that
-  // introduced this op and below.
-  //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (AVX-512, full,
-  //     L = S = 2048, D = 64, H = 4; the host shared with a build, so per CPU-second):
+  // Measured on the 2-vCPU host "Intel(R) Xeon(R) Processor" (AVX-512, Sapphire Rapids class),
+  // shared with other builds (load 2-5), 2 threads; `opforge bench scaled_dot_product_attention
+  // [--attr causal=true]`, B = 1, H = Hkv = 16, L = S = 2048, D = 64, medians of 7
+  // interleaved reps, same-run ratio to the oneDNN 2.6 unfused peer (matmul with output
+  // scale [+ mask post-op], softmax, matmul; the 268 MB score matrix in memory):
+  //   ISA                          full: opforge / oneDNN     causal: opforge / oneDNN
+  //   avx512 (oneDNN brg:avx512)   151.6 / 142.8 ms  0.94x     79.4 / 186.8 ms  2.35x
+  //   avx512, a busier moment      237.8 / 274.7 ms  1.15x    132.2 / 330.2 ms  2.50x
+  //   avx2 (oneDNN gemm:jit, ONEDNN_MAX_CPU_ISA=AVX2)
+  //                                479.8 / 408.7 ms  0.85x    211.0 / 435.7 ms  2.07x
+  //   masked (additive [L, S]), avx512: 271.2 / 322.6 ms 1.19x
+  // causal costs 0.52-0.56x the full op (the skipped key blocks; oneDNN computes them all).
+  // The full op runs at 57 GFLOP/s per core, short of the 1.5x goal: oneDNN's brgemm runs
+  // the two products at ~120 GFLOP/s for 2 cores even with the score matrix's DRAM traffic.
+  // Where the time goes: removing every exp (p and the state rescale) changed the time within
+  // the host's noise (JIT prototype, +-15%), so it is the two register-tiled products: per
+  // 16 FMAs, 2 vector loads + 8 broadcast loads (5 cycles on 2 load ports, 62% of FMA peak at
+  // best), plus s and p stored to and reloaded from L1 between the stages. Not done: wider
+  // tiles with k pre-transposed (vectorized along the keys), s kept in registers into p.
+  //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (JIT prototype,
+  //     AVX-512, full, H = 4; per CPU-second because the host was shared with a build):
   //     128 amortizes the per-block state update over more keys while p stays in L1.
   //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
   //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
