@@ -215,19 +215,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, registry=None):
     """torch.nn.functional.scaled_dot_product_attention (torch >= 2.0's signature) on
     [B, H, L, D] queries and [B, Hkv, S, D] keys/values (H a multiple of Hkv: grouped-query
-    heads), fused (keys in blocks, online softmax). is_causal: query l sees keys s <= l, as
-    torch. No attn_mask or dropout yet."""
+    heads), fused (keys in blocks, online softmax, no L x S matrix). is_causal: query l sees
+    keys s <= l, as torch. attn_mask [L, S]: added to the scores (float), or True where a key
+    is seen (bool; converted to 0 / -inf, one [L, S] pass); not with is_causal."""
     _require_no_grad("scaled_dot_product_attention", query, key, value)
-    if attn_mask is not None:
-        raise NotImplementedError("scaled_dot_product_attention: attn_mask is not supported "
-                                  "by the opforge kernel yet (is_causal is)")
     if dropout_p:
         raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference)")
     q = _f32("scaled_dot_product_attention: query", query)
     k = _f32("scaled_dot_product_attention: key", key)
     v = _f32("scaled_dot_product_attention: value", value)
     if q.dim() == 3:  # [H, L, D] as torch allows: one batch
-        return scaled_dot_product_attention(q[None], k[None], v[None], None, 0.0, is_causal,
-                                            scale, registry)[0]
-    kernel = _kernel("scaled_dot_product_attention", {"causal": bool(is_causal)}, registry)
-    return _call(kernel, q.shape, "o", q=q, k=k, v=v, scale=0.0 if scale is None else scale)
+        return scaled_dot_product_attention(q[None], k[None], v[None], attn_mask, 0.0,
+                                            is_causal, scale, registry)[0]
+    args = dict(q=q, k=k, v=v, scale=0.0 if scale is None else scale)
+    if attn_mask is None:
+        kernel = _kernel("scaled_dot_product_attention", {"causal": bool(is_causal)}, registry)
+    else:
+        if is_causal:
+            raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not "
+                             "both (as torch)")
+        if attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros(attn_mask.shape).masked_fill_(~attn_mask, float("-inf"))
+        args["mask"] = _f32("scaled_dot_product_attention: attn_mask", attn_mask)
+        kernel = _kernel("scaled_dot_product_attention_masked", registry=registry)
+    return _call(kernel, q.shape, "o", **args)

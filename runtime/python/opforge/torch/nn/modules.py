@@ -148,11 +148,12 @@ def _is_causal_mask(mask, query, key, batch_first):
 
 
 class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
-    """torch.nn.MultiheadAttention whose attention runs the fused kernel. Calls the kernel
-    cannot serve (attention weights asked for, which it never forms; a key padding mask; an
-    attn_mask other than the causal one) run torch's forward; `torch_calls` counts them."""
+    """torch.nn.MultiheadAttention whose attention runs the fused kernel (a causal attn_mask as
+    is_causal, another [L, S] mask added to the scores). Calls the kernel cannot serve
+    (attention weights asked for, which it never forms; a key padding mask; a per-head mask)
+    run torch's forward; `torch_calls` counts them."""
 
-    ops = ("matmul", "scaled_dot_product_attention")
+    ops = ("matmul", "scaled_dot_product_attention", "scaled_dot_product_attention_masked")
     torch_calls = 0
 
     @classmethod
@@ -167,8 +168,12 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         if attn_mask is not None and _is_causal_mask(attn_mask, query, key, self.batch_first):
             attn_mask, is_causal = None, True
-        grads = self.fallback and self._needs_grad(query, key, value, *self.parameters())
-        if need_weights or key_padding_mask is not None or attn_mask is not None or grads:
+        use_torch = need_weights or key_padding_mask is not None or (
+            self.fallback and self._needs_grad(query, key, value, *self.parameters()))
+        if attn_mask is not None and (attn_mask.dim() != 2 or attn_mask.dtype not in (
+                torch.bool, torch.float32)):
+            use_torch = True  # a per-head (3-D) or other mask
+        if use_torch:
             self.torch_calls += 1
             if is_causal and attn_mask is None:  # torch 1.13's forward has no is_causal
                 length = query.shape[1 if self.batch_first else 0]
@@ -178,9 +183,9 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
                 self, query, key, value, key_padding_mask=key_padding_mask,
                 need_weights=need_weights, attn_mask=attn_mask,
                 average_attn_weights=average_attn_weights)
-        return self._attention(query, key, value, is_causal), None
+        return self._attention(query, key, value, is_causal, attn_mask), None
 
-    def _attention(self, query, key, value, is_causal):
+    def _attention(self, query, key, value, is_causal, attn_mask):
         if not self.batch_first:  # [L, B, E] -> [B, L, E]
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         e, h = self.embed_dim, self.num_heads
@@ -193,7 +198,8 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
             return y.view(y.shape[0], y.shape[1], h, e // h).transpose(1, 2).contiguous()
 
         o = F.scaled_dot_product_attention(heads(query, w_q, b_q), heads(key, w_k, b_k),
-                                           heads(value, w_v, b_v), is_causal=is_causal)
+                                           heads(value, w_v, b_v), attn_mask=attn_mask,
+                                           is_causal=is_causal)
         o = o.transpose(1, 2).reshape(query.shape[0], query.shape[1], e)
         out = F.linear(o, self.out_proj.weight, self.out_proj.bias)
         return out if self.batch_first else out.transpose(0, 1)
