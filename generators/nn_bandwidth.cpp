@@ -1,5 +1,8 @@
-// bandwidth_copy: the yardstick of the memory-bound NN ops (layer_norm, rms_norm, softmax,
-// gelu read x once and write y once): y = x, out of place.
+// The yardsticks of the memory-bound NN ops, out of place:
+//   bandwidth_copy: y = x, one read and one write per element (layer_norm, rms_norm, softmax,
+//                   gelu, silu, group_norm read x once and write y once; add_layer_norm and
+//                   add_rms_norm read two tensors and write two: a copy of twice as many)
+//   bandwidth_add:  y = a + b, two reads and one write per element (silu_mul)
 #include "dsl/elementwise_schedule.h"
 #include "generators/op_table.h"
 
@@ -20,6 +23,17 @@ dsl::NnKernel build_copy(const dsl::NnArgs& a) {
   return {{y}, "copy: " + dsl::ElementwiseSchedule::summary(p), p};
 }
 
+dsl::NnKernel build_add(const dsl::NnArgs& a) {
+  Halide::ImageParam x = a.tensors.at("a"), b = a.tensors.at("b");
+  Halide::Func y = dsl::output_func("y");
+  Halide::Var i("i");
+  y(i) = x(i) + b(i);
+  // Schedule: the copy's (the shared 1-D elementwise recipe).
+  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p);
+  return {{y}, "add: " + dsl::ElementwiseSchedule::summary(p), p};
+}
+
 }  // namespace
 
 const dsl::NnOpDecl& bandwidth_copy() {
@@ -35,6 +49,25 @@ const dsl::NnOpDecl& bandwidth_copy() {
         .example("x=4194304")
         .tolerance(0, 0)
         .algorithm("", "", 0, "copy", build_copy);
+    return o;
+  }();
+  return d;
+}
+
+const dsl::NnOpDecl& bandwidth_add() {
+  static const dsl::NnOpDecl d = [] {
+    dsl::NnOpDecl o("bandwidth_add");
+    o.kind("bandwidth")
+        .summary("y = a + b: two reads and one write per element, the yardstick of silu_mul")
+        .formula("y[i] = a[i] + b[i]")
+        .input("a", {"N"}, "First source")
+        .input("b", {"N"}, "Second source")
+        .output("y", {"N"}, "Sum")
+        .estimate("N", 1 << 22)
+        .cost("", "12 * N")
+        .example("a=4194304 b=4194304")
+        .tolerance(0, 0)
+        .algorithm("", "", 0, "add", build_add);
     return o;
   }();
   return d;

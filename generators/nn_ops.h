@@ -1,5 +1,6 @@
 // Every NN op declaration the library ships (dsl/nn_op_decl.h), one file per family:
-// nn_norms.cpp (row-wise), nn_gelu.cpp, nn_matmul.cpp, nn_conv2d.cpp, nn_attention.cpp.
+// nn_norms.cpp (row-wise), nn_group_norm.cpp, nn_gelu.cpp, nn_silu.cpp, nn_matmul.cpp,
+// nn_conv2d.cpp, nn_attention.cpp.
 #pragma once
 
 #include "dsl/nn_op_decl.h"
@@ -14,8 +15,17 @@ Halide::Expr exp_nonpositive(const Halide::Expr& d);
 const dsl::NnOpDecl& layer_norm();
 const dsl::NnOpDecl& rms_norm();
 const dsl::NnOpDecl& softmax();
+// x + residual and the norm of it, both out: (sum, y).
+const dsl::NnOpDecl& add_layer_norm();
+const dsl::NnOpDecl& add_rms_norm();
+// NCHW x [N, C, H, W], int scalar groups (C % groups == 0), affine weight/bias [C], as
+// torch.nn.GroupNorm.
+const dsl::NnOpDecl& group_norm();
 // Elementwise; attr approximate = none (erf) | tanh, as torch.nn.functional.gelu.
 const dsl::NnOpDecl& gelu();
+// Elementwise: y = x * sigmoid(x); silu_mul: y = silu(a) * b (SwiGLU).
+const dsl::NnOpDecl& silu();
+const dsl::NnOpDecl& silu_mul();
 // C[B?, M, N] = op(A) . op(B), attrs transpose_a / transpose_b.
 const dsl::NnOpDecl& matmul();
 // NCHW; algorithms direct, winograd, depthwise.

@@ -55,6 +55,7 @@ void add_all_algorithms(std::vector<VariantSpec>& rows, const dsl::NnOpDecl& dec
 std::vector<VariantSpec> nn_rows() {
   std::vector<VariantSpec> rows;
   add_all_algorithms(rows, bandwidth_copy());
+  add_all_algorithms(rows, bandwidth_add());
   add_all_algorithms(rows, conv2d());
   add_all_algorithms(rows, conv2d_bias_relu());
   // matmul: the transposes are compile-time (they pick the packing loads): one row each.
@@ -66,8 +67,13 @@ std::vector<VariantSpec> nn_rows() {
   add_all_algorithms(rows, layer_norm());
   add_all_algorithms(rows, rms_norm());
   add_all_algorithms(rows, softmax());
+  add_all_algorithms(rows, add_layer_norm());
+  add_all_algorithms(rows, add_rms_norm());
+  add_all_algorithms(rows, group_norm());
   add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
   add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
+  add_all_algorithms(rows, silu());
+  add_all_algorithms(rows, silu_mul());
   // Attention: causal is compile-time (it removes key blocks from the loop).
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "false"}});
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "true"}});

@@ -63,5 +63,7 @@ std::string bandwidth_op_name(const dsl::ResolvedOp& op);
 // y = x over N fp32 elements: the same-traffic yardstick (read x once, write y once) of the
 // row-wise and elementwise NN ops.
 const dsl::NnOpDecl& bandwidth_copy();
+// y = a + b over N fp32 elements: two reads and one write (silu_mul's yardstick).
+const dsl::NnOpDecl& bandwidth_add();
 
 }  // namespace opforge::generators

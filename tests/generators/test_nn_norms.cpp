@@ -1,10 +1,10 @@
-// layer_norm, rms_norm, softmax and gelu (both forms): fp64 references written from the
-// formulas (torch semantics), registered with their problems for test_nn_kernels.cpp, which runs
-// every variant in the registry (each ISA the CPU runs) on them: 1 x 1, C below / not a
-// multiple of the vector width and of the 32 accumulator lanes, one row and many, the serial
-// path (R*C < 32768) and the parallel one with a ragged last block, rows with |mean| >> std.
-// This file adds softmax's -inf (masked) and NaN rows, and bad shapes, which must fail with an
-// error naming the argument.
+// layer_norm, rms_norm, softmax, gelu (both forms), add_layer_norm and add_rms_norm: fp64
+// references written from the formulas (torch semantics), registered with their problems for
+// test_nn_kernels.cpp, which runs every variant in the registry (each ISA the CPU runs) on them: 1
+// x 1, C below / not a multiple of the vector width and of the 32 accumulator lanes, one row and
+// many, the serial path (R*C < 32768) and the parallel one with a ragged last block, rows with
+// |mean| >> std. This file adds softmax's -inf (masked) and NaN rows, and bad shapes, which must
+// fail with an error naming the argument.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -87,6 +87,7 @@ std::vector<NnProblem> row_problems(bool gamma, bool beta, bool eps) {
   std::vector<NnProblem> out;
   for (const RowCase& r : std::vector<RowCase>{{1, 1},
                                                {1, 7},
+                                               {3, 5},
                                                {3, 17},
                                                {5, 16},
                                                {33, 31},
@@ -129,6 +130,40 @@ const RegisterNnReference reg_softmax(
     {row_problems(false, false, false),
      [](const NnShapes& s, const NnTensors& in, const NnScalars&, const NnAttrs&) {
        return NnTensors{{"y", ref_softmax(as_float(in.at("x")), s.at("x")[0], s.at("x")[1])}};
+     }});
+
+// add_layer_norm / add_rms_norm: sum = x + residual as torch forms it, an fp32 tensor (the
+// fp32 add of two fp32 values, rounded once), then the norm of that tensor in fp64 from the
+// formulas above. Normalizing the unrounded sum instead would count the sum's own rounding
+// (up to ulp(6) / std = 6e-5 for the rows with mean 6, std 0.01) as the kernel's error.
+std::vector<NnProblem> add_row_problems(bool beta) {
+  std::vector<NnProblem> out = row_problems(true, beta, true);
+  for (auto& p : out) p.shapes["residual"] = p.shapes.at("x");
+  return out;
+}
+std::vector<float> fp32_sum(const std::vector<double>& x, const std::vector<double>& r) {
+  std::vector<float> s(x.size());
+  for (size_t i = 0; i < x.size(); ++i) s[i] = static_cast<float>(x[i]) + static_cast<float>(r[i]);
+  return s;
+}
+const RegisterNnReference reg_add_layer_norm(
+    "add_layer_norm",
+    {add_row_problems(true),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       const std::vector<float> h = fp32_sum(in.at("x"), in.at("residual"));
+       return NnTensors{{"sum", Rows(h.begin(), h.end())},
+                        {"y", ref_layer_norm(h, as_float(in.at("gamma")), as_float(in.at("beta")),
+                                             sc.at("eps"), R, C)}};
+     }});
+const RegisterNnReference reg_add_rms_norm(
+    "add_rms_norm",
+    {add_row_problems(false),
+     [](const NnShapes& s, const NnTensors& in, const NnScalars& sc, const NnAttrs&) {
+       const int64_t R = s.at("x")[0], C = s.at("x")[1];
+       const std::vector<float> h = fp32_sum(in.at("x"), in.at("residual"));
+       return NnTensors{{"sum", Rows(h.begin(), h.end())},
+                        {"y", ref_rms_norm(h, as_float(in.at("gamma")), sc.at("eps"), R, C)}};
      }});
 
 std::vector<NnProblem> gelu_problems() {
@@ -229,6 +264,31 @@ TEST_CASE("row-wise ops reject bad shapes, naming the argument") {
         {{"x", x.data(), registry::DType::f32, {2, 2, 8}},
          {"y", y.data(), registry::DType::f32, {2, 2, 8}}},
         "x");
+  // residual of another shape than x
+  fails("add_layer_norm",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"residual", y.data(), registry::DType::f32, {8, 4}},
+         {"gamma", b.data(), registry::DType::f32, {8}},
+         {"beta", b.data(), registry::DType::f32, {8}},
+         {"sum", y.data(), registry::DType::f32, {4, 8}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "residual");
+  // the sum output of another shape
+  fails("add_rms_norm",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"residual", y.data(), registry::DType::f32, {4, 8}},
+         {"gamma", b.data(), registry::DType::f32, {8}},
+         {"sum", y.data(), registry::DType::f32, {4, 7}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "sum");
+  // gamma of 9 elements against rows of 8
+  fails("add_rms_norm",
+        {{"x", x.data(), registry::DType::f32, {4, 8}},
+         {"residual", y.data(), registry::DType::f32, {4, 8}},
+         {"gamma", g.data(), registry::DType::f32, {9}},
+         {"sum", y.data(), registry::DType::f32, {4, 8}},
+         {"y", y.data(), registry::DType::f32, {4, 8}}},
+        "gamma");
   // gelu is declared over a flat x[N]
   fails("gelu",
         {{"x", x.data(), registry::DType::f32, {4, 8}},

@@ -198,23 +198,32 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
       }
     }
   }
-  // The same-traffic bandwidth kernel: a copy moving cost.bytes (half read, half written).
+  // The same-traffic bandwidth kernel (a copy, or an add for two-input ops) moving cost.bytes:
+  // n fp32 elements per tensor of it, n = bytes / (4 * its tensors).
   Problem bw;
   if (!d.bandwidth_op.empty() && bytes > 0) {
     Kernel& bk = reg.select(d.bandwidth_op, {}, d.target.isa);
-    // On the op's own first input and output where they hold n fp32 elements (same pages,
-    // same alignment as the op's).
-    const int64_t n = static_cast<int64_t>(bytes / 8);
-    const Tensor& in0 = p.tensors.front();
-    const Tensor& out0 = p.tensors[n_inputs];
-    if (in0.dtype == registry::DType::f32 && out0.dtype == registry::DType::f32 &&
-        in0.elements() >= n && out0.elements() >= n) {
-      bw.tensors = {{"x", in0.data, registry::DType::f32, {n}},
-                    {"y", out0.data, registry::DType::f32, {n}}};
-    } else {
-      bw.add("x", registry::DType::f32, {n}, true);
-      bw.add("y", registry::DType::f32, {n}, false);
-    }
+    const registry::Descriptor& bd = bk.descriptor();
+    std::vector<std::string> bw_in;
+    for (const auto& in : bd.inputs)
+      if (in.role != registry::Input::Role::scalar) bw_in.push_back(in.name);
+    const int64_t n =
+        static_cast<int64_t>(bytes / (4.0 * static_cast<double>(bw_in.size() + bd.outputs.size())));
+    // Its j-th input and output on the op's j-th where they hold n fp32 elements (same pages,
+    // same alignment as the op's); its own buffers otherwise.
+    auto bind = [&](const std::string& name, size_t op_index, size_t op_end, bool input) {
+      if (op_index < op_end) {
+        const Tensor& t = p.tensors[op_index];
+        if (t.dtype == registry::DType::f32 && t.elements() >= n) {
+          bw.tensors.push_back({name, t.data, registry::DType::f32, {n}});
+          return;
+        }
+      }
+      bw.add(name, registry::DType::f32, {n}, input);
+    };
+    for (size_t j = 0; j < bw_in.size(); ++j) bind(bw_in[j], j, n_inputs, true);
+    for (size_t j = 0; j < bd.outputs.size(); ++j)
+      bind(bd.outputs[j].name, n_inputs + j, p.tensors.size(), false);
     bw.make_views();
     runs.push_back(
         {"bandwidth (" + d.bandwidth_op + ")",
@@ -286,9 +295,13 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   }
   if (bw_gbps > 0) j["pct_of_bw"] = 100.0 * (bytes / op_s / 1e9) / bw_gbps;
   if (!peer_error.empty()) j["peer_error"] = peer_error;
-  if (!peer && peer_error.empty())
-    j["peer_error"] =
-        peers::onednn_available() ? "oneDNN has no equivalent of " + op : "built without oneDNN";
+  if (!peer && peer_error.empty()) {
+    const std::string why = peers::onednn_missing(op);
+    j["peer_error"] = !peers::onednn_available() ? "built without oneDNN"
+                      : why.empty()              ? "oneDNN has no equivalent of " + op
+                                                 : why;
+    if (peers::onednn_available() && !why.empty()) j["peer_missing"] = why;
+  }
   return j;
 }
 
@@ -323,6 +336,7 @@ int bench_nn_all(const Args& a, Registry& reg) {
     if (a.has("json")) continue;
     const auto& r0 = j["runs"][0];
     std::string peer_ms = "-", peer_ratio = "-";
+    if (j.contains("peer_missing")) peer_ms = "none: " + j["peer_missing"].get<std::string>();
     for (const auto& r : j["runs"]) {
       if (r["label"].get<std::string>().rfind("oneDNN", 0) == 0) {
         peer_ms = std::to_string(r["ms"].get<double>()).substr(0, 7);

@@ -1,9 +1,11 @@
-// oneDNN 2.6 peers of the row-wise ops and gelu, on the caller's buffers (no copies):
+// oneDNN 2.6 peers of the row-wise ops, gelu and silu, on the caller's buffers (no copies):
 //   layer_norm -> layer_normalization_forward (inference, use_scale | use_shift)
 //   softmax    -> softmax_forward (inference, axis 1 of [R, C])
 //   gelu       -> eltwise_forward, eltwise_gelu_erf (approximate=none) / eltwise_gelu_tanh
-//   rms_norm   -> none: oneDNN 2.6 has no RMS normalization (layer_normalization always
-//                 subtracts the mean), so rms_norm is compared with the bandwidth kernel only.
+//   silu       -> eltwise_forward, eltwise_swish with alpha 1 (x * sigmoid(1 * x))
+//   rms_norm, add_rms_norm, add_layer_norm, group_norm, silu_mul -> none (peers::onednn_missing
+//   says why),
+//                 compared with the bandwidth kernel only.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <unordered_map>
@@ -59,7 +61,7 @@ std::unique_ptr<PeerRun> onednn_norm_peer(const std::string& op,
                                           const std::map<std::string, std::string>& attrs,
                                           const std::vector<Tensor>& tensors,
                                           const std::map<std::string, double>& scalars) {
-  if (op != "layer_norm" && op != "softmax" && op != "gelu") return nullptr;
+  if (op != "layer_norm" && op != "softmax" && op != "gelu" && op != "silu") return nullptr;
   try {
     auto p = std::make_unique<Prepared>();
     const Tensor& x = find_tensor(tensors, op, "x");
@@ -67,6 +69,13 @@ std::unique_ptr<PeerRun> onednn_norm_peer(const std::string& op,
     const dnnl::memory::desc md = f32_desc(x, op);
     p->bind(DNNL_ARG_SRC, x, op);
     p->bind(DNNL_ARG_DST, y, op);
+    if (op == "silu") {
+      const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::eltwise_swish, md, 1.f, 0.f);
+      p->primitive = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, p->engine));
+      p->name = "oneDNN eltwise_swish";
+      return p;
+    }
     if (op == "layer_norm") {
       auto eps = scalars.find("eps");
       if (eps == scalars.end()) throw std::runtime_error("oneDNN layer_norm peer: no scalar eps");
