@@ -168,3 +168,102 @@ def test_bad_inputs_are_refused_by_name(reg):
             m(torch.ones(2, 5, dtype=torch.float64))
         with pytest.raises(ValueError, match=r"linear: input \(2, 4\) and weight \(3, 5\)"):
             m(torch.ones(2, 4))
+
+
+# The ops of the NN issue's second part: silu, silu_mul, group_norm, fused attention.
+
+def test_silu(reg):
+    run_both(torch.nn.SiLU(), onn.SiLU, randn(3, 5, 17, seed=14) * 6, 1e-6, 1e-5)
+
+
+def test_silu_mul(reg):
+    a, b = randn(5, 1001, seed=15) * 4, randn(5, 1001, seed=16)
+    with torch.no_grad():
+        got = onn.functional.silu_mul(a, b)
+    want = torch.nn.functional.silu(a.double()) * b.double()
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"silu_mul: a \(5, 1001\) and b \(5, 1000\) differ"):
+        with torch.no_grad():
+            onn.functional.silu_mul(a, b[:, :1000])
+
+
+@pytest.mark.parametrize("groups,channels,hw,affine", [(3, 6, (5, 7), True), (1, 1, (1, 1), True),
+                                                        (32, 320, (16, 16), True),
+                                                        (2, 4, (17, 3), False)])
+def test_group_norm(reg, groups, channels, hw, affine):
+    torch.manual_seed(17)
+    m = torch.nn.GroupNorm(groups, channels, eps=1e-5, affine=affine)
+    if affine:
+        with torch.no_grad():
+            m.weight.normal_()
+            m.bias.normal_()
+    run_both(m, onn.GroupNorm, randn(2, channels, *hw, seed=18) + 3, 1e-4, 1e-4)
+
+
+def attention_ref(q, k, v, causal, mask=None):
+    """softmax(q k^T / sqrt(D) [+ mask] [causal: s <= l]) v in fp64, K/V heads repeated for
+    GQA."""
+    q, k, v = q.double(), k.double(), v.double()
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = s + mask.double()
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,hkv,length,d", [(1, 1, 1, 1, 64), (2, 4, 2, 17, 40),
+                                              (1, 2, 2, 100, 64)])
+def test_scaled_dot_product_attention(reg, causal, b, h, hkv, length, d):
+    q = randn(b, h, length, d, seed=19)
+    k, v = randn(b, hkv, length, d, seed=20), randn(b, hkv, length, d, seed=21)
+    with torch.no_grad():
+        got = onn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert torch.allclose(got.double(), attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_masks(reg):
+    q, k, v = randn(2, 4, 17, 40, seed=24), randn(2, 2, 13, 40, seed=25), randn(2, 2, 13, 40,
+                                                                             seed=26)
+    additive = randn(17, 13, seed=27)
+    seen = randn(17, 13, seed=28) > -0.5
+    with torch.no_grad():
+        got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+        assert torch.allclose(got.double(), attention_ref(q, k, v, False, additive),
+                              rtol=1e-4, atol=1e-5)
+        got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=seen)
+        as_float = torch.zeros(17, 13).masked_fill(~seen, float("-inf"))
+        assert torch.allclose(got.double(), attention_ref(q, k, v, False, as_float),
+                              rtol=1e-4, atol=1e-5)
+        with pytest.raises(ValueError, match="not both"):
+            onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=seen, is_causal=True)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention(reg, batch_first):
+    torch.manual_seed(22)
+    ref = torch.nn.MultiheadAttention(64, 4, batch_first=batch_first).eval()
+    x = randn(3, 17, 64, seed=23) if batch_first else randn(17, 3, 64, seed=23)
+    causal = torch.ones(17, 17, dtype=torch.bool).triu(1)
+    m, report = ot.patch(torch.nn.Sequential(ref))
+    mha = m[0]
+    assert isinstance(mha, onn.MultiheadAttention)
+    with torch.no_grad():
+        for mask in (None, causal, randn(17, 17, seed=29)):
+            got, weights = mha(x, x, x, need_weights=False, attn_mask=mask)
+            assert weights is None and mha.torch_calls == 0
+            want, _ = torch.nn.MultiheadAttention.forward(
+                copy_double(ref), x.double(), x.double(), x.double(), need_weights=False,
+                attn_mask=mask)
+            assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5)
+        # Attention weights are never formed by the fused kernel: torch's forward, counted.
+        _, weights = mha(x, x, x)
+        assert weights is not None and mha.torch_calls == 1
+
+
+def copy_double(module):
+    import copy
+    return copy.deepcopy(module).double()
