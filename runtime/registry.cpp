@@ -184,16 +184,9 @@ std::string Registry::default_user_dir() {
   return registry::user_registry_dir();
 }
 
-bool Registry::has_op(const std::string& op) const {
+bool Registry::has(const std::string& name, bool variant) const {
   for (const auto& e : index().variants) {
-    if (e.op == op) return true;
-  }
-  return false;
-}
-
-bool Registry::has_variant(const std::string& variant) const {
-  for (const auto& e : index().variants) {
-    if (e.variant == variant) return true;
+    if ((variant ? e.variant : e.op) == name) return true;
   }
   return false;
 }
@@ -234,11 +227,10 @@ Registry* Registry::user_registry(bool reread) const {
 
 Registry* Registry::owner(const std::string& name, bool variant) const {
   auto self = const_cast<Registry*>(this);
-  auto has = [&](const Registry& r) { return variant ? r.has_variant(name) : r.has_op(name); };
-  if (has(*this)) return self;
+  if (has(name, variant)) return self;
   for (bool reread : {false, true}) {
     Registry* u = user_registry(reread);
-    if (u && has(*u)) return u;
+    if (u && u->has(name, variant)) return u;
   }
   return self;
 }
@@ -255,7 +247,7 @@ std::vector<std::string> Registry::user_ops() const {
   std::vector<std::string> out;
   if (Registry* u = user_registry(true)) {  // a rule built meanwhile shows
     for (const auto& op : u->ops()) {
-      if (!has_op(op)) out.push_back(op);
+      if (!has(op, false)) out.push_back(op);
     }
   }
   return out;

@@ -368,19 +368,21 @@ cache::KeyBuilder kernel_key(const HalideIdentity& hid, const Halide::Target& ta
   return cache::kernel_key(key_parts(hid, target, entry, p));
 }
 
-cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
-                                  const std::string& entry, const dsl::KernelPipeline& p,
-                                  const std::string& schedule_source) {
+namespace {
+
+// An autoscheduled variant's key parts: kernel_key's, the autoscheduler and its pinned
+// settings, then `how` (what else its schedule is a function of).
+cache::KeyBuilder autoscheduled_key(const HalideIdentity& hid, const Halide::Target& target,
+                                    const std::string& entry, const dsl::KernelPipeline& p,
+                                    std::vector<std::pair<std::string, std::string>> how) {
   const generators::AutoscheduleSettings& s = generators::autoschedule_settings();
   cache::KernelKeyParts parts = key_parts(hid, target, entry, p);
   parts.extra = {
       {"autoscheduler", s.autoscheduler},
-      {"autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text()},
-      {"schedule_file_sha256", cache::sha256_hex(schedule_source)}};
+      {"autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text()}};
+  parts.extra.insert(parts.extra.end(), how.begin(), how.end());
   return cache::kernel_key(parts);
 }
-
-namespace {
 
 // The SHA-256 of the Adams2019 plugin, read once: a rule twin's schedule depends on it.
 const std::string& plugin_sha256() {
@@ -398,18 +400,21 @@ const std::string& plugin_sha256() {
 
 }  // namespace
 
+cache::KeyBuilder auto_kernel_key(const HalideIdentity& hid, const Halide::Target& target,
+                                  const std::string& entry, const dsl::KernelPipeline& p,
+                                  const std::string& schedule_source) {
+  return autoscheduled_key(hid, target, entry, p,
+                           {{"schedule_file_sha256", cache::sha256_hex(schedule_source)}});
+}
+
 cache::KeyBuilder build_time_auto_kernel_key(const HalideIdentity& hid,
                                              const Halide::Target& target, const std::string& entry,
                                              const dsl::KernelPipeline& p) {
-  const generators::AutoscheduleSettings& s = generators::autoschedule_settings();
-  cache::KernelKeyParts parts = key_parts(hid, target, entry, p);
-  parts.extra = {
-      {"autoscheduler", s.autoscheduler},
-      {"autoschedule_settings", s.env_text() + "; machine_params=" + s.machine_params_text()},
-      {"autoscheduler_plugin_sha256", plugin_sha256()},
-      {"schedule",
-       "in-process at build time, split tails ShiftInwards/RoundUp/Auto -> GuardWithIf"}};
-  return cache::kernel_key(parts);
+  return autoscheduled_key(hid, target, entry, p,
+                           {{"autoscheduler_plugin_sha256", plugin_sha256()},
+                            {"schedule",
+                             "in-process at build time, split tails ShiftInwards/RoundUp/Auto -> "
+                             "GuardWithIf"}});
 }
 
 void check_autoscheduler(const dsl::rules::RuleOp& op, const std::string& plugin) {

@@ -240,8 +240,7 @@ class Registry {
   template <class F>
   decltype(auto) retrying(F&& f) const;
   bool refresh_index() const;  // true when index.json changed and was re-read
-  bool has_op(const std::string& op) const;
-  bool has_variant(const std::string& variant) const;
+  bool has(const std::string& name, bool variant) const;  // an op, or a variant id, indexed
   // The user registry, opened (or re-read) now; nullptr when there is none or it is unusable
   // (user_error_ says why).
   Registry* user_registry(bool reread) const;

@@ -15,8 +15,13 @@ class GradientsNotSupported(RuntimeError):
     """An opforge NN kernel was asked for a result autograd would differentiate."""
 
 
+def needs_grad(*tensors):
+    """Whether autograd would differentiate a result computed from `tensors`."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def _require_no_grad(what, *tensors):
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+    if needs_grad(*tensors):
         raise GradientsNotSupported(
             f"opforge.torch.nn.{what} runs inference kernels, which have no backward: run the "
             "model under torch.no_grad() or torch.inference_mode(), or build the module with "
@@ -54,20 +59,28 @@ def _rows(x, normalized):
     return x.reshape(-1, c)
 
 
+def _norm_rows(what, x, normalized_shape, weight, bias=None):
+    """x as [R, C] rows over the last len(normalized_shape) dims, and weight (ones when None)
+    and bias (zeros) as [C]."""
+    x = _f32(f"{what}: input", x)
+    shape = tuple(normalized_shape)
+    if tuple(x.shape[x.dim() - len(shape):]) != shape:
+        raise ValueError(f"{what}: input shape {tuple(x.shape)} does not end in "
+                         f"normalized_shape {shape}")
+    rows = _rows(x, len(shape))
+    c = rows.shape[1]
+
+    def per_column(name, t, fill):
+        return _f32(f"{what}: {name}", t).reshape(c) if t is not None else torch.full((c,), fill)
+
+    return x, rows, per_column("weight", weight, 1.0), per_column("bias", bias, 0.0)
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, registry=None):
     """torch.nn.functional.layer_norm (biased variance, over the last len(normalized_shape)
     dims)."""
     _require_no_grad("layer_norm", x, weight, bias)
-    x = _f32("layer_norm: input", x)
-    n = len(tuple(normalized_shape))
-    if tuple(x.shape[x.dim() - n:]) != tuple(normalized_shape):
-        raise ValueError(f"layer_norm: input shape {tuple(x.shape)} does not end in "
-                         f"normalized_shape {tuple(normalized_shape)}")
-    rows = _rows(x, n)
-    c = rows.shape[1]
-    gamma = _f32("layer_norm: weight", weight).reshape(c) if weight is not None else \
-        torch.ones(c)
-    beta = _f32("layer_norm: bias", bias).reshape(c) if bias is not None else torch.zeros(c)
+    x, rows, gamma, beta = _norm_rows("layer_norm", x, normalized_shape, weight, bias)
     y = _call(_kernel("layer_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
               beta=beta, eps=float(eps))
     return y.view(x.shape)
@@ -77,14 +90,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, registry=None):
     """y = x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims (LLaMA's
     RMSNorm; torch.nn.functional.rms_norm of torch >= 2.4)."""
     _require_no_grad("rms_norm", x, weight)
-    x = _f32("rms_norm: input", x)
-    n = len(tuple(normalized_shape))
-    if tuple(x.shape[x.dim() - n:]) != tuple(normalized_shape):
-        raise ValueError(f"rms_norm: input shape {tuple(x.shape)} does not end in "
-                         f"normalized_shape {tuple(normalized_shape)}")
-    rows = _rows(x, n)
-    c = rows.shape[1]
-    gamma = _f32("rms_norm: weight", weight).reshape(c) if weight is not None else torch.ones(c)
+    x, rows, gamma, _ = _norm_rows("rms_norm", x, normalized_shape, weight)
     y = _call(_kernel("rms_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
               eps=float(eps))
     return y.view(x.shape)

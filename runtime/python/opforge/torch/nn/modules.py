@@ -14,15 +14,11 @@ class _OpforgeModule:
     fallback = False
     ops = ()  # the registry ops forward runs (patch leaves the module when one is missing)
 
-    def _needs_grad(self, *tensors):
-        return torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in tensors)
-
     def _torch_forward(self, x):
         return super().forward(x)  # the torch class after this mixin in the MRO
 
     def forward(self, x):
-        if self.fallback and self._needs_grad(x, *self.parameters()):
+        if self.fallback and F.needs_grad(x, *self.parameters()):
             return self._torch_forward(x)
         return self._opforge_forward(x)
 
@@ -169,7 +165,7 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
         if attn_mask is not None and _is_causal_mask(attn_mask, query, key, self.batch_first):
             attn_mask, is_causal = None, True
         use_torch = need_weights or key_padding_mask is not None or (
-            self.fallback and self._needs_grad(query, key, value, *self.parameters()))
+            self.fallback and F.needs_grad(query, key, value, *self.parameters()))
         if attn_mask is not None and (attn_mask.dim() != 2 or attn_mask.dtype not in (
                 torch.bool, torch.float32)):
             use_torch = True  # a per-head (3-D) or other mask
