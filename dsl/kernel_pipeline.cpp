@@ -130,6 +130,8 @@ Halide::Type halide_type(registry::DType t) {
       return Halide::Int(32);
     case registry::DType::i64:
       return Halide::Int(64);
+    case registry::DType::b8:
+      return Halide::UInt(8);  // a byte per element (torch.bool); kernels test != 0
   }
   return Halide::Float(32);
 }

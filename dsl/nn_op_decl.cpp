@@ -1,8 +1,11 @@
 #include "dsl/nn_op_decl.h"
 
+#include <algorithm>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
+#include "dsl/kernel_pipeline.h"
 #include "opforge/scalar_domain.h"
 #include "registry/format/shape_expr.h"
 
@@ -32,6 +35,28 @@ int64_t NnArgs::attr_int(const std::string& name) const {
 }
 const std::string& NnArgs::attr_string(const std::string& name) const {
   return attr_of(attrs, name);
+}
+
+Halide::Func NnArgs::f32(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw std::invalid_argument("no input tensor '" + name + "'");
+  const Halide::ImageParam& im = it->second;
+  if (im.type() == Halide::Float(32)) return im;  // the same calls as im(...): same algorithm
+  std::vector<Halide::Var> v(im.dimensions());
+  Halide::Func w(name + "_f32");
+  w(v) = Halide::cast<float>(im(v));
+  return w;
+}
+
+Halide::Expr NnArgs::store(const std::string& output, const Halide::Expr& value) const {
+  auto it = output_dtypes.find(output);
+  if (it == output_dtypes.end()) throw std::invalid_argument("no output '" + output + "'");
+  return it->second == registry::DType::f32 ? value : Halide::cast(halide_type(it->second), value);
+}
+
+registry::Tolerance activation_tolerance(registry::Tolerance t, registry::DType dtype) {
+  if (dtype == registry::DType::f32) return t;
+  return {t.rtol + 1.0 / 256, 8 * t.atol};
 }
 
 // kind "nn", or "bandwidth" for a same-traffic yardstick.
@@ -118,6 +143,72 @@ NnOpDecl& NnOpDecl::bandwidth_op(std::string op) {
   return *this;
 }
 
+NnOpDecl& NnOpDecl::activations(std::vector<std::string> tensors) {
+  if (!activations_.empty()) fail("activations declared twice");
+  if (tensors.empty()) fail("activations: name at least one tensor");
+  activations_ = std::move(tensors);
+  attr_string(
+      kActivationDtypeAttr, "float32",
+      {"float32", "bfloat16"}, "Storage of the activations (" + [this] {
+        std::string t;
+        for (const auto& n : activations_) t += (t.empty() ? "" : ", ") + n;
+        return t;
+      }() + "): float32, or bfloat16 (computed in fp32, rounded to nearest even on store)");
+  named_in_id_off_default(kActivationDtypeAttr);
+  return *this;
+}
+
+NnOpDecl& NnOpDecl::input_dtype_when(const std::string& tensor, const std::string& attr,
+                                     const std::string& value, registry::DType dtype) {
+  bool input = false, choice = false;
+  for (const auto& a : args_) input = input || (!a.is_scalar && a.tensor.name == tensor);
+  for (const auto& a : attrs()) {
+    if (a.name == attr)
+      choice = std::find(a.choices.begin(), a.choices.end(), value) != a.choices.end();
+  }
+  if (!input) fail("input_dtype_when: no input tensor '" + tensor + "' (declare it first)");
+  if (!choice) fail("input_dtype_when: attr '" + attr + "' has no choice '" + value + "'");
+  dtype_when_.push_back({tensor, attr, value, dtype});
+  return *this;
+}
+
+std::string NnOpDecl::cost_for_variant(const std::string& expr, const AttrValues& attrs) const {
+  std::string out = expr;
+  auto replace = [&](const std::string& tensor) {
+    const std::regex word("\\bbytes_" + tensor + "\\b");
+    out = std::regex_replace(out, word,
+                             std::to_string(registry::dtype_bytes(tensor_dtype(tensor, attrs))));
+  };
+  for (const auto& a : args_) {
+    if (!a.is_scalar) replace(a.tensor.name);
+  }
+  for (const auto& o : outputs_) replace(o.name);
+  return out;
+}
+
+registry::DType NnOpDecl::tensor_dtype(const std::string& name, const AttrValues& attrs) const {
+  for (const auto& w : dtype_when_) {
+    auto it = attrs.find(w.attr);
+    if (w.tensor == name && it != attrs.end() && it->second == w.value) return w.dtype;
+  }
+  registry::DType declared{};
+  bool found = false;
+  for (const auto& a : args_) {
+    if (!a.is_scalar && a.tensor.name == name) declared = a.tensor.dtype, found = true;
+  }
+  for (const auto& o : outputs_) {
+    if (o.name == name) declared = o.dtype, found = true;
+  }
+  if (!found) fail("no tensor '" + name + "'");
+  if (std::find(activations_.begin(), activations_.end(), name) == activations_.end())
+    return declared;
+  auto it = attrs.find(kActivationDtypeAttr);
+  if (it == attrs.end() || it->second == "float32") return registry::DType::f32;
+  if (it->second == "bfloat16") return registry::DType::bf16;
+  fail(std::string("attr '") + kActivationDtypeAttr + "' is '" + it->second +
+       "': float32 or bfloat16");
+}
+
 const NnAlgorithm& NnOpDecl::find_algorithm(const std::string& name) const {
   for (const auto& a : algorithms_) {
     if (a.name == name) return a;
@@ -146,6 +237,16 @@ void NnOpDecl::validate() const {
     }
   }
   for (const auto& o : outputs_) unique(o.name, "output");
+  for (const auto& n : activations_) {
+    bool f32_tensor = false;
+    for (const auto& a : args_) {
+      if (!a.is_scalar && a.tensor.name == n) f32_tensor = a.tensor.dtype == registry::DType::f32;
+    }
+    for (const auto& o : outputs_) {
+      if (o.name == n) f32_tensor = o.dtype == registry::DType::f32;
+    }
+    if (!f32_tensor) fail("activation '" + n + "' is not a declared float32 input or output");
+  }
   for (const auto& a : attrs_) {
     if (names.count(a.name)) fail("attr '" + a.name + "' has an argument's name");
     if (a.type == Attr::Type::boolean || a.type == Attr::Type::integer) dim_names.insert(a.name);
@@ -178,6 +279,11 @@ void NnOpDecl::validate() const {
     if (!a.applies_when.empty()) check(a.applies_when, "algorithm '" + a.name + "'");
     if (!a.build) fail("algorithm '" + a.name + "' has no build function");
   }
+  // Cost expressions may count each tensor's element bytes (cost_for_variant).
+  for (const auto& a : args_) {
+    if (!a.is_scalar) dim_names.insert("bytes_" + a.tensor.name);
+  }
+  for (const auto& o : outputs_) dim_names.insert("bytes_" + o.name);
   if (!cost_.flops.empty()) check(cost_.flops, "cost.flops");
   if (!cost_.bytes.empty()) check(cost_.bytes, "cost.bytes");
 }

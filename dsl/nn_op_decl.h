@@ -70,9 +70,16 @@ struct NnArgs {
   std::map<std::string, Halide::Expr> scalars;        // by scalar name (Param Exprs)
   AttrValues attrs;                                   // resolved (every declared attr)
   Halide::Target target;
+  std::map<std::string, registry::DType> output_dtypes;  // by output name (resolved)
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   const std::string& attr_string(const std::string& name) const;
+  // Input `name` as fp32 values: the ImageParam itself when it is fp32, else a (inlined)
+  // widening of its bf16 elements, which is exact. Algorithms over activations that may be
+  // bf16 (NnOpDecl::activations) read them through this and compute in fp32.
+  Halide::Func f32(const std::string& name) const;
+  // An fp32 `value` in output `name`'s dtype: itself, or rounded to nearest even bf16.
+  Halide::Expr store(const std::string& output, const Halide::Expr& value) const;
 };
 
 // What it returns: the outputs in declaration order (scheduled), and a one-line summary of the
@@ -130,10 +137,29 @@ class NnOpDecl : public DeclBuilder<NnOpDecl> {
 
   // Typical extent of a dim: the estimate set on every buffer dim of that name.
   NnOpDecl& estimate(const std::string& dim, int64_t extent);
+  // Shape expressions; they may also name bytes_<tensor>, the element size of a declared input
+  // or output in the variant (its dtype may follow an attr: activations, input_dtype_when).
   NnOpDecl& cost(std::string flops, std::string bytes);
+  // A cost expression of this op with every bytes_<tensor> replaced by its variant's number.
+  std::string cost_for_variant(const std::string& expr, const AttrValues& attrs) const;
   NnOpDecl& example(std::string call);
   // The bandwidth kernel (an NN op of kind "bandwidth") `opforge bench` compares this op with.
   NnOpDecl& bandwidth_op(std::string op);
+  // Declares the op's activations: the fp32 inputs and outputs named here are stored as fp32
+  // or bf16, by the string attr kActivationDtypeAttr ("float32", the default, or "bfloat16";
+  // named in variant ids only off its default). The op computes in fp32 either way: bf16
+  // loads widen exactly (NnArgs::f32), stores round to nearest even (NnArgs::store). Meant for
+  // memory-bound ops, whose traffic the bf16 storage halves; small per-channel parameters
+  // (gamma, beta) stay fp32. Cost expressions count bytes with bytes_<tensor> (see cost), and bf16
+  // variants' tolerance widens by the output rounding (activation_tolerance).
+  NnOpDecl& activations(std::vector<std::string> tensors);
+  const std::vector<std::string>& activation_tensors() const { return activations_; }
+  // Input `tensor` has `dtype` in the variants where string attr `attr` (declared first) is
+  // `value`: e.g. an attention mask that is float32 (additive) or bool (which keys are seen).
+  NnOpDecl& input_dtype_when(const std::string& tensor, const std::string& attr,
+                             const std::string& value, registry::DType dtype);
+  // A declared input's or output's dtype under resolved `attrs` (throws for an unknown name).
+  registry::DType tensor_dtype(const std::string& name, const AttrValues& attrs) const;
 
   // Arguments in order: each is a tensor (dims set, possibly empty for rank 0) or a scalar.
   struct Arg {
@@ -164,6 +190,24 @@ class NnOpDecl : public DeclBuilder<NnOpDecl> {
   std::map<std::string, int64_t> estimates_;
   NnCost cost_;
   std::string bandwidth_op_;
+  std::vector<std::string> activations_;
+  struct DtypeWhen {
+    std::string tensor, attr, value;
+    registry::DType dtype;
+  };
+  std::vector<DtypeWhen> dtype_when_;
 };
+
+// The string attr selecting an NN op's activation dtype (NnOpDecl::activations): "float32" or
+// "bfloat16".
+inline constexpr const char* kActivationDtypeAttr = "dtype";
+
+// The accepted error of a variant whose activations are bf16: rtol + 2^-8 for the rounding of
+// the result to nearest even bf16 (at most half a step, 2^-8 relative, bf16 having 8
+// significant bits), and 8 atol: bf16 inputs take few distinct values, so the fp32 rounding
+// errors of a row's statistics add coherently rather than as a random walk. Measured on
+// bf16-quantized rows of mean 10 (gamma, beta in [9, 11], C = 8192, 60 seeds): layer_norm's
+// fp32 arithmetic reached 3.9x its fp32 atol near y = 0 (torch's fp32 layer_norm: 3.0e-5, 3x).
+registry::Tolerance activation_tolerance(registry::Tolerance t, registry::DType dtype);
 
 }  // namespace opforge::dsl

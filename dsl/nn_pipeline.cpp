@@ -41,7 +41,8 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
     }
     const NnTensorDecl& t = a.tensor;
     const int dims = static_cast<int>(t.dims.size());
-    Halide::ImageParam im(halide_type(t.dtype), dims, t.name);
+    const registry::DType dtype = decl.tensor_dtype(t.name, op.attrs);
+    Halide::ImageParam im(halide_type(dtype), dims, t.name);
     for (int d = 0; d < dims; ++d) {
       std::string n = t.dims[dims - 1 - d];  // Halide dim 0 is the innermost
       if (!n.empty() && n.back() == '?') n.pop_back();
@@ -50,9 +51,11 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
     }
     args.tensors.emplace(t.name, im);
     r.arguments.push_back(im);
-    r.kernel_args.push_back({t.name, KernelArg::Kind::input_buffer, t.dtype, dims});
-    r.inputs.push_back({t.name, Input::Role::tensor, t.dtype, dims, t.description, t.dims});
+    r.kernel_args.push_back({t.name, KernelArg::Kind::input_buffer, dtype, dims});
+    r.inputs.push_back({t.name, Input::Role::tensor, dtype, dims, t.description, t.dims});
   }
+  for (const auto& o : decl.outputs())
+    args.output_dtypes[o.name] = decl.tensor_dtype(o.name, op.attrs);
   for (const auto& a : decl.attrs()) {
     r.attrs.push_back(
         {a.name, a.type, a.default_value, args.attrs.at(a.name), a.description, a.choices});
@@ -66,15 +69,17 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     const NnOutputDecl& o = decl.outputs()[i];
+    const registry::DType dtype = args.output_dtypes.at(o.name);
     Halide::Func f = k.outputs[i];
     const int dims = static_cast<int>(o.dims.size());
     if (f.name() != o.name || f.dimensions() != dims || f.outputs() != 1 ||
-        f.output_types()[0] != halide_type(o.dtype)) {
+        f.output_types()[0] != halide_type(dtype)) {
       throw std::invalid_argument(
           "op '" + decl.name() + "' algorithm '" + algorithm + "': output " + std::to_string(i) +
           " is Func '" + f.name() + "' with " + std::to_string(f.dimensions()) +
           " dims; the op declares '" + o.name + "' with " + std::to_string(dims) + " dims of " +
-          registry::dtype_name(o.dtype) + " (make outputs with dsl::output_func(name))");
+          registry::dtype_name(dtype) +
+          " (make outputs with dsl::output_func(name), define them with NnArgs::store)");
     }
     Halide::OutputImageParam ob = f.output_buffer();
     for (int d = 0; d < dims; ++d) {
@@ -83,8 +88,8 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
       if (auto v = registry::ShapeExpr::parse(e).evaluate(env))
         ob.dim(d).set_estimate(0, static_cast<int>(*v));
     }
-    r.kernel_args.push_back({o.name, KernelArg::Kind::output_buffer, o.dtype, dims});
-    r.outputs.push_back({o.name, o.name, "", o.dtype, dims, o.dims});
+    r.kernel_args.push_back({o.name, KernelArg::Kind::output_buffer, dtype, dims});
+    r.outputs.push_back({o.name, o.name, "", dtype, dims, o.dims});
   }
   r.pipeline = Halide::Pipeline(k.outputs);
   r.algorithm = algorithm_text(k.outputs);

@@ -46,7 +46,11 @@ const NnAlgorithm& ResolvedOp::nn_algorithm() const {
 }
 
 registry::Tolerance ResolvedOp::tolerance() const {
-  if (nn() && nn_algorithm().tolerance) return *nn_algorithm().tolerance;
+  if (const NnOpDecl* d = nn()) {
+    const registry::Tolerance t = nn_algorithm().tolerance.value_or(decl->tolerance());
+    if (d->activation_tensors().empty()) return t;
+    return activation_tolerance(t, d->tensor_dtype(d->activation_tensors().front(), attrs));
+  }
   return decl->tolerance();
 }
 

@@ -94,7 +94,16 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   Expr score = sacc(ii, j, qb, h, b);
   // The mask is read along the queries (a gather, stride S): its [rows x keys] block is read
   // once per task and key block, against D multiply-adds per score.
-  if (masked) score += args.tensors.at("mask")(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
+  // A float mask is added; a bool mask (a byte, mask_dtype=bool) says which keys are seen.
+  if (masked) {
+    const ImageParam m = args.tensors.at("mask");
+    const Expr mv = m(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
+    if (m.type() == Float(32)) {
+      score += mv;
+    } else {
+      valid = valid && mv != 0;
+    }
+  }
   Func s("s");
   s(ii, j, qb, h, b) = select(valid, score, -INFINITY);
   RDom rj(0, Sb, "rj");
@@ -295,18 +304,25 @@ const dsl::NnOpDecl& scaled_dot_product_attention() {
 const dsl::NnOpDecl& scaled_dot_product_attention_masked() {
   static const dsl::NnOpDecl decl = [] {
     dsl::NnOpDecl d("scaled_dot_product_attention_masked");
-    d.summary("scaled_dot_product_attention with an additive float mask [L, S]")
+    d.summary("scaled_dot_product_attention with a mask [L, S]: additive float, or bool")
         .formula(
             "o[b,h,l] = sum_s softmax_s(q[b,h,l] . k[b,g,s] * scale + mask[l,s]) v[b,g,s], "
-            "g = h / (H / Hkv); scale 0 means 1/sqrt(D); a row whose mask is all -inf gives NaN")
+            "g = h / (H / Hkv); scale 0 means 1/sqrt(D); a bool mask is 0 where true, -inf "
+            "where false; a row whose mask is all -inf (all false) gives NaN")
         .reference(
             "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-            "scale=scale or None), mask float [L, S] broadcast over B and H")
+            "scale=scale or None), mask float or bool [L, S] broadcast over B and H")
         .input("q", {"B", "H", "L", "D"}, "Queries")
         .input("k", {"B", "Hkv", "S", "D"}, "Keys (Hkv heads, each shared by H/Hkv query heads)")
         .input("v", {"B", "Hkv", "S", "D"}, "Values")
         .input("mask", {"L", "S"},
-               "Added to the scaled scores (-inf: masked), every batch and head")
+               "float32: added to the scaled scores (-inf: masked); bool: true where the query "
+               "attends to the key; every batch and head")
+        .attr_string("mask_dtype", "float32", {"float32", "bool"},
+                     "The mask's dtype: float32 (additive) or bool (one byte, true = attend, "
+                     "as torch's boolean attn_mask; a quarter of the float mask's traffic)")
+        .named_in_id_off_default("mask_dtype")
+        .input_dtype_when("mask", "mask_dtype", "bool", registry::DType::b8)
         .scalar("scale", "Multiplies q . k; 0: 1/sqrt(D) (torch's default)")
         .domain("scale", "[0, inf)")
         .check("Hkv >= 1 && S >= 1", "k and v need at least one head (Hkv) and one key (S)")
@@ -318,7 +334,7 @@ const dsl::NnOpDecl& scaled_dot_product_attention_masked() {
         .estimate("L", 2048)
         .estimate("S", 2048)
         .estimate("D", 64)
-        .cost("4*B*H*L*S*D", "4*(2*B*H*L*D + 2*B*Hkv*S*D + L*S)")
+        .cost("4*B*H*L*S*D", "4*(2*B*H*L*D + 2*B*Hkv*S*D) + bytes_mask*L*S")
         .example("q=1,16,2048,64 k=1,16,2048,64 v=1,16,2048,64 mask=2048,2048 scale=0")
         .tolerance(1e-5, 2e-6)
         .algorithm("", "", 0, "as scaled_dot_product_attention, the mask added to each score block",

@@ -26,7 +26,7 @@ using Halide::Var;
 namespace {
 
 NnKernel build_gelu(const NnArgs& a) {
-  Halide::ImageParam x = a.tensors.at("x");
+  Func x = a.f32("x");
   const bool tanh_form = a.attr_string("approximate") == "tanh";
   Var i("i");
   Func y = dsl::output_func("y");
@@ -34,9 +34,9 @@ NnKernel build_gelu(const NnArgs& a) {
   if (tanh_form) {
     const float k = 0.7978845608028654f;  // sqrt(2/pi)
     const Expr u = k * (v + 0.044715f * v * v * v);
-    y(i) = v / (1.0f + Halide::exp(-2.0f * u));
+    y(i) = a.store("y", v / (1.0f + Halide::exp(-2.0f * u)));
   } else {
-    y(i) = 0.5f * v * (1.0f + Halide::erf(v * 0.7071067811865476f));
+    y(i) = a.store("y", 0.5f * v * (1.0f + Halide::erf(v * 0.7071067811865476f)));
   }
   // Schedule: the shared 1-D elementwise recipe (run-time parallel chunks, serial below 16K
   // elements, GuardWithIf tails), 16-wide on AVX-512.
@@ -57,9 +57,10 @@ const dsl::NnOpDecl& gelu() {
         .output("y", {"N"}, "gelu(x), same shape")
         .attr_string("approximate", "none", {"none", "tanh"},
                      "none: exact erf form; tanh: the tanh approximation (as torch)")
+        .activations({"x", "y"})
         .algorithm("", "", 0, "elementwise", build_gelu)
         .estimate("N", 4096 * 1024)
-        .cost("", "4*2*N")
+        .cost("", "(bytes_x + bytes_y)*N")
         .example("x=4194304")
         .bandwidth_op("bandwidth_copy")
         .summary("Gaussian error linear unit, elementwise")

@@ -45,12 +45,13 @@ struct GroupParams {
 };
 
 NnKernel build_group_norm(const NnArgs& a) {
-  ImageParam x = a.tensors.at("x"), weight = a.tensors.at("weight"), bias = a.tensors.at("bias");
+  ImageParam x_in = a.tensors.at("x"), weight = a.tensors.at("weight"), bias = a.tensors.at("bias");
+  Func x = a.f32("x");
   const Expr groups = a.scalars.at("groups"), eps = a.scalars.at("eps");
   GroupParams p;
   p.vector = a.target.natural_vector_size(Halide::Float(32));
   p.serial_below = 1 << 15;
-  const Expr W = x.dim(0).extent(), H = x.dim(1).extent(), C = x.dim(2).extent();
+  const Expr W = x_in.dim(0).extent(), H = x_in.dim(1).extent(), C = x_in.dim(2).extent();
   const Expr CG = C / groups;  // channels per group (the descriptor checks C % groups == 0)
   const Expr M = Halide::cast<float>(CG * H * W);
   Var w("w"), h("h"), c("c"), n("n"), g("g");
@@ -82,7 +83,7 @@ NnKernel build_group_norm(const NnArgs& a) {
   Func rstd("rstd");
   rstd(g, n) = 1.0f / Halide::sqrt(v_sum(g, n) / M + eps);
   Func y = dsl::output_func("y");
-  y(w, h, c, n) = dev(w, h, c, n) * rstd(c / CG, n) * weight(c) + bias(c);
+  y(w, h, c, n) = a.store("y", dev(w, h, c, n) * rstd(c / CG, n) * weight(c) + bias(c));
 
   // Schedule: (n, group) pairs in parallel (N * groups tasks: 32-64 at Stable Diffusion's
   // shapes, balanced dynamically by Halide's thread pool); per group, pass 1 streams the
@@ -141,6 +142,7 @@ const dsl::NnOpDecl& group_norm() {
         .scalar("eps", "Added to the variance (torch default 1e-5)")
         .domain("eps", "[0, inf)")
         .output("y", {"N", "C", "H", "W"}, "Normalized, NCHW")
+        .activations({"x", "y"})
         .check("groups >= 1", "groups must be >= 1")
         .check("C % groups == 0", "x has C channels, not divisible by groups")
         .algorithm("", "", 0, "two-pass mean and biased variance per (n, group), then the output",
@@ -149,7 +151,7 @@ const dsl::NnOpDecl& group_norm() {
         .estimate("C", 320)
         .estimate("H", 64)
         .estimate("W", 64)
-        .cost("8*N*C*H*W", "4*(2*N*C*H*W + 2*C)")
+        .cost("8*N*C*H*W", "(bytes_x + bytes_y)*N*C*H*W + 4*2*C")
         .example("x=2,320,64,64 weight=320 bias=320 groups=32 eps=1e-05")
         .bandwidth_op("bandwidth_copy")
         .summary("Group normalization over (C / groups) x H x W per sample, NCHW")

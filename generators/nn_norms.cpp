@@ -196,7 +196,8 @@ using RowSource = std::function<Expr(const Expr& c, const Expr& r)>;
 
 // layer_norm of the rows of src (algorithm only; the caller schedules).
 Func layer_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, ImageParam beta,
-                     const Expr& eps, const RowParams& p, std::vector<RowReduce>& reductions) {
+                     const Expr& eps, const RowParams& p, std::vector<RowReduce>& reductions,
+                     const NnArgs& a) {
   Var c("c"), r("r");
   // Algorithm, in the frame shifted by the row's first element: d = x - x[0] is exact
   // (Sterbenz) wherever x is within a factor 2 of x[0], i.e. for rows whose mean dwarfs their
@@ -216,7 +217,7 @@ Func layer_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, Imag
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(v.total(r) / Halide::cast<float>(C) + eps);
   Func y = dsl::output_func("y");
-  y(c, r) = dev(c, r) * rstd(r) * gamma(c) + beta(c);
+  y(c, r) = a.store("y", dev(c, r) * rstd(r) * gamma(c) + beta(c));
   // Schedule (the caller's row_schedule): mean and rstd are inlined into their per-row
   // consumers.
   reductions = {s, v};
@@ -225,7 +226,7 @@ Func layer_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, Imag
 
 // rms_norm of the rows of src (algorithm only).
 Func rms_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, const Expr& eps,
-                   const RowParams& p, std::vector<RowReduce>& reductions) {
+                   const RowParams& p, std::vector<RowReduce>& reductions, const NnArgs& a) {
   Var c("c"), r("r");
   Func sq("sq");
   sq(c, r) = src(c, r) * src(c, r);
@@ -233,28 +234,29 @@ Func rms_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, const 
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(s.total(r) / Halide::cast<float>(C) + eps);
   Func y = dsl::output_func("y");
-  y(c, r) = src(c, r) * rstd(r) * gamma(c);
+  y(c, r) = a.store("y", src(c, r) * rstd(r) * gamma(c));
   reductions = {s};
   return y;
 }
 
 NnKernel build_layer_norm(const NnArgs& a) {
-  ImageParam x = a.tensors.at("x");
+  Func x = a.f32("x");
   const RowParams p = row_params(a.target);
   std::vector<RowReduce> reductions;
-  Func y = layer_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); }, x.dim(0).extent(),
-                           a.tensors.at("gamma"), a.tensors.at("beta"), a.scalars.at("eps"), p,
-                           reductions);
+  Func y = layer_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); },
+                           a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
+                           a.tensors.at("beta"), a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p);
   return NnKernel{{y}, "layer_norm: " + p.summary(), p.as_map()};
 }
 
 NnKernel build_rms_norm(const NnArgs& a) {
-  ImageParam x = a.tensors.at("x");
+  Func x = a.f32("x");
   const RowParams p = row_params(a.target);
   std::vector<RowReduce> reductions;
-  Func y = rms_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); }, x.dim(0).extent(),
-                         a.tensors.at("gamma"), a.scalars.at("eps"), p, reductions);
+  Func y = rms_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); },
+                         a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
+                         a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p);
   return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
 }
@@ -275,17 +277,18 @@ NnKernel build_rms_norm(const NnArgs& a) {
 //   add_rms_norm      100%    101%     (102% / 97%)
 // oneDNN 2.6 has neither (peers::onednn_missing).
 NnKernel build_add_norm(const NnArgs& a, bool layer) {
-  ImageParam x = a.tensors.at("x"), res = a.tensors.at("residual");
+  Func x = a.f32("x"), res = a.f32("residual");
+  const Expr C = a.tensors.at("x").dim(0).extent();
   const RowParams p = row_params(a.target);
   const RowSource src = [x, res](const Expr& c, const Expr& r) { return x(c, r) + res(c, r); };
   std::vector<RowReduce> reductions;
-  Func y = layer ? layer_norm_rows(src, x.dim(0).extent(), a.tensors.at("gamma"),
-                                   a.tensors.at("beta"), a.scalars.at("eps"), p, reductions)
-                 : rms_norm_rows(src, x.dim(0).extent(), a.tensors.at("gamma"), a.scalars.at("eps"),
-                                 p, reductions);
+  Func y =
+      layer ? layer_norm_rows(src, C, a.tensors.at("gamma"), a.tensors.at("beta"),
+                              a.scalars.at("eps"), p, reductions, a)
+            : rms_norm_rows(src, C, a.tensors.at("gamma"), a.scalars.at("eps"), p, reductions, a);
   Var c("c"), r("r");
   Func sum = dsl::output_func("sum");
-  sum(c, r) = src(c, r);
+  sum(c, r) = a.store("sum", src(c, r));
   row_schedule(y, reductions, {}, p, {sum});
   return NnKernel{{sum, y},
                   std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " + p.summary() +
@@ -294,10 +297,10 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
 }
 
 NnKernel build_softmax(const NnArgs& a) {
-  ImageParam x = a.tensors.at("x");
+  Func x = a.f32("x");
   const RowParams p = row_params(a.target);
   Var c("c"), r("r");
-  const Expr C = x.dim(0).extent();
+  const Expr C = a.tensors.at("x").dim(0).extent();
   Func xf("xf");
   xf(c, r) = x(c, r);
   RowReduce m = row_reduce("row_max", xf, C, p.lanes, 'm');
@@ -313,7 +316,7 @@ NnKernel build_softmax(const NnArgs& a) {
       dsl::is_finite(m.total(r)), 1.0f / s.total(r),
       Halide::reinterpret<float>(Halide::Internal::UIntImm::make(Halide::UInt(32), 0x7fc00000u)));
   Func y = dsl::output_func("y");
-  y(c, r) = e(c, r) * inv(r);
+  y(c, r) = a.store("y", e(c, r) * inv(r));
   row_schedule(y, {m, s}, {e}, p);
   return NnKernel{{y}, "softmax: " + p.summary(), p.as_map()};
 }
@@ -329,11 +332,12 @@ const dsl::NnOpDecl& layer_norm() {
         .scalar("eps", "Added to the variance (torch default 1e-5)")
         .domain("eps", "[0, inf)")
         .output("y", {"R", "C"}, "Normalized rows")
+        .activations({"x", "y"})
         .algorithm("", "", 0, "two-pass mean and biased variance per row, then the output",
                    build_layer_norm)
         .estimate("R", 4096)
         .estimate("C", 1024)
-        .cost("8*R*C", "4*(2*R*C + 2*C)")
+        .cost("8*R*C", "(bytes_x + bytes_y)*R*C + 4*2*C")
         .example("x=4096,1024 gamma=1024 beta=1024 eps=1e-05")
         .bandwidth_op("bandwidth_copy")
         .summary("Layer normalization over the last axis")
@@ -357,10 +361,11 @@ const dsl::NnOpDecl& rms_norm() {
         .scalar("eps", "Added to the mean square (LLaMA uses 1e-6 / 1e-5)")
         .domain("eps", "[0, inf)")
         .output("y", {"R", "C"}, "Normalized rows")
+        .activations({"x", "y"})
         .algorithm("", "", 0, "sum of squares per row, then the output", build_rms_norm)
         .estimate("R", 4096)
         .estimate("C", 1024)
-        .cost("4*R*C", "4*(2*R*C + C)")
+        .cost("4*R*C", "(bytes_x + bytes_y)*R*C + 4*C")
         .example("x=4096,1024 gamma=1024 eps=1e-06")
         .bandwidth_op("bandwidth_copy")
         .summary("RMS normalization over the last axis (LLaMA RMSNorm)")
@@ -388,12 +393,13 @@ const dsl::NnOpDecl& add_layer_norm() {
         .domain("eps", "[0, inf)")
         .output("sum", {"R", "C"}, "x + residual (the new residual stream)")
         .output("y", {"R", "C"}, "layer_norm(x + residual)")
+        .activations({"x", "residual", "sum", "y"})
         .algorithm("", "", 0,
                    "the sum row, two-pass mean and biased variance per row, then both outputs",
                    [](const NnArgs& a) { return build_add_norm(a, true); })
         .estimate("R", 4096)
         .estimate("C", 1024)
-        .cost("9*R*C", "4*(4*R*C + 2*C)")
+        .cost("9*R*C", "(bytes_x + bytes_residual + bytes_sum + bytes_y)*R*C + 4*2*C")
         .example("x=4096,1024 residual=4096,1024 gamma=1024 beta=1024 eps=1e-05")
         .bandwidth_op("bandwidth_copy")
         .summary("Residual add fused with layer normalization over the last axis")
@@ -420,11 +426,12 @@ const dsl::NnOpDecl& add_rms_norm() {
         .domain("eps", "[0, inf)")
         .output("sum", {"R", "C"}, "x + residual (the new residual stream)")
         .output("y", {"R", "C"}, "rms_norm(x + residual)")
+        .activations({"x", "residual", "sum", "y"})
         .algorithm("", "", 0, "the sum row, its sum of squares per row, then both outputs",
                    [](const NnArgs& a) { return build_add_norm(a, false); })
         .estimate("R", 4096)
         .estimate("C", 1024)
-        .cost("5*R*C", "4*(4*R*C + C)")
+        .cost("5*R*C", "(bytes_x + bytes_residual + bytes_sum + bytes_y)*R*C + 4*C")
         .example("x=4096,1024 residual=4096,1024 gamma=1024 eps=1e-06")
         .bandwidth_op("bandwidth_copy")
         .summary("Residual add fused with RMS normalization over the last axis (LLaMA)")
@@ -443,11 +450,12 @@ const dsl::NnOpDecl& softmax() {
     dsl::NnOpDecl d("softmax");
     d.input("x", {"R", "C"}, "Rows (leading dims flattened into R)")
         .output("y", {"R", "C"}, "Softmax of each row")
+        .activations({"x", "y"})
         .algorithm("", "", 0, "row max, exp(x - max) and its sum, then the scaled row",
                    build_softmax)
         .estimate("R", 4096)
         .estimate("C", 1024)
-        .cost("", "4*2*R*C")
+        .cost("", "(bytes_x + bytes_y)*R*C")
         .example("x=4096,1024")
         .bandwidth_op("bandwidth_copy")
         .summary("Softmax over the last axis, numerically stable (row max subtracted)")

@@ -47,10 +47,10 @@ Expr silu_of(const Expr& v) {
 }
 
 NnKernel build_silu(const NnArgs& a) {
-  Halide::ImageParam x = a.tensors.at("x");
+  Func x = a.f32("x");
   Var i("i");
   Func y = dsl::output_func("y");
-  y(i) = silu_of(x(i));
+  y(i) = a.store("y", silu_of(x(i)));
   // Schedule: the shared 1-D elementwise recipe (run-time parallel chunks, serial below 16K
   // elements, GuardWithIf tails), 16-wide on AVX-512, 8-wide on AVX2.
   const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
@@ -59,10 +59,10 @@ NnKernel build_silu(const NnArgs& a) {
 }
 
 NnKernel build_silu_mul(const NnArgs& a) {
-  Halide::ImageParam ga = a.tensors.at("a"), gb = a.tensors.at("b");
+  Func ga = a.f32("a"), gb = a.f32("b");
   Var i("i");
   Func y = dsl::output_func("y");
-  y(i) = silu_of(ga(i)) * gb(i);
+  y(i) = a.store("y", silu_of(ga(i)) * gb(i));
   // Schedule: as silu; two input streams and one output stream per chunk.
   const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
   dsl::ElementwiseSchedule::apply(y, i, p);
@@ -76,9 +76,10 @@ const dsl::NnOpDecl& silu() {
     dsl::NnOpDecl d("silu");
     d.input("x", {"N"}, "Input, any shape flattened to N elements")
         .output("y", {"N"}, "silu(x), same shape")
+        .activations({"x", "y"})
         .algorithm("", "", 0, "elementwise", build_silu)
         .estimate("N", 4096 * 1024)
-        .cost("", "4*2*N")
+        .cost("", "(bytes_x + bytes_y)*N")
         .example("x=4194304")
         .bandwidth_op("bandwidth_copy")
         .summary("Sigmoid linear unit (swish), elementwise")
@@ -98,9 +99,10 @@ const dsl::NnOpDecl& silu_mul() {
     d.input("a", {"N"}, "Gate (x W_gate), any shape flattened to N elements")
         .input("b", {"N"}, "Up projection (x W_up), same shape as a")
         .output("y", {"N"}, "silu(a) * b, same shape")
+        .activations({"a", "b", "y"})
         .algorithm("", "", 0, "elementwise", build_silu_mul)
         .estimate("N", 4096 * 1024)
-        .cost("", "4*3*N")
+        .cost("", "(bytes_a + bytes_b + bytes_y)*N")
         .example("a=4194304 b=4194304")
         .bandwidth_op("bandwidth_add")
         .summary("SwiGLU gating: silu(a) * b, elementwise (LLaMA's MLP)")

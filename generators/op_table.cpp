@@ -45,11 +45,18 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
 }
 
 // One row per algorithm of an NN op: the registry holds every algorithm, the runtime picks
-// by shape.
+// by shape. An op with activations (NnOpDecl::activations) ships them in fp32 and in bf16.
 void add_all_algorithms(std::vector<VariantSpec>& rows, const dsl::NnOpDecl& decl,
                         const dsl::AttrValues& attrs = {}) {
-  for (const auto& a : decl.algorithms())
-    rows.push_back({&decl, attrs, kAllIsas, {}, {}, {}, a.name});
+  std::vector<dsl::AttrValues> forms = {attrs};
+  if (!decl.activation_tensors().empty()) {
+    forms.push_back(attrs);
+    forms.back()[dsl::kActivationDtypeAttr] = "bfloat16";
+  }
+  for (const auto& f : forms) {
+    for (const auto& a : decl.algorithms())
+      rows.push_back({&decl, f, kAllIsas, {}, {}, {}, a.name});
+  }
 }
 
 std::vector<VariantSpec> nn_rows() {
@@ -77,7 +84,8 @@ std::vector<VariantSpec> nn_rows() {
   // Attention: causal is compile-time (it removes key blocks from the loop).
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "false"}});
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "true"}});
-  add_all_algorithms(rows, scaled_dot_product_attention_masked());
+  add_all_algorithms(rows, scaled_dot_product_attention_masked(), {{"mask_dtype", "float32"}});
+  add_all_algorithms(rows, scaled_dot_product_attention_masked(), {{"mask_dtype", "bool"}});
   return rows;
 }
 

@@ -57,6 +57,8 @@ opforge::registry::DType to_dtype(int d) {
       return DType::i32;
     case OPFORGE_I64:
       return DType::i64;
+    case OPFORGE_BOOL:
+      return DType::b8;
   }
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }

@@ -41,6 +41,8 @@ inline halide_type_t halide_type_of(registry::DType t) {
       return {halide_type_int, 32, 1};
     case DType::i64:
       return {halide_type_int, 64, 1};
+    case DType::b8:
+      return {halide_type_uint, 8, 1};
   }
   return {halide_type_float, 32, 1};
 }

@@ -140,7 +140,10 @@ registry::Descriptor make_nn_descriptor(const PlannedVariant& v,
                  registry::dtype_bytes(r.outputs.front().dtype)};
   }
   r.algorithm = {algo.name, algo.applies_when, algo.priority, algo.description};
-  r.cost = {d.cost().flops, d.cost().bytes, d.cost().example};
+  // Element sizes (bytes_<tensor>) as numbers: the descriptor's expressions name dims and int
+  // scalars only.
+  r.cost = {d.cost_for_variant(d.cost().flops, v.op.attrs),
+            d.cost_for_variant(d.cost().bytes, v.op.attrs), d.cost().example};
   return r;
 }
 

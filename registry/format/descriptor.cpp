@@ -19,6 +19,8 @@ std::optional<DType> parse_dtype(const std::string& s) {
 
 int dtype_bytes(DType t) {
   switch (t) {
+    case DType::b8:
+      return 1;
     case DType::f16:
     case DType::bf16:
       return 2;

@@ -170,10 +170,10 @@ std::string safe_path(Obj& o, const std::string& key);
 // ---------------------------------------------------------------------------------------
 // Enum names
 
-inline const char* const kDTypeNames[] = {"float16", "bfloat16", "float32",
-                                          "float64", "int32",    "int64"};
-inline const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32,
-                                DType::f64, DType::i32,  DType::i64};
+inline const char* const kDTypeNames[] = {"float16", "bfloat16", "float32", "float64",
+                                          "int32",   "int64",    "bool"};
+inline const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
+                                DType::i32, DType::i64,  DType::b8};
 
 inline const char* const kRoleNames[] = {"state", "gradient", "tensor", "scalar", "result"};
 inline const Input::Role kRoles[] = {Input::Role::state, Input::Role::gradient, Input::Role::tensor,

@@ -4,7 +4,9 @@
 // which runs every variant (causal or not, each ISA the host runs) on these problems: L and
 // S of 1, 17, 100 and 300 (several key blocks and query blocks, partial last ones), D of 64,
 // 40, 17 and 1, Hkv < H, batch 2, the default and a given scale, logits large enough for the
-// online softmax to rescale. Then the declaration's rules and the runtime's errors.
+// online softmax to rescale; the masked op with a float mask and with a bool one (a byte per
+// element, true = attend; the harness draws 80% true, so a row of one key is sometimes all
+// false: NaN, as torch). Then the declaration's rules and the runtime's errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -48,14 +50,17 @@ std::vector<NnProblem> problems() {
   return out;
 }
 
-// The masked op's problems: the same cases, an additive mask [L, S] drawn like the inputs.
+// The masked op's problems: the same cases, an additive mask [L, S] drawn like the inputs,
+// and the same with a bool mask.
 std::vector<NnProblem> masked_problems() {
   std::vector<NnProblem> out;
-  for (NnProblem p : problems()) {
-    if (p.attrs.at("causal") == "true") continue;
-    p.attrs.clear();
-    p.shapes["mask"] = {p.shapes.at("q")[2], p.shapes.at("k")[2]};
-    out.push_back(p);
+  for (const char* dtype : {"float32", "bool"}) {
+    for (NnProblem p : problems()) {
+      if (p.attrs.at("causal") == "true") continue;
+      p.attrs = {{"mask_dtype", dtype}};
+      p.shapes["mask"] = {p.shapes.at("q")[2], p.shapes.at("k")[2]};
+      out.push_back(p);
+    }
   }
   return out;
 }
@@ -63,6 +68,7 @@ std::vector<NnProblem> masked_problems() {
 NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars& sc,
                     const NnAttrs& at) {
   const bool causal = at.count("causal") && at.at("causal") == "true";
+  const bool bool_mask = at.count("mask_dtype") && at.at("mask_dtype") == "bool";
   const std::vector<double>* mask = in.count("mask") ? &in.at("mask") : nullptr;
   const auto& qs = s.at("q");
   const auto& ks = s.at("k");
@@ -81,7 +87,11 @@ NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars& sc,
         for (int64_t j = 0; j < S; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += qq[d] * kk[j * D + d];
-          w[j] = causal && j > l ? -INFINITY : dot * scale + (mask ? (*mask)[l * S + j] : 0.0);
+          const double m = !mask                     ? 0.0
+                           : !bool_mask              ? (*mask)[l * S + j]
+                           : (*mask)[l * S + j] != 0 ? 0.0
+                                                     : -INFINITY;
+          w[j] = causal && j > l ? -INFINITY : dot * scale + m;
           mx = std::max(mx, w[j]);
         }
         double sum = 0;

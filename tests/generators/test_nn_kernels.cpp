@@ -1,7 +1,13 @@
 // Every NN variant of the registry (each algorithm, each ISA this CPU runs) against its op's
 // fp64 reference (nn_reference.h) on every registered problem its algorithm applies to: odd
 // shapes, batch 1 and > 1, 1x1 spatial, channels off the vector width. A variant that applies
-// to fewer than two problems fails: its algorithm would be untested.
+// to fewer than two problems fails: its algorithm would be untested. bf16 activations
+// (attr "dtype"): every problem runs in each dtype; bf16 inputs are the fp32 draws rounded to
+// nearest even (ieee_half.h, written from IEEE 754, not the kernels' conversion), the reference
+// sees exactly those values, and bf16 outputs are widened exactly before the comparison.
+// bool inputs (a byte each) are true for 80% of the draws; the reference sees 1 or 0. An output
+// element is right when it is NaN where the reference's is NaN (an attention row whose keys
+// are all masked), else within the tolerance.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,6 +16,7 @@
 
 #include "generators/nn_reference.h"
 #include "host_isa.h"
+#include "ieee_half.h"
 #include "opforge/runtime.hpp"
 #include "test_registry.h"
 
@@ -19,6 +26,7 @@ namespace {
 bool attrs_match(const registry::Descriptor& d, const NnAttrs& want) {
   for (const auto& a : d.attrs) {
     auto it = want.find(a.name);
+    if (a.name == "dtype" && it == want.end()) continue;  // problems run in every dtype
     if ((it == want.end() ? a.default_value : it->second) != a.value) return false;
   }
   return true;
@@ -46,6 +54,8 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(static_cast<float>(p.lo), static_cast<float>(p.hi));
   std::map<std::string, std::vector<float>> bufs;
+  std::map<std::string, std::vector<uint16_t>> bf16_bufs;  // the bf16 tensors' bits
+  std::map<std::string, std::vector<uint8_t>> bool_bufs;
   NnTensors in64;
   std::vector<Tensor> tensors;
   for (const auto& in : d.inputs) {
@@ -55,20 +65,44 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
     auto& b = bufs[in.name];
     b.resize(elements(shape));
     for (auto& v : b) v = u(rng);
+    if (in.dtype == registry::DType::b8) {
+      auto& m = bool_bufs[in.name];
+      for (float& v : b) m.push_back(v >= p.lo + 0.2 * (p.hi - p.lo)), v = m.back();
+      tensors.push_back({in.name, m.data(), registry::DType::b8, shape});
+    } else if (in.dtype == registry::DType::bf16) {
+      auto& h = bf16_bufs[in.name];
+      for (float& v : b) h.push_back(ref_bf16_bits(v)), v = bf16_to_float(h.back());
+      tensors.push_back({in.name, h.data(), registry::DType::bf16, shape});
+    } else {
+      REQUIRE(in.dtype == registry::DType::f32);
+      tensors.push_back({in.name, b.data(), registry::DType::f32, shape});
+    }
     in64[in.name].assign(b.begin(), b.end());
-    tensors.push_back({in.name, b.data(), registry::DType::f32, shape});
   }
   const auto out_shapes = k.output_shapes(tensors, p.scalars);
   for (size_t j = 0; j < d.outputs.size(); ++j) {
-    auto& b = bufs[d.outputs[j].name];
+    const auto& o = d.outputs[j];
+    if (o.dtype == registry::DType::bf16) {  // NaN bits: every element must be written
+      auto& h = bf16_bufs[o.name];
+      h.assign(elements(out_shapes[j]), uint16_t{0x7fc0});
+      tensors.push_back({o.name, h.data(), registry::DType::bf16, out_shapes[j]});
+      continue;
+    }
+    auto& b = bufs[o.name];
     b.assign(elements(out_shapes[j]), std::nanf(""));  // every element must be written
-    tensors.push_back({d.outputs[j].name, b.data(), registry::DType::f32, out_shapes[j]});
+    tensors.push_back({o.name, b.data(), registry::DType::f32, out_shapes[j]});
   }
   try {
     k.call(tensors, p.scalars);
   } catch (const Error& e) {
     if (std::string(e.what()).find("applies only when") != std::string::npos) return false;
     throw;
+  }
+  for (const auto& o : d.outputs) {
+    if (o.dtype != registry::DType::bf16) continue;
+    auto& b = bufs[o.name];
+    b.clear();
+    for (uint16_t h : bf16_bufs.at(o.name)) b.push_back(bf16_to_float(h));
   }
   const NnTensors want = ref.outputs(p.shapes, in64, p.scalars, p.attrs);
   const auto [rtol, atol] =
@@ -79,6 +113,7 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
     const auto& w = want.at(o.name);
     REQUIRE(w.size() == got.size());
     for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(w[i]) && std::isnan(got[i])) continue;
       const double err = std::fabs(static_cast<double>(got[i]) - w[i]);
       const double ratio = err == 0 ? 0 : err / (atol + rtol * std::fabs(w[i]));
       if (!(ratio <= worst)) {  // NaN counts as the worst

@@ -248,11 +248,14 @@ def test_multihead_attention(reg, batch_first):
     ref = torch.nn.MultiheadAttention(64, 4, batch_first=batch_first).eval()
     x = randn(3, 17, 64, seed=23) if batch_first else randn(17, 3, 64, seed=23)
     causal = torch.ones(17, 17, dtype=torch.bool).triu(1)
+    # MultiheadAttention's bool mask: True where a key is NOT allowed (sdpa's opposite); each
+    # row keeps its diagonal key, so no row is fully masked.
+    banned = (randn(17, 17, seed=30) > 0.3) & ~torch.eye(17, dtype=torch.bool)
     m, report = ot.patch(torch.nn.Sequential(ref))
     mha = m[0]
     assert isinstance(mha, onn.MultiheadAttention)
     with torch.no_grad():
-        for mask in (None, causal, randn(17, 17, seed=29)):
+        for mask in (None, causal, randn(17, 17, seed=29), banned):
             got, weights = mha(x, x, x, need_weights=False, attn_mask=mask)
             assert weights is None and mha.torch_calls == 0
             want, _ = torch.nn.MultiheadAttention.forward(

@@ -25,7 +25,8 @@
 namespace opforge::testing {
 
 // Writes x as element i of a buffer of dtype t: f32/f64 exact; bf16 and f16 truncated (test
-// values |x| in [2^-4, 1) stay normal halves; zero and NaN are exact); integer tensors get 1.
+// values |x| in [2^-4, 1) stay normal halves; zero and NaN are exact); integer tensors get 1;
+// bool ones x != 0.
 inline void store_element(uint8_t* p, registry::DType t, int64_t i, float x) {
   using registry::DType;
   uint32_t bits;
@@ -65,6 +66,9 @@ inline void store_element(uint8_t* p, registry::DType t, int64_t i, float x) {
       std::memcpy(p + 8 * i, &y, 8);
       break;
     }
+    case DType::b8:
+      p[i] = x != 0;
+      break;
   }
 }
 

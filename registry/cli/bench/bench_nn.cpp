@@ -49,11 +49,21 @@ struct Problem {
     buffers.emplace_back(static_cast<size_t>(n) * registry::dtype_bytes(t));
     void* data = buffers.back().p.get();
     std::memset(data, 0, static_cast<size_t>(n) * registry::dtype_bytes(t));
-    if (random && t == registry::DType::f32) {
+    if (random && (t == registry::DType::f32 || t == registry::DType::bf16)) {
       std::mt19937 rng(static_cast<unsigned>(buffers.size()));
       std::uniform_real_distribution<float> u(-1.f, 1.f);
       auto* f = static_cast<float*>(data);
-      for (int64_t i = 0; i < n; ++i) f[i] = u(rng);
+      auto* h = static_cast<uint16_t*>(data);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = u(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        if (t == registry::DType::f32) {
+          f[i] = v;
+        } else {
+          h[i] = static_cast<uint16_t>(bits >> 16);  // truncated: any finite bf16 times alike
+        }
+      }
     }
     tensors.push_back({name, data, t, shape});
   }

@@ -24,16 +24,20 @@ const Tensor& find_tensor(const std::vector<Tensor>& tensors, const std::string&
   throw std::runtime_error("oneDNN " + op + " peer: no tensor '" + name + "'");
 }
 
-dnnl::memory::desc f32_desc(const Tensor& t, const std::string& op) {
-  if (t.dtype != registry::DType::f32)
-    throw std::runtime_error("oneDNN " + op + " peer: tensor '" + t.name + "' is not float32");
+// fp32, or bf16 for the bf16 activation variants (oneDNN computes those in fp32 as well).
+dnnl::memory::desc tensor_desc(const Tensor& t, const std::string& op) {
+  if (t.dtype != registry::DType::f32 && t.dtype != registry::DType::bf16)
+    throw std::runtime_error("oneDNN " + op + " peer: tensor '" + t.name +
+                             "' is neither float32 nor bfloat16");
+  const auto type = t.dtype == registry::DType::f32 ? dnnl::memory::data_type::f32
+                                                    : dnnl::memory::data_type::bf16;
   dnnl::memory::dims dims(t.shape.begin(), t.shape.end());
   using tag = dnnl::memory::format_tag;
   switch (dims.size()) {
     case 1:
-      return {dims, dnnl::memory::data_type::f32, tag::a};
+      return {dims, type, tag::a};
     case 2:
-      return {dims, dnnl::memory::data_type::f32, tag::ab};
+      return {dims, type, tag::ab};
     default:
       throw std::runtime_error("oneDNN " + op + " peer: tensor '" + t.name + "' has rank " +
                                std::to_string(dims.size()) + ", expected 1 or 2");
@@ -47,7 +51,7 @@ struct Prepared : PeerRun {
   dnnl::primitive primitive;
   std::unordered_map<int, dnnl::memory> args;
   void bind(int arg, const Tensor& t, const std::string& op) {
-    args[arg] = dnnl::memory(f32_desc(t, op), engine, t.data);
+    args[arg] = dnnl::memory(tensor_desc(t, op), engine, t.data);
   }
   void run() override {
     primitive.execute(stream, args);
@@ -66,7 +70,7 @@ std::unique_ptr<PeerRun> onednn_norm_peer(const std::string& op,
     auto p = std::make_unique<Prepared>();
     const Tensor& x = find_tensor(tensors, op, "x");
     const Tensor& y = find_tensor(tensors, op, "y");
-    const dnnl::memory::desc md = f32_desc(x, op);
+    const dnnl::memory::desc md = tensor_desc(x, op);
     p->bind(DNNL_ARG_SRC, x, op);
     p->bind(DNNL_ARG_DST, y, op);
     if (op == "silu") {

@@ -29,7 +29,8 @@ enum opforge_dtype {
   OPFORGE_F32 = 2,
   OPFORGE_F64 = 3,
   OPFORGE_I32 = 4,
-  OPFORGE_I64 = 5
+  OPFORGE_I64 = 5,
+  OPFORGE_BOOL = 6 /* one byte per element: 0 false, else true */
 };
 
 /* A tensor argument, named as in the op's descriptor. The data must be C-contiguous.

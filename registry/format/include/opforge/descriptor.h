@@ -20,7 +20,8 @@ struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { f16, bf16, f32, f64, i32, i64 };
+// b8: one byte per element, 0 false, anything else true (torch.bool, NumPy bool_).
+enum class DType { f16, bf16, f32, f64, i32, i64, b8 };
 const char* dtype_name(DType t);                         // "float32", ...
 std::optional<DType> parse_dtype(const std::string& s);  // accepts the names dtype_name gives
 int dtype_bytes(DType t);

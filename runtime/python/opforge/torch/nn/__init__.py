@@ -1,5 +1,6 @@
 """opforge.torch.nn: torch.nn modules (and their functional forms) whose forward runs opforge NN
-kernels on fp32 CPU tensors, for inference, and patch(model) to swap them into a model."""
+kernels on fp32 CPU tensors (bf16 too for the memory-bound ops), for inference, and
+patch(model) to swap them into a model."""
 
 from . import functional
 from .functional import GradientsNotSupported

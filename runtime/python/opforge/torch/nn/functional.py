@@ -1,6 +1,11 @@
 """The functional core of opforge.torch.nn: torch.nn.functional's signatures, run by opforge
 NN kernels on fp32 CPU tensors (inference: see `_require_no_grad`). Each returns a fresh
-tensor; inputs are made contiguous when they are not (a copy, as torch's CPU kernels do)."""
+tensor; inputs are made contiguous when they are not (a copy, as torch's CPU kernels do).
+
+The memory-bound ops (norms, softmax, gelu, silu, silu_mul) also take bfloat16 activations:
+a bf16 input selects the kernel variant with bf16 activations (attr "dtype"), which computes
+in fp32 and returns bf16 rounded to nearest even, as torch's bf16 CPU ops do; their small
+per-channel parameters (weight, bias) are used in fp32 whatever their dtype."""
 
 import math
 
@@ -38,6 +43,36 @@ def _f32(name, t):
     return t.detach().contiguous()
 
 
+_ACTIVATION_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+
+
+def _act(name, t):
+    """An activation of a memory-bound op: float32 or bfloat16, on the CPU, contiguous."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu" or t.dtype not in _ACTIVATION_DTYPES:
+        raise TypeError(f"{name}: this opforge NN kernel takes float32 or bfloat16 CPU tensors, "
+                        f"got {t.dtype} on {t.device}")
+    return t.detach().contiguous()
+
+
+def _same_dtype(what, *named):
+    """The activation dtype shared by every (name, tensor) in `named`, as the kernel attr."""
+    dtypes = {t.dtype for _, t in named}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{n} {t.dtype}" for n, t in named)
+        raise TypeError(f"{what}: the activations must share one dtype, got {listed}")
+    return {"dtype": _ACTIVATION_DTYPES[dtypes.pop()]}
+
+
+def _param(name, t):
+    """A per-channel parameter (weight, bias) as the fp32 the kernels take."""
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or not t.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point CPU tensor, got "
+                        f"{getattr(t, 'dtype', type(t).__name__)}")
+    return t.detach().to(torch.float32).contiguous()
+
+
 def _kernel(op, attrs=None, registry=None):
     reg = registry or default_registry()
     key = (op, tuple(sorted((attrs or {}).items())), id(reg))
@@ -47,8 +82,8 @@ def _kernel(op, attrs=None, registry=None):
     return k
 
 
-def _call(kernel, out_shape, out_name, **args):
-    out = torch.empty(out_shape, dtype=torch.float32)
+def _call(kernel, out_shape, out_name, dtype=torch.float32, **args):
+    out = torch.empty(out_shape, dtype=dtype)
     kernel.call(args, **{out_name: out})
     return out
 
@@ -62,7 +97,7 @@ def _rows(x, normalized):
 def _norm_rows(what, x, normalized_shape, weight, bias=None):
     """x as [R, C] rows over the last len(normalized_shape) dims, and weight (ones when None)
     and bias (zeros) as [C]."""
-    x = _f32(f"{what}: input", x)
+    x = _act(f"{what}: input", x)
     shape = tuple(normalized_shape)
     if tuple(x.shape[x.dim() - len(shape):]) != shape:
         raise ValueError(f"{what}: input shape {tuple(x.shape)} does not end in "
@@ -71,7 +106,7 @@ def _norm_rows(what, x, normalized_shape, weight, bias=None):
     c = rows.shape[1]
 
     def per_column(name, t, fill):
-        return _f32(f"{what}: {name}", t).reshape(c) if t is not None else torch.full((c,), fill)
+        return _param(f"{what}: {name}", t).reshape(c) if t is not None else torch.full((c,), fill)
 
     return x, rows, per_column("weight", weight, 1.0), per_column("bias", bias, 0.0)
 
@@ -81,8 +116,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, registry=N
     dims)."""
     _require_no_grad("layer_norm", x, weight, bias)
     x, rows, gamma, beta = _norm_rows("layer_norm", x, normalized_shape, weight, bias)
-    y = _call(_kernel("layer_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
-              beta=beta, eps=float(eps))
+    y = _call(_kernel("layer_norm", _same_dtype("layer_norm", ("input", x)), registry),
+              rows.shape, "y", x.dtype, x=rows, gamma=gamma, beta=beta, eps=float(eps))
     return y.view(x.shape)
 
 
@@ -91,23 +126,55 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, registry=None):
     RMSNorm; torch.nn.functional.rms_norm of torch >= 2.4)."""
     _require_no_grad("rms_norm", x, weight)
     x, rows, gamma, _ = _norm_rows("rms_norm", x, normalized_shape, weight)
-    y = _call(_kernel("rms_norm", registry=registry), rows.shape, "y", x=rows, gamma=gamma,
-              eps=float(eps))
+    y = _call(_kernel("rms_norm", _same_dtype("rms_norm", ("input", x)), registry), rows.shape,
+              "y", x.dtype, x=rows, gamma=gamma, eps=float(eps))
     return y.view(x.shape)
+
+
+def _add_norm(what, x, residual, normalized_shape, weight, bias, eps, registry):
+    """(x + residual, norm(x + residual)) over the last dims, in one kernel pass."""
+    _require_no_grad(what, x, residual, weight, bias)
+    residual = _act(f"{what}: residual", residual)
+    x, rows, gamma, beta = _norm_rows(what, x, normalized_shape, weight, bias)
+    if residual.shape != x.shape:
+        raise ValueError(f"{what}: input {tuple(x.shape)} and residual "
+                         f"{tuple(residual.shape)} differ")
+    k = _kernel(what, _same_dtype(what, ("input", x), ("residual", residual)), registry)
+    total = torch.empty(rows.shape, dtype=x.dtype)
+    y = torch.empty(rows.shape, dtype=x.dtype)
+    args = dict(x=rows, residual=residual.view(rows.shape), gamma=gamma, eps=float(eps))
+    if what == "add_layer_norm":
+        args["beta"] = beta
+    k.call(args, sum=total, y=y)
+    return total.view(x.shape), y.view(x.shape)
+
+
+def add_layer_norm(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5,
+                   registry=None):
+    """(h, layer_norm(h)) with h = x + residual, in one pass (a transformer block's residual
+    add and the next norm): h is the new residual stream."""
+    return _add_norm("add_layer_norm", x, residual, normalized_shape, weight, bias, eps,
+                     registry)
+
+
+def add_rms_norm(x, residual, normalized_shape, weight=None, eps=1e-6, registry=None):
+    """(h, rms_norm(h)) with h = x + residual, in one pass (LLaMA's residual add + RMSNorm)."""
+    return _add_norm("add_rms_norm", x, residual, normalized_shape, weight, None, eps, registry)
 
 
 def softmax(x, dim, registry=None):
     """torch.nn.functional.softmax over `dim` (a dim other than the last is moved last and
     back: two copies)."""
     _require_no_grad("softmax", x)
-    x = _f32("softmax: input", x)
+    x = _act("softmax: input", x)
     if x.dim() == 0:
         return torch.ones_like(x)
     dim = dim % x.dim()
     last = dim == x.dim() - 1
     moved = x if last else x.movedim(dim, -1).contiguous()
     rows = _rows(moved, 1)
-    y = _call(_kernel("softmax", registry=registry), rows.shape, "y", x=rows).view(moved.shape)
+    k = _kernel("softmax", _same_dtype("softmax", ("input", x)), registry)
+    y = _call(k, rows.shape, "y", x.dtype, x=rows).view(moved.shape)
     return y if last else y.movedim(-1, dim).contiguous()
 
 
@@ -116,9 +183,10 @@ def gelu(x, approximate="none", registry=None):
     _require_no_grad("gelu", x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    x = _f32("gelu: input", x)
+    x = _act("gelu: input", x)
     flat = x.reshape(-1)
-    y = _call(_kernel("gelu", {"approximate": approximate}, registry), flat.shape, "y", x=flat)
+    attrs = {"approximate": approximate, **_same_dtype("gelu", ("input", x))}
+    y = _call(_kernel("gelu", attrs, registry), flat.shape, "y", x.dtype, x=flat)
     return y.view(x.shape)
 
 
@@ -186,34 +254,37 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
 def silu(x, registry=None):
     """torch.nn.functional.silu: x * sigmoid(x)."""
     _require_no_grad("silu", x)
-    x = _f32("silu: input", x)
+    x = _act("silu: input", x)
     flat = x.reshape(-1)
-    return _call(_kernel("silu", registry=registry), flat.shape, "y", x=flat).view(x.shape)
+    k = _kernel("silu", _same_dtype("silu", ("input", x)), registry)
+    return _call(k, flat.shape, "y", x.dtype, x=flat).view(x.shape)
 
 
 def silu_mul(a, b, registry=None):
     """silu(a) * b in one pass (LLaMA's SwiGLU: silu(x W_gate) * (x W_up))."""
     _require_no_grad("silu_mul", a, b)
-    a = _f32("silu_mul: a", a)
-    b = _f32("silu_mul: b", b)
+    a = _act("silu_mul: a", a)
+    b = _act("silu_mul: b", b)
     if a.shape != b.shape:
         raise ValueError(f"silu_mul: a {tuple(a.shape)} and b {tuple(b.shape)} differ")
+    k = _kernel("silu_mul", _same_dtype("silu_mul", ("a", a), ("b", b)), registry)
     fa, fb = a.reshape(-1), b.reshape(-1)
-    return _call(_kernel("silu_mul", registry=registry), fa.shape, "y", a=fa, b=fb).view(a.shape)
+    return _call(k, fa.shape, "y", a.dtype, a=fa, b=fb).view(a.shape)
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, registry=None):
     """torch.nn.functional.group_norm on [N, C, *] (spatial dims flattened into one)."""
     _require_no_grad("group_norm", x, weight, bias)
-    x = _f32("group_norm: input", x)
+    x = _act("group_norm: input", x)
     if x.dim() < 2:
         raise ValueError(f"group_norm: expected [N, C, *] input, got {tuple(x.shape)}")
     n, c = x.shape[0], x.shape[1]
     x4 = x.reshape(n, c, 1, -1)
-    w = _f32("group_norm: weight", weight) if weight is not None else torch.ones(c)
-    b = _f32("group_norm: bias", bias) if bias is not None else torch.zeros(c)
-    y = _call(_kernel("group_norm", registry=registry), x4.shape, "y", x=x4, weight=w, bias=b,
-              groups=int(num_groups), eps=float(eps))
+    w = _param("group_norm: weight", weight) if weight is not None else torch.ones(c)
+    b = _param("group_norm: bias", bias) if bias is not None else torch.zeros(c)
+    k = _kernel("group_norm", _same_dtype("group_norm", ("input", x)), registry)
+    y = _call(k, x4.shape, "y", x.dtype, x=x4, weight=w, bias=b, groups=int(num_groups),
+              eps=float(eps))
     return y.view(x.shape)
 
 
@@ -223,7 +294,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     [B, H, L, D] queries and [B, Hkv, S, D] keys/values (H a multiple of Hkv: grouped-query
     heads), fused (keys in blocks, online softmax, no L x S matrix). is_causal: query l sees
     keys s <= l, as torch. attn_mask [L, S]: added to the scores (float), or True where a key
-    is seen (bool; converted to 0 / -inf, one [L, S] pass); not with is_causal."""
+    is seen (bool, read as bytes by the kernel); not with is_causal."""
     _require_no_grad("scaled_dot_product_attention", query, key, value)
     if dropout_p:
         raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference)")
@@ -240,8 +311,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if is_causal:
             raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not "
                              "both (as torch)")
-        if attn_mask.dtype == torch.bool:
-            attn_mask = torch.zeros(attn_mask.shape).masked_fill_(~attn_mask, float("-inf"))
-        args["mask"] = _f32("scaled_dot_product_attention: attn_mask", attn_mask)
-        kernel = _kernel("scaled_dot_product_attention_masked", registry=registry)
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dtype == torch.bool:
+            args["mask"] = attn_mask.detach().contiguous()  # a byte per element, as the kernel
+            mask_dtype = "bool"
+        else:
+            args["mask"] = _f32("scaled_dot_product_attention: attn_mask", attn_mask)
+            mask_dtype = "float32"
+        kernel = _kernel("scaled_dot_product_attention_masked", {"mask_dtype": mask_dtype},
+                         registry)
     return _call(kernel, q.shape, "o", **args)

@@ -193,6 +193,8 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
             y = F.linear(t, w, b)
             return y.view(y.shape[0], y.shape[1], h, e // h).transpose(1, 2).contiguous()
 
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = ~attn_mask  # MultiheadAttention's True = not allowed; sdpa's = attend
         o = F.scaled_dot_product_attention(heads(query, w_q, b_q), heads(key, w_k, b_k),
                                            heads(value, w_v, b_v), attn_mask=attn_mask,
                                            is_causal=is_causal)
