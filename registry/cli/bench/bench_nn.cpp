@@ -49,6 +49,7 @@ struct Problem {
     buffers.emplace_back(static_cast<size_t>(n) * registry::dtype_bytes(t));
     void* data = buffers.back().p.get();
     std::memset(data, 0, static_cast<size_t>(n) * registry::dtype_bytes(t));
+    if (random && t == registry::DType::b8) std::memset(data, 1, static_cast<size_t>(n));  // true
     if (random && (t == registry::DType::f32 || t == registry::DType::bf16)) {
       std::mt19937 rng(static_cast<unsigned>(buffers.size()));
       std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -156,12 +157,25 @@ double cost(const std::string& expr, const std::map<std::string, int64_t>& env) 
 
 nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
                         const std::map<std::string, double>& given) {
-  const registry::Descriptor d0 = reg.variants(op).front();
+  std::map<std::string, std::string> attrs = attr_options(a);
+  // The tensors' dtypes come from a variant with the asked attrs (a bf16 variant's
+  // activations, a bool mask), before the variant itself is selected by shape.
+  registry::Descriptor d0 = reg.variants(op).front();
+  for (const auto& v : reg.variants(op)) {
+    const auto values = v.attr_values();
+    const bool match = std::all_of(attrs.begin(), attrs.end(), [&](const auto& kv) {
+      auto it = values.find(kv.first);
+      return kv.first == "algorithm" || (it != values.end() && it->second == kv.second);
+    });
+    if (a.has("variant") ? v.variant == a.get("variant") : match) {
+      d0 = v;
+      break;
+    }
+  }
   if (!d0.shape.named_dims) throw UsageError("op '" + op + "' is not an NN op");
   Problem p = make_problem(d0, a.all("shape"), given);
   const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   reg.set_num_threads(threads);
-  std::map<std::string, std::string> attrs = attr_options(a);
   Kernel& k = a.has("variant")
                   ? op_kernel(reg, a, op)
                   : reg.select(op, attrs, p.views.tensors.data(), p.views.tensors.size(),
