@@ -1,10 +1,12 @@
 // conv2d and conv2d_bias_relu: the declarations (shapes, checks, algorithms, cost). The
-// builders live in nn_conv2d_direct.cpp, nn_conv2d_winograd.cpp, nn_conv2d_depthwise.cpp.
+// builders live in nn_conv2d_direct.cpp, nn_conv2d_direct_oc.cpp, nn_conv2d_winograd.cpp,
+// nn_conv2d_depthwise.cpp.
 //
 // Layout NCHW: torch's default, so a torch user's tensors pass through without a copy; oneDNN
 // takes NCHW through format tags (and reorders internally). Halide sees x[N, C, H, W] as
-// x(w, h, c, n): W innermost, the axis every algorithm vectorizes along (output pixels, or
-// Winograd tiles along a row of tiles).
+// x(w, h, c, n): W innermost, the axis direct, depthwise and Winograd vectorize along (output
+// pixels, or Winograd tiles along a row of tiles); direct_oc vectorizes along output channels
+// (x broadcast) and transposes its register block into y.
 #include "generators/nn_conv2d.h"
 
 #include "generators/nn_ops.h"
@@ -53,6 +55,18 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   d.algorithm("direct", "", 0,
               "Any stride, padding, dilation, groups: 32 pixels x 8 channels register blocks",
               with(conv::build_direct))
+      .algorithm("direct_oc", "groups == 1", 5,
+                 "groups == 1, any stride, padding, dilation: 2 vectors of output channels x "
+                 "7x2 pixels (AVX2 3x2) per register block (strides only space the broadcasts)",
+                 with(conv::build_direct_oc))
+      // Pad 0 and an output of at least one register block (7 x 2 pixels): x read in place.
+      .algorithm("direct_oc_unpadded",
+                 std::string("groups == 1 && pad_h == 0 && pad_w == 0 && ") + kOW + " >= 7 && " +
+                     kOH + " >= 2",
+                 6,
+                 "direct_oc without the padded input copy (pad 0, output >= 7 x 2): 1x1 "
+                 "stride-2 downsampling",
+                 with(conv::build_direct_oc_unpadded))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1",
@@ -95,7 +109,10 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   // depthwise sum the same products in fp32 as the reference does in fp64 (errors near
   // 3e-6 * sqrt(K) measured), so theirs is 30x tighter.
   d.tolerance(1e-3, 3e-3);
-  d.algorithm_tolerance("direct", 1e-4, 1e-4).algorithm_tolerance("depthwise", 1e-4, 1e-4);
+  d.algorithm_tolerance("direct", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
+      .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }
 

@@ -1,4 +1,4 @@
-// conv2d / conv2d_bias_relu internals: the three algorithms' builders share these inputs and
+// conv2d / conv2d_bias_relu internals: the algorithms' builders share these inputs and
 // the output stage. Layout NCHW (torch's default; oneDNN takes it via format tags): Halide
 // sees x[N, C, H, W] as x(w, h, c, n) and weight[O, CG, KH, KW] as weight(kw, kh, cg, o).
 #pragma once
@@ -36,6 +36,8 @@ Halide::Expr output_stage(const ConvInputs& in, Halide::Expr acc, Halide::Expr o
 Halide::Func zero_padded(const ConvInputs& in);
 
 dsl::NnKernel build_direct(const ConvInputs& in);
+dsl::NnKernel build_direct_oc(const ConvInputs& in);
+dsl::NnKernel build_direct_oc_unpadded(const ConvInputs& in);
 dsl::NnKernel build_winograd(const ConvInputs& in);
 dsl::NnKernel build_depthwise(const ConvInputs& in);
 

@@ -42,7 +42,8 @@ NnKernel build_direct(const ConvInputs& in) {
   // 1x320x64x64 3x3: 0.28x with accumulators in memory (variable-size tail blocks), 0.36x
   // with bound_extent (registers), 0.44x with regrouped weights; 1x256x56x56 stride 2:
   // 0.19-0.21x. oneDNN's blocked layout (16 channels per vector) avoids the deinterleaving
-  // that stride 2 costs along W here; channel-blocked vectors are the next step.
+  // that stride 2 costs along W here; direct_oc (nn_conv2d_direct_oc.cpp) vectorizes along
+  // output channels instead and takes every groups == 1 convolution Winograd does not.
   // Double buffering was not tried here (the winograd test showed no clear gain).
   const int VW = 16, WB = 2 * VW;
   Var owo("owo"), owi("owi"), p("p");

@@ -1,8 +1,9 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups), registered for
-// test_nn_kernels.cpp, which runs every algorithm (direct, winograd, depthwise) of both ops on
-// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2,
-// groups, stride, dilation, padding 0 to 2, non-square filters.
+// test_nn_kernels.cpp, which runs every algorithm (direct, direct_oc, direct_oc_unpadded,
+// winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial, channels not a
+// multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square
+// filters.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -43,6 +44,16 @@ std::vector<NnProblem> problems(bool bias) {
       {1, 7, 10, 10, 7, 3, 3, 1, 1, 1, 1, 2, 2, 7},     // depthwise dilation 2
       {1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4},       // depthwise 1x1 spatial
       {1, 320, 10, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // K = 2880: Winograd's error at UNet depth
+      // direct_oc (groups 1): output channels off its 32/16 channel block, outputs off its 7x2
+      // (AVX2 3x2) pixel block; direct_oc_unpadded (pad 0) where the tail blocks shift inwards.
+      {1, 19, 17, 15, 37, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // 3x3 stride 2 pad 1, odd everything
+      {2, 13, 23, 21, 33, 1, 1, 2, 2, 0, 0, 1, 1, 1},   // 1x1 stride 2 pad 0 (downsample)
+      {1, 9, 19, 29, 17, 3, 3, 3, 3, 0, 0, 1, 1, 1},    // 3x3 stride 3 pad 0
+      {1, 21, 14, 31, 47, 1, 1, 3, 2, 1, 0, 1, 1, 1},   // 1x1 strides 3 x 2, pad 1 rows only
+      {1, 11, 16, 47, 65, 3, 3, 2, 1, 1, 1, 1, 1, 1},   // wide rows: 2+ pixel blocks, o tail 1
+      {1, 130, 14, 14, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // K = 1170, 7x7 output
+      {1, 5, 13, 12, 18, 3, 3, 2, 2, 2, 2, 2, 2, 1},    // dilation 2, stride 2, groups 1
+      {1, 24, 17, 30, 35, 1, 1, 2, 2, 0, 0, 1, 1, 1},   // unpadded: 9x15 output, both tails shift
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));

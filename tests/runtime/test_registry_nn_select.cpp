@@ -1,6 +1,6 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct by priority,
-// each where its descriptor's condition holds), forcing one, and the errors of a forced
-// algorithm that does not apply and of shapes that break the op's checks.
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_unpadded >
+// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
+// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -38,9 +38,18 @@ std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, st
 TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   auto reg = Registry::open(testing::test_registry_dir());
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "winograd");
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct");  // stride 2
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct");  // 5x5
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");  // groups 2
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc");  // stride 2
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");     // groups 2
+  // Pad 0 with an output of at least 7 x 2: x read in place.
+  Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
+  down.scalars["pad_h"] = down.scalars["pad_w"] = 0;
+  CHECK(algorithm_for(*reg, down) == "direct_oc_unpadded");
+  Conv small(1, 8, 11, 16, 8, 1, 2, 1);  // 1x1 stride 2, pad 0: 6x6 output, under 7 wide
+  small.scalars["pad_h"] = small.scalars["pad_w"] = 0;
+  CHECK(algorithm_for(*reg, small) == "direct_oc");
+  Conv padded(1, 8, 29, 16, 8, 1, 2, 1);  // pad 1: the padded copy
+  CHECK(algorithm_for(*reg, padded) == "direct_oc");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 1, 8)) == "depthwise");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 2, 8)) == "depthwise");  // any stride
   // Forced: direct always applies.

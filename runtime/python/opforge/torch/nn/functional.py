@@ -218,8 +218,8 @@ def _pair(v, name):
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, registry=None):
     """torch.nn.functional.conv2d on NCHW (padding: ints, 'valid', or 'same' where the
-    padding is symmetric). The kernel's algorithm (direct, Winograd, depthwise) is picked by
-    shape, as `opforge run` does."""
+    padding is symmetric). The kernel's algorithm (direct, direct_oc, Winograd, depthwise) is
+    picked by shape, as `opforge run` does."""
     _require_no_grad("conv2d", x, weight, bias)
     x = _f32("conv2d: input", x)
     w = _f32("conv2d: weight", weight)

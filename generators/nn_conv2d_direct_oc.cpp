@@ -1,0 +1,121 @@
+// conv2d, direct_oc: direct convolution vectorized along OUTPUT CHANNELS (groups == 1).
+//   y(ow, oh, o, n) = sum_{c < C, kh, kw} xp(ow*sw + kw*dw - pw, oh*sh + kh*dh - ph, c, n)
+//                     * weight(kw, kh, c, o)
+// A register block holds OB = 2 vectors of output channels x PW x PH output pixels. Per
+// reduction step (kw, kh, c): 2 vector loads of packed weights (the block's OB channels
+// adjacent), PW * PH scalar loads of x broadcast across the lanes, 2 * PW * PH FMAs. The
+// pixels' x addresses are (row base) + ow*sw: a stride only spaces the broadcasts, so stride 2
+// costs nothing in the inner loop (the `direct` algorithm vectorizes along W and
+// deinterleaves). Strides 1 and 2 are compiled as constants; others take a slower version that
+// keeps each pixel's offset in a (spilled) register. The block is transposed on its way to NCHW y
+// (OB * PW * PH stores per block, next to its 2 * PW * PH * C * KH * KW FMAs).
+#include "generators/nn_conv2d.h"
+
+namespace opforge::generators::conv {
+
+using namespace Halide;
+using dsl::NnKernel;
+
+namespace {
+
+// unpadded: pad 0 and every block inside the output (ShiftInwards tails): x is read in
+// place, without the padded copy (a pass over the input that costs most on 1x1 stride 2:
+// measured same run, AVX-512, loaded host: 1.23-1.35x the padded version's speed on 256 -> 512
+// at 56x56, 0.90-1.51x on 512 -> 1024 at 28x28 and 1024 -> 2048 at 14x14).
+NnKernel build(const ConvInputs& in, bool unpadded) {
+  const int VW = in.target.natural_vector_size<float>();  // 16 with AVX-512, 8 with AVX2
+  const int OB = 2 * VW;
+  // Accumulators: 2 x (7 x 2) = 28 of AVX-512's 32 zmm (weights 2, broadcasts fold into the
+  // FMA); 2 x (3 x 2) = 12 of AVX2's 16 ymm (+ 2 weights + 1 broadcast). 7 x 2 pixels tile
+  // ResNet's 56, 28, 14 and 7 wide outputs exactly.
+  const int PW = VW >= 16 ? 7 : 3, PH = 2;
+  Var ow("ow"), oh("oh"), o("o"), n("n"), oi("oi"), oo("oo");
+  Var w("w"), h("h"), c("c"), kw("kw"), kh("kh");
+
+  // ---- algorithm ----
+  // The padded input as a buffer: the hot loop then loads without bounds selects.
+  Func xp("doc_xp");
+  Func xz = zero_padded(in);
+  xp(w, h, c, n) = xz(w, h, c, n);
+  // Weights packed so a block's OB output channels are adjacent for each (kw, kh, c); the
+  // last block repeats channel O - 1 (computed, never stored).
+  Func wt("doc_wt");
+  wt(oi, kw, kh, c, oo) = in.weight(kw, kh, c, min(oo * OB + oi, in.O() - 1));
+  RDom r(0, in.KW(), 0, in.KH(), 0, in.C(), "r");
+  Func acc("doc_acc");
+  acc(oi, ow, oh, oo, n) = 0.0f;
+  Expr xw = ow * in.stride_w + r.x * in.dilation_w - in.pad_w;
+  Expr xh = oh * in.stride_h + r.y * in.dilation_h - in.pad_h;
+  acc(oi, ow, oh, oo, n) +=
+      (unpadded ? in.x(xw, xh, r.z, n) : xp(xw, xh, r.z, n)) * wt(oi, r.x, r.y, r.z, oo);
+  Func y = dsl::output_func("y");
+  y(ow, oh, o, n) = output_stage(in, acc(o % OB, ow, oh, o / OB, n), o);
+
+  // ---- schedule ----
+  // Loops: per task, a group of OG = 128 output channels (its packed weights, 128 * C * KH *
+  // KW floats, stay in L2) x 2 output rows; per 7 x 2 pixel block, the group's channel blocks
+  // innermost, reusing the block's x tile from L1 (x was streamed O / 32 times with the
+  // channel blocks outermost). Measured within noise alone (1x1 stride 2 256 -> 512 at 56x56:
+  // 0.63x -> 0.66x oneDNN, host load ~10); kept for the larger-O shapes' L2 traffic.
+  const int OG = 128;
+  Var owo("owo"), owi("owi"), oho("oho"), ohi("ohi"), og("og"), o2("o2"), t("t"), p("p");
+  // Tails: unpadded, the last block shifts inwards (recomputing a few outputs) so that it
+  // never reads past x; padded, it computes past the output into the copy's zeros.
+  const TailStrategy tail = unpadded ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+  y.split(ow, owo, owi, PW, tail)
+      .split(oh, oho, ohi, PH, tail)
+      .split(o, og, o2, OG, TailStrategy::GuardWithIf)
+      .split(o2, oo, oi, OB, TailStrategy::GuardWithIf)
+      .reorder(owi, ohi, oi, oo, owo, oho, og, n)
+      .fuse(oho, og, t)
+      .fuse(t, n, p)
+      .parallel(p);
+  // A fixed-size block (also at the tails) keeps the accumulators in registers.
+  acc.compute_at(y, oo)
+      .bound(oi, 0, OB)
+      .bound_extent(ow, PW)
+      .bound_extent(oh, PH)
+      .vectorize(oi, VW)
+      .unroll(ow)
+      .unroll(oh);
+  Var oio("oio"), oii("oii");
+  acc.update()
+      .split(oi, oio, oii, VW)
+      .reorder(oii, oio, ow, oh, r.x, r.y, r.z)
+      .vectorize(oii)
+      .unroll(oio)
+      .unroll(ow)
+      .unroll(oh);
+  // Constant strides (and dilation 1) make the block's x addresses one base + displacements;
+  // with a run-time stride each pixel's offset was its own register, spilled. kw stays a loop:
+  // unrolled, LLVM shares the broadcasts of pixel i at kw + sw and pixel i + 1 at kw, keeps
+  // them live and spills accumulators. Measured 1x256x56x56 -> 256 3x3 stride 2, AVX-512,
+  // 2 threads, loaded shared 2-vCPU Xeon (model 207), ratio to oneDNN 2.6 brgconv, same run:
+  // run-time stride 0.50x; specialized with kw unrolled 0.48x; specialized, kw a loop 0.93x
+  // (direct: 0.21x). Later runs of all ResNet-50 strided shapes: scripts/BENCHMARKS.md.
+  // 1x1 first: without it the two one-trip filter loops wrap every 28-FMA step in ~25
+  // instructions of loop bookkeeping (1x1 stride 2 256 -> 512 at 56x56: 0.66x oneDNN before,
+  // 0.92x after, same run).
+  Expr k1x1 = in.KW() == 1 && in.KH() == 1;
+  for (int s = 1; s <= 2; s++) acc.update().specialize(k1x1 && in.stride_w == s);
+  for (int s = 1; s <= 2; s++) acc.update().specialize(in.stride_w == s && in.dilation_w == 1);
+  if (!unpadded) xp.compute_root().vectorize(w, VW).parallel(c);
+  wt.compute_root().vectorize(oi, VW).parallel(oo);
+
+  return NnKernel{{y},
+                  std::string(unpadded ? "direct_oc_unpadded" : "direct_oc") +
+                      ": 2 vectors of output channels x " + std::to_string(PW) + "x" +
+                      std::to_string(PH) + " pixels register block, broadcast input",
+                  {{"o_block", OB}, {"w_block", PW}, {"h_block", PH}}};
+}
+
+}  // namespace
+
+NnKernel build_direct_oc(const ConvInputs& in) {
+  return build(in, false);
+}
+NnKernel build_direct_oc_unpadded(const ConvInputs& in) {
+  return build(in, true);
+}
+
+}  // namespace opforge::generators::conv
