@@ -20,11 +20,13 @@ namespace {
 
 // Register block and cache tiles (the schedule comment says how they were chosen).
 struct MatmulTiles {
-  int rn;        // register block columns: 2 vectors
-  int rm;        // register block rows
-  int kc = 256;  // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
-  int nt = 256;  // C tile columns
-  int mt;        // C tile rows (a multiple of rm); one C tile is one parallel task
+  int rn;               // register block columns: 2 vectors
+  int rm;               // register block rows
+  int kc;               // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
+  int kc_long_k = 256;  // K chunk when K > long_k
+  int long_k = 2048;    // K above which kc_long_k replaces kc
+  int nt = 256;         // C tile columns
+  int mt;               // C tile rows (a multiple of rm); one C tile is one parallel task
 };
 
 MatmulTiles tiles_for(const Target& target) {
@@ -35,6 +37,10 @@ MatmulTiles tiles_for(const Target& target) {
   // of AVX-512's 32, 6 x 2 + 3 of AVX2's 16.
   t.rm = v >= 16 ? 8 : 6;
   t.mt = t.rm * 32;
+  // One rn-column slice of the B panel (kc x rn floats) is what the register block rereads
+  // from L1: 16 KB with kc = 128 on AVX-512 (128 x 32) and kc = 256 on AVX2 (256 x 16). The
+  // schedule comment has the measurements, incl. why long K keeps 256 on AVX-512.
+  t.kc = v >= 16 ? 128 : 256;
   return t;
 }
 
@@ -72,7 +78,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
 
   // K in chunks of `chunk`: acc is the inner product over chunk ko, prod the sum over chunks.
   // The last chunk stops at K (the where clause).
-  Expr chunk = min(K, t.kc);
+  Expr chunk =
+      t.kc == t.kc_long_k ? min(K, t.kc) : select(K > t.long_k, min(K, t.kc_long_k), min(K, t.kc));
   RDom r(0, chunk, "r");
   r.where(ko * chunk + r < K);
   Func acc("acc");
@@ -113,6 +120,31 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //    competes with the other tile's compute.
   // Other shapes (sync, this schedule): b 8 x 512^3 92%; M=128 K=4096 N=4096 96%; the same
   // with transpose_b 89%; 1024^3 transpose_b 86%, transpose_a 91%, both 89%.
+  //
+  // Re-measured 2026-12-02 on the 2-vCPU Intel Xeon (family 6 model 207, 48 KB L1d and 2 MB
+  // L2 per vCPU), 2 threads, host shared with other builds (load average 9-12), so single
+  // ratios swing by +-0.1-0.2; the ranges are of 2-5 interleaved rounds (vs oneDNN 2.6
+  // brg:avx512_core; AVX2 vs oneDNN held to AVX2 with ONEDNN_MAX_CPU_ISA=AVX2, gemm:jit):
+  //  - kc 128 instead of 256 on AVX-512 (B slice 16 KB instead of 32 KB of L1): 1024^3
+  //    0.75-0.92x vs 0.42-0.71x; 8 x 512^3 0.80-0.99x vs 0.33-0.57x. At M=128 K=4096
+  //    N=4096 it lost (0.73-0.94x vs 0.83-1.01x; tb 0.70-0.81x vs 0.74-0.89x): twice the
+  //    chunks, so twice the prod round trips, for a tile of only 128 rows. Hence kc 128 up to
+  //    K = 2048 and 256 above (this rule: 1024^3 0.78-0.85x, 8 x 512^3 0.81-0.96x, 128 x 4096^2
+  //    0.74-0.88x, tb 0.73-0.82x, against base 0.58-0.59 / 0.55 / 0.76-0.80 / 0.77-0.86 in
+  //    the same rounds). AVX2 (B slice already 16 KB at kc 256): kc 128 no better (1024^3
+  //    0.77-0.80x vs 0.78-0.80x, 8 x 512^3 0.60-0.69x vs 0.59-0.60x): kept 256.
+  //  - Not kept: reading A in place (no A pack; 1024^3 same, 128 x 4096^2 0.65x vs 0.83-0.84x:
+  //    8 rows 16 KB apart); an 8x8 (16x16) in-register transpose for the transpose_b pack
+  //    (Halide's block_transpose pattern: 0.81-0.87x vs 0.80-0.87x, 16x16 0.66-0.77x); 6 x 64
+  //    and 8 x 48 register blocks (within noise of 8 x 32); mt 512 or nt 512 with kc 128
+  //    (within noise); store_in(Stack) for the packs and prod: Halide 14 still heap-allocates
+  //    them (over its stack size limit), even with bound_storage making them constant size.
+  //  - Most of the remaining gap under load is the per-task heap allocations (prod and both
+  //    panels, 128-256 KB each, malloc'd and freed per tile): glibc trims the freed heap top
+  //    and the next tile page-faults it back in (perf: exc_page_fault and clear_page ~10% of
+  //    samples). With GLIBC_TUNABLES=glibc.malloc.trim_threshold=1e9:glibc.malloc.
+  //    mmap_threshold=1e9 the old schedule went from 0.58-0.62x to 0.78-0.82x at 1024^3. A
+  //    runtime-side fix (pooling halide_malloc), not a schedule one.
   Var tile("tile"), nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
   c.split(m, mo, mi, t.mt, TailStrategy::GuardWithIf)
       .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
@@ -157,7 +189,9 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   kernel.schedule_summary = "packed A/B panels per K chunk, " + std::to_string(t.rm) + "x" +
                             std::to_string(t.rn) + " register block, one parallel task per " +
                             std::to_string(t.mt) + "x" + std::to_string(t.nt) + " tile of c";
-  kernel.schedule_params = {{"rn", t.rn}, {"rm", t.rm}, {"kc", t.kc}, {"nt", t.nt}, {"mt", t.mt}};
+  kernel.schedule_params = {
+      {"rn", t.rn},         {"rm", t.rm}, {"kc", t.kc}, {"kc_long_k", t.kc_long_k},
+      {"long_k", t.long_k}, {"nt", t.nt}, {"mt", t.mt}};
   return kernel;
 }
 
@@ -193,14 +227,14 @@ const dsl::NnOpDecl& matmul() {
         // 2*B*M*N*K with M*K = a_rows*a_cols whatever the transpose. Bytes count both
         // operands B times (an operand broadcast over the batch is read once: an overcount).
         .cost("2*B*a_rows*a_cols*" + N, "4*B*(a_rows*a_cols + b_rows*b_cols + " + M + "*" + N + ")")
-        // fp32 products summed in chunks of 256 then across chunks: measured max |error|
+        // fp32 products summed in chunks of 128-256 then across chunks: measured max |error|
         // against fp64 with inputs in [-1, 1]: 2.8e-5 at K = 4096 (|c| up to ~100), 6e-5 at
         // K = 16384. atol 5e-4 leaves room for other ISAs' summation orders and K = 4096; a
         // dropped or misplaced term (|a_ik b_kj| ~ 0.25 on average) is far outside it.
         .example("a=1024,1024 b=1024,1024")
         .tolerance(1e-4, 5e-4)
         .algorithm("", "", 0,
-                   "packed A/B panels per K chunk of 256, register-blocked inner product, "
+                   "packed A/B panels per K chunk of 128-256, register-blocked inner product, "
                    "parallel over tiles of c",
                    build_matmul);
     return d;
