@@ -37,6 +37,36 @@ using namespace Halide;
 
 namespace {
 
+// 2^x for x <= 0, the online softmax's exp on log2-scaled scores (log2(e) folded into the
+// query scale, so exp(z) = 2^(z log2 e) needs no range-reduction product of its own):
+// n = round(x) by the 1.5 * 2^23 shifter (t = x + M holds n in its low mantissa bits, and its
+// bits + 127 shifted by 23 are 2^n's), r = x - n in [-1/2, 1/2] exactly, and 2^r = e^(r ln 2)
+// by the Cephes expf polynomial of exp_nonpositive (nn_norms.cpp; |r ln 2| <= ln2 / 2, its
+// domain), about 1 ulp. x below -125 (-inf: masked keys) gives 0, NaN stays NaN (the guard
+// on the bits, as exp_nonpositive's). Against exp_nonpositive it saves the round (5 uops on
+// AVX-512: LLVM splits it into two ymm vroundps), the conversion and the two-product
+// reduction: see the schedule comment for what that measured.
+Expr exp2_nonpositive(const Expr& x) {
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  // strict: under fast math LLVM would fold (x + M) - M back to x, and reassociate the ln 2
+  // product into every Horner step (a multiply each: measured in the assembly)
+  const Expr t = strict_float(x + shifter);
+  const Expr r = strict_float((x - (t - shifter)) * 0.693147180559945f);
+  Expr p = 1.9875691500e-4f;
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  p = p * (r * r) + r + 1.0f;
+  const Expr two_n = reinterpret<float>((reinterpret<int32_t>(t) + 127) << 23);
+  // x in [-inf, -125) -> 0 (2^n stays normal), on the bits (a float compare is unreliable for NaN
+  // under fast math); -125 is 0xc2fa0000
+  const Expr u = reinterpret<uint32_t>(x);
+  const Expr underflow = u > Internal::UIntImm::make(UInt(32), 0xc2fa0000u) &&
+                         u <= Internal::UIntImm::make(UInt(32), 0xff800000u);
+  return select(underflow, 0.0f, p * two_n);
+}
+
 // Tunables (descriptor schedule_params; the schedule comment says how they were chosen).
 struct AttnTiles {
   int vec;   // fp32 lanes: 16 on AVX-512, 8 on AVX2
@@ -74,37 +104,45 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   const Expr D = q.dim(0).extent(), L = q.dim(1).extent(), H = q.dim(2).extent();
   const Expr S = k.dim(1).extent(), Hkv = k.dim(2).extent();
   const Expr given = args.scalars.at("scale");
-  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D)));
+  // The scores are kept in log2 units (times log2(e)) for exp2_nonpositive.
+  const float log2e = 1.44269504088896341f;
+  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D))) * log2e;
 
   // ---- Algorithm ----
   // A task's queries are i = qb * rows + ii; ii is every Func's innermost (vector) dim.
-  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), j("j"), jj("jj"), kb("kb"), i("i");
+  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), jj("jj"), kb("kb"), i("i");
   const Expr hk = h / (H / Hkv);  // grouped-query: the kv head of query head h
   const Expr row = qb * Lb + ii;
   // Rows and keys past the tensors read the last one (clamped): their scores are masked (keys)
   // or never stored (rows).
   Func qt("qt");  // the task's scaled queries, transposed: queries innermost
   qt(ii, d, qb, h, b) = q(d, clamp(row, 0, L - 1), h, b) * scale;
+  // k packed once per call by key block, keys innermost and padded to whole blocks (the last
+  // key repeated, masked below): a block is one contiguous [D x keys] panel, and the q . k^T
+  // tile's keys are consecutive floats of it (constant offsets, no per-key clamp).
+  Func kt("kt");
+  kt(jj, d, kb, h, b) = k(d, min(kb * Sb + jj, S - 1), h, b);
   RDom rd(0, D, "rd");
-  Func sacc("sacc");  // q . k^T
-  sacc(ii, j, qb, h, b) = 0.0f;
-  sacc(ii, j, qb, h, b) += qt(ii, rd, qb, h, b) * k(rd, clamp(j, 0, S - 1), hk, b);
+  Func sacc("sacc");  // q . k^T of key block kb
+  sacc(ii, jj, kb, qb, h, b) = 0.0f;
+  sacc(ii, jj, kb, qb, h, b) += qt(ii, rd, qb, h, b) * kt(jj, rd, kb, hk, b);
+  const Expr j = kb * Sb + jj;  // the key
   Expr valid = j < S;
   if (causal) valid = valid && j <= row;
-  Expr score = sacc(ii, j, qb, h, b);
+  Expr score = sacc(ii, jj, kb, qb, h, b);
   // The mask is read along the queries (a gather, stride S): its [rows x keys] block is read
   // once per task and key block, against D multiply-adds per score.
-  if (masked) score += args.tensors.at("mask")(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
+  if (masked) score += args.tensors.at("mask")(clamp(j, 0, S - 1), clamp(row, 0, L - 1)) * log2e;
   Func s("s");
-  s(ii, j, qb, h, b) = select(valid, score, -INFINITY);
+  s(ii, jj, kb, qb, h, b) = select(valid, score, -INFINITY);
   RDom rj(0, Sb, "rj");
   Func bm("bm");  // the block's max per query
   bm(ii, kb, qb, h, b) = -INFINITY;
-  bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, kb * Sb + rj, qb, h, b));
+  bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, rj, kb, qb, h, b));
   const Expr bmv = bm(ii, kb, qb, h, b);
   Func p("p");
   p(ii, jj, kb, qb, h, b) =
-      exp_nonpositive(s(ii, kb * Sb + jj, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
+      exp2_nonpositive(s(ii, jj, kb, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
   Func ps("ps");
   ps(ii, kb, qb, h, b) = 0.0f;
   ps(ii, kb, qb, h, b) += p(ii, rj, kb, qb, h, b);
@@ -114,23 +152,32 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
       p(ii, rj, kb, qb, h, b) * v(clamp(d, 0, D - 1), clamp(kb * Sb + rj, 0, S - 1), hk, b);
   pv(ii, d, kb, qb, h, b) = pvacc(ii, d, kb, qb, h, b);
 
-  // The state over the key blocks; causal: blocks wholly above the task's last query skipped.
-  RDom rk(0, (S + Sb - 1) / Sb, "rk");
-  if (causal) rk.where(rk * Sb <= qb * Lb + Lb - 1);
-  Func st("st");  // (acc, m, l); m and l repeated along d
-  st(ii, d, qb, h, b) = Tuple(0.0f, -INFINITY, 0.0f);
+  // The state over the key blocks, one Func along x: x in [0, D) holds acc, and four slots
+  // before it hold, per query, the running max m and sum l and the block's rescale factors a
+  // and c. Per key block the slots update first (x ascending: a and c from the old m, then m,
+  // then l), so the D acc elements read a and c instead of each recomputing two exps from m
+  // (the likely() makes Halide peel the four slots off the x loop).
+  // causal: blocks wholly above the task's last query skipped.
+  const int kA = -4, kC = -3, kM = -2, kL = -1;  // slots of a, c, m, l
+  RDom rs(kA, D - kA, 0, (S + Sb - 1) / Sb, "rs");
+  const RVar rx = rs.x, rk = rs.y;
+  if (causal) rs.where(rk * Sb <= qb * Lb + Lb - 1);
+  Func st("st");
+  st(ii, i, qb, h, b) = select(i == kM, -INFINITY, 0.0f);
   {
-    const Expr acc = st(ii, d, qb, h, b)[0], m = st(ii, d, qb, h, b)[1], l = st(ii, d, qb, h, b)[2];
+    const auto at = [&](const Expr& x) { return st(ii, x, qb, h, b); };
     const Expr bk = bm(ii, rk, qb, h, b);
-    const Expr mn = max(m, bk);
+    const Expr mn = max(at(kM), bk);
     const Expr mns = select(dsl::is_finite(mn), mn, 0.0f);
-    const Expr a = exp_nonpositive(m - mns);
-    const Expr c = select(dsl::is_finite(bk), exp_nonpositive(bk - mns), 0.0f);
-    st(ii, d, qb, h, b) =
-        Tuple(acc * a + pv(ii, d, rk, qb, h, b) * c, mn, l * a + ps(ii, rk, qb, h, b) * c);
+    const Expr a = exp2_nonpositive(at(kM) - mns);
+    const Expr c = select(dsl::is_finite(bk), exp2_nonpositive(bk - mns), 0.0f);
+    const Expr l = at(kL) * at(kA) + ps(ii, rk, qb, h, b) * at(kC);
+    const Expr acc = at(rx) * at(kA) + pv(ii, max(rx, 0), rk, qb, h, b) * at(kC);
+    st(ii, rx, qb, h, b) = select(
+        likely(rx >= 0), acc, select(rx == kA, a, select(rx == kC, c, select(rx == kM, mn, l))));
   }
   Func o = dsl::output_func("o");
-  o(d, i, h, b) = st(i % Lb, d, i / Lb, h, b)[0] / st(i % Lb, d, i / Lb, h, b)[2];
+  o(d, i, h, b) = st(i % Lb, d, i / Lb, h, b) / st(i % Lb, kL, i / Lb, h, b);
 
   // ---- Schedule ----
   // One parallel task per (b, h, block of `rows` queries). In it, per key block: the score
@@ -167,7 +214,7 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
   //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
   Var io("io"), iin("iin"), task("task"), iio("iio"), iii("iii"), jo("jo"), ji("ji"), dd("dd"),
-      di("di");
+      di("di"), kbh("kbh");
   o.split(i, io, iin, Lb, TailStrategy::GuardWithIf)
       .reorder(d, iin, io, h, b)
       .fuse(io, h, task)
@@ -177,12 +224,20 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   // Tasks start at multiples of rows, so i % rows and i / rows are the task's own indices.
   o.output_buffer().dim(1).set_min(0);
   st.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  st.update().reorder(ii, d, rk).split(ii, iio, iii, t.vec).vectorize(iii).unroll(iio);
+  st.update().reorder(ii, rx, rk).split(ii, iio, iii, t.vec).vectorize(iii).unroll(iio);
   qt.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  const LoopLevel per_block(st, RVar(rk.x));
+  const LoopLevel per_block(st, rk);
+  // Whole blocks: bounds inference would trim the last block to its S % keys valid keys (the
+  // scores' select), which the vectorized loop would then shift below key 0.
+  kt.compute_root()
+      .bound(jj, 0, Sb)
+      .fuse(kb, h, kbh)
+      .fuse(kbh, b, kbh)
+      .parallel(kbh)
+      .vectorize(jj, t.vec);
   s.compute_at(per_block)
       .bound(ii, 0, Lb)
-      .split(j, jo, ji, t.jr, TailStrategy::RoundUp)
+      .split(jj, jo, ji, t.jr, TailStrategy::RoundUp)
       .split(ii, iio, iii, t.vec)
       .reorder(iii, iio, ji, jo)
       .vectorize(iii)
@@ -193,13 +248,13 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
       .split(ii, iio, iii, t.vec)
       .vectorize(iii)
       .unroll(iio)
-      .unroll(j);
+      .unroll(jj);
   sacc.update()
       .split(ii, iio, iii, t.vec)
-      .reorder(iii, iio, j, rd)
+      .reorder(iii, iio, jj, rd)
       .vectorize(iii)
       .unroll(iio)
-      .unroll(j);
+      .unroll(jj);
   bm.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
   bm.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
   p.compute_at(per_block)
