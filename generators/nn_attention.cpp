@@ -110,7 +110,8 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
 
   // ---- Algorithm ----
   // A task's queries are i = qb * rows + ii; ii is every Func's innermost (vector) dim.
-  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), jj("jj"), kb("kb"), i("i");
+  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), jj("jj"), kb("kb"), i("i"), ji("ji"), jo("jo"),
+      di("di"), dd("dd");
   const Expr hk = h / (H / Hkv);  // grouped-query: the kv head of query head h
   const Expr row = qb * Lb + ii;
   // Rows and keys past the tensors read the last one (clamped): their scores are masked (keys)
@@ -121,11 +122,11 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   // key repeated, masked below): a block is one contiguous [D x keys] panel, and the q . k^T
   // tile's keys are consecutive floats of it (constant offsets, no per-key clamp).
   Func kt("kt");
-  kt(jj, d, kb, h, b) = k(d, min(kb * Sb + jj, S - 1), h, b);
+  kt(ji, d, jo, kb, h, b) = k(d, min(kb * Sb + jo * t.jr + ji, S - 1), h, b);
   RDom rd(0, D, "rd");
   Func sacc("sacc");  // q . k^T of key block kb
   sacc(ii, jj, kb, qb, h, b) = 0.0f;
-  sacc(ii, jj, kb, qb, h, b) += qt(ii, rd, qb, h, b) * kt(jj, rd, kb, hk, b);
+  sacc(ii, jj, kb, qb, h, b) += qt(ii, rd, qb, h, b) * kt(jj % t.jr, rd, jj / t.jr, kb, hk, b);
   const Expr j = kb * Sb + jj;  // the key
   Expr valid = j < S;
   if (causal) valid = valid && j <= row;
@@ -146,10 +147,15 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   Func ps("ps");
   ps(ii, kb, qb, h, b) = 0.0f;
   ps(ii, kb, qb, h, b) += p(ii, rj, kb, qb, h, b);
+  // v packed the same way, [keys x Dp] per key block, Dp = D rounded up to the p . v tile
+  // (last head dim and last key repeated): the tile's rows need no clamps, so its addresses
+  // are one pointer and constant offsets (the clamped rows cost ~20 scalar uops per 16 FMAs).
+  const Expr Dp = (D + t.dr - 1) / t.dr * t.dr;
+  Func vt("vt");
+  vt(di, jj, dd, kb, h, b) = v(clamp(dd * t.dr + di, 0, D - 1), min(kb * Sb + jj, S - 1), h, b);
   Func pvacc("pvacc"), pv("pv");  // p . v over the block
   pvacc(ii, d, kb, qb, h, b) = 0.0f;
-  pvacc(ii, d, kb, qb, h, b) +=
-      p(ii, rj, kb, qb, h, b) * v(clamp(d, 0, D - 1), clamp(kb * Sb + rj, 0, S - 1), hk, b);
+  pvacc(ii, d, kb, qb, h, b) += p(ii, rj, kb, qb, h, b) * vt(d % t.dr, rj, d / t.dr, kb, hk, b);
   pv(ii, d, kb, qb, h, b) = pvacc(ii, d, kb, qb, h, b);
 
   // The state over the key blocks, one Func along x: x in [0, D) holds acc, and four slots
@@ -213,8 +219,7 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   //     128 amortizes the per-block state update over more keys while p stays in L1.
   //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
   //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
-  Var io("io"), iin("iin"), task("task"), iio("iio"), iii("iii"), jo("jo"), ji("ji"), dd("dd"),
-      di("di"), kbh("kbh");
+  Var io("io"), iin("iin"), task("task"), iio("iio"), iii("iii"), kbh("kbh");
   o.split(i, io, iin, Lb, TailStrategy::GuardWithIf)
       .reorder(d, iin, io, h, b)
       .fuse(io, h, task)
@@ -230,11 +235,20 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   // Whole blocks: bounds inference would trim the last block to its S % keys valid keys (the
   // scores' select), which the vectorized loop would then shift below key 0.
   kt.compute_root()
-      .bound(jj, 0, Sb)
+      .bound(ji, 0, t.jr)
+      .bound(jo, 0, Sb / t.jr)
       .fuse(kb, h, kbh)
       .fuse(kbh, b, kbh)
       .parallel(kbh)
-      .vectorize(jj, t.vec);
+      .vectorize(ji);
+  vt.compute_root()
+      .bound(di, 0, t.dr)
+      .bound(jj, 0, Sb)
+      .bound(dd, 0, Dp / t.dr)
+      .fuse(kb, h, kbh)
+      .fuse(kbh, b, kbh)
+      .parallel(kbh)
+      .vectorize(di);
   s.compute_at(per_block)
       .bound(ii, 0, Lb)
       .split(jj, jo, ji, t.jr, TailStrategy::RoundUp)
