@@ -19,9 +19,14 @@
 // o = acc / l after the last block. Why bm (the block's own max) rather than the running max
 // inside exp: p then depends on the block alone, so s, p, ps and pv are Halide Funcs of the
 // key block without a cycle through the state (Halide has no recursion between Funcs); the
-// state update is the only place the running max appears. The price is that the state's
-// rescale (two exps per query and block) is evaluated per element of acc (D times, see the
-// schedule): ~4% of the work at keys = 128, D = 64.
+// state update is the only place the running max appears. It runs over one Func with four
+// slots before acc (a, c, m, l, see the state below), so the two exps of the rescale are
+// evaluated once per query and block, not per element of acc. The scores are kept in log2
+// units (log2(e) folded into the query scale) and every exp is exp2_nonpositive.
+// k and v are packed per (b, h) into the register tiles' panels (kt, vt below; padded, the
+// last key and head dim repeated; with grouped-query heads each query head packs its kv
+// head): an extra pass over k and v, small against the L x S work when L spans several query
+// tasks, but it costs a decode-shaped call (L of a few rows), see the schedule comment.
 // -inf guards: a block masked for a query gives bm = -inf; exp(s - bm) then uses 0 for bm
 // (every p is exp(-inf) = 0), c is 0, and m' stays finite or -inf (a is then exp(-inf) = 0
 // on an all-zero acc). A query whose every key is masked gives 0 / 0 = NaN, as torch.
@@ -36,6 +41,36 @@ namespace opforge::generators {
 using namespace Halide;
 
 namespace {
+
+// 2^x for x <= 0, the online softmax's exp on log2-scaled scores (log2(e) folded into the
+// query scale, so exp(z) = 2^(z log2 e) needs no range-reduction product of its own):
+// n = round(x) by the 1.5 * 2^23 shifter (t = x + M holds n in its low mantissa bits, and its
+// bits + 127 shifted by 23 are 2^n's), r = x - n in [-1/2, 1/2] exactly, and 2^r = e^(r ln 2)
+// by the Cephes expf polynomial of exp_nonpositive (nn_norms.cpp; |r ln 2| <= ln2 / 2, its
+// domain), about 1 ulp. x below -125 (-inf: masked keys) gives 0, NaN stays NaN (the guard
+// on the bits, as exp_nonpositive's). Against exp_nonpositive it saves the round (5 uops on
+// AVX-512: LLVM splits it into two ymm vroundps), the conversion and the two-product
+// reduction: see the schedule comment for what that measured.
+Expr exp2_nonpositive(const Expr& x) {
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  // strict: under fast math LLVM would fold (x + M) - M back to x, and reassociate the ln 2
+  // product into every Horner step (a multiply each: measured in the assembly)
+  const Expr t = strict_float(x + shifter);
+  const Expr r = strict_float((x - (t - shifter)) * 0.693147180559945f);
+  Expr p = 1.9875691500e-4f;
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  p = p * (r * r) + r + 1.0f;
+  const Expr two_n = reinterpret<float>((reinterpret<int32_t>(t) + 127) << 23);
+  // x in [-inf, -125) -> 0 (2^n stays normal), on the bits (a float compare is unreliable for NaN
+  // under fast math); -125 is 0xc2fa0000
+  const Expr u = reinterpret<uint32_t>(x);
+  const Expr underflow = u > Internal::UIntImm::make(UInt(32), 0xc2fa0000u) &&
+                         u <= Internal::UIntImm::make(UInt(32), 0xff800000u);
+  return select(underflow, 0.0f, p * two_n);
+}
 
 // Tunables (descriptor schedule_params; the schedule comment says how they were chosen).
 struct AttnTiles {
@@ -74,124 +109,172 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   const Expr D = q.dim(0).extent(), L = q.dim(1).extent(), H = q.dim(2).extent();
   const Expr S = k.dim(1).extent(), Hkv = k.dim(2).extent();
   const Expr given = args.scalars.at("scale");
-  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D)));
+  // The scores are kept in log2 units (times log2(e)) for exp2_nonpositive.
+  const float log2e = 1.44269504088896341f;
+  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D))) * log2e;
 
   // ---- Algorithm ----
   // A task's queries are i = qb * rows + ii; ii is every Func's innermost (vector) dim.
-  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), j("j"), jj("jj"), kb("kb"), i("i");
+  Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), jj("jj"), kb("kb"), i("i"), ji("ji"), jo("jo"),
+      di("di"), dd("dd");
   const Expr hk = h / (H / Hkv);  // grouped-query: the kv head of query head h
   const Expr row = qb * Lb + ii;
   // Rows and keys past the tensors read the last one (clamped): their scores are masked (keys)
   // or never stored (rows).
   Func qt("qt");  // the task's scaled queries, transposed: queries innermost
   qt(ii, d, qb, h, b) = q(d, clamp(row, 0, L - 1), h, b) * scale;
+  // k packed per (b, kv head) into the q . k^T register tile's panels: kt[kb][jo][d][jr keys],
+  // padded to whole blocks (the last key repeated, its scores masked below). A tile streams
+  // one contiguous panel (2 KB at jr = 8, D = 64, every cache line fully used), its keys are
+  // consecutive floats (constant offsets, no per-key clamp).
+  Func kt("kt");
+  kt(ji, d, jo, kb, h, b) = k(d, min(kb * Sb + jo * t.jr + ji, S - 1), h, b);
   RDom rd(0, D, "rd");
-  Func sacc("sacc");  // q . k^T
-  sacc(ii, j, qb, h, b) = 0.0f;
-  sacc(ii, j, qb, h, b) += qt(ii, rd, qb, h, b) * k(rd, clamp(j, 0, S - 1), hk, b);
+  Func sacc("sacc");  // q . k^T of key block kb
+  sacc(ii, jj, kb, qb, h, b) = 0.0f;
+  sacc(ii, jj, kb, qb, h, b) += qt(ii, rd, qb, h, b) * kt(jj % t.jr, rd, jj / t.jr, kb, hk, b);
+  const Expr j = kb * Sb + jj;  // the key
   Expr valid = j < S;
   if (causal) valid = valid && j <= row;
-  Expr score = sacc(ii, j, qb, h, b);
+  Expr score = sacc(ii, jj, kb, qb, h, b);
   // The mask is read along the queries (a gather, stride S): its [rows x keys] block is read
   // once per task and key block, against D multiply-adds per score.
-  // A float mask is added; a bool mask (a byte, mask_dtype=bool) says which keys are seen.
+  // A float mask is added (in the log2 frame of the scores); a bool mask (a byte,
+  // mask_dtype=bool) says which keys are seen.
   if (masked) {
     const ImageParam m = args.tensors.at("mask");
     const Expr mv = m(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
     if (m.type() == Float(32)) {
-      score += mv;
+      score += mv * log2e;
     } else {
       valid = valid && mv != 0;
     }
   }
   Func s("s");
-  s(ii, j, qb, h, b) = select(valid, score, -INFINITY);
+  s(ii, jj, kb, qb, h, b) = select(valid, score, -INFINITY);
   RDom rj(0, Sb, "rj");
   Func bm("bm");  // the block's max per query
   bm(ii, kb, qb, h, b) = -INFINITY;
-  bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, kb * Sb + rj, qb, h, b));
+  bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, rj, kb, qb, h, b));
   const Expr bmv = bm(ii, kb, qb, h, b);
   Func p("p");
   p(ii, jj, kb, qb, h, b) =
-      exp_nonpositive(s(ii, kb * Sb + jj, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
+      exp2_nonpositive(s(ii, jj, kb, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
   Func ps("ps");
   ps(ii, kb, qb, h, b) = 0.0f;
   ps(ii, kb, qb, h, b) += p(ii, rj, kb, qb, h, b);
+  // v packed the same way for p . v: vt[kb][dd][key][dr dims], D rounded up to Dp, a multiple
+  // of the tile (the last head dim and key repeated): no clamps in the tile, so its addresses
+  // are one pointer and constant offsets (v's clamped rows cost ~20 scalar uops per 16 FMAs).
+  const Expr Dp = (D + t.dr - 1) / t.dr * t.dr;
+  Func vt("vt");
+  vt(di, jj, dd, kb, h, b) = v(clamp(dd * t.dr + di, 0, D - 1), min(kb * Sb + jj, S - 1), h, b);
   Func pvacc("pvacc"), pv("pv");  // p . v over the block
   pvacc(ii, d, kb, qb, h, b) = 0.0f;
-  pvacc(ii, d, kb, qb, h, b) +=
-      p(ii, rj, kb, qb, h, b) * v(clamp(d, 0, D - 1), clamp(kb * Sb + rj, 0, S - 1), hk, b);
+  pvacc(ii, d, kb, qb, h, b) += p(ii, rj, kb, qb, h, b) * vt(d % t.dr, rj, d / t.dr, kb, hk, b);
   pv(ii, d, kb, qb, h, b) = pvacc(ii, d, kb, qb, h, b);
 
-  // The state over the key blocks; causal: blocks wholly above the task's last query skipped.
-  RDom rk(0, (S + Sb - 1) / Sb, "rk");
-  if (causal) rk.where(rk * Sb <= qb * Lb + Lb - 1);
-  Func st("st");  // (acc, m, l); m and l repeated along d
-  st(ii, d, qb, h, b) = Tuple(0.0f, -INFINITY, 0.0f);
+  // The state over the key blocks, one Func along x: x in [0, D) holds acc, and four slots
+  // before it hold, per query, the running max m and sum l and the block's rescale factors a
+  // and c. Per key block the slots update first (x ascending: a and c from the old m, then m,
+  // then l), so the D acc elements read a and c instead of each recomputing two exps from m
+  // (LLVM turns the slot selects into branches; the acc path is a load, a multiply-add and a
+  // store per element and block).
+  // causal: blocks wholly above the task's last query skipped.
+  const int kA = -4, kC = -3, kM = -2, kL = -1;  // slots of a, c, m, l
+  RDom rs(kA, D - kA, 0, (S + Sb - 1) / Sb, "rs");
+  const RVar rx = rs.x, rk = rs.y;
+  if (causal) rs.where(rk * Sb <= qb * Lb + Lb - 1);
+  Func st("st");
+  st(ii, i, qb, h, b) = select(i == kM, -INFINITY, 0.0f);
   {
-    const Expr acc = st(ii, d, qb, h, b)[0], m = st(ii, d, qb, h, b)[1], l = st(ii, d, qb, h, b)[2];
+    const auto at = [&](const Expr& x) { return st(ii, x, qb, h, b); };
     const Expr bk = bm(ii, rk, qb, h, b);
-    const Expr mn = max(m, bk);
+    const Expr mn = max(at(kM), bk);
     const Expr mns = select(dsl::is_finite(mn), mn, 0.0f);
-    const Expr a = exp_nonpositive(m - mns);
-    const Expr c = select(dsl::is_finite(bk), exp_nonpositive(bk - mns), 0.0f);
-    st(ii, d, qb, h, b) =
-        Tuple(acc * a + pv(ii, d, rk, qb, h, b) * c, mn, l * a + ps(ii, rk, qb, h, b) * c);
+    const Expr a = exp2_nonpositive(at(kM) - mns);
+    const Expr c = select(dsl::is_finite(bk), exp2_nonpositive(bk - mns), 0.0f);
+    const Expr l = at(kL) * at(kA) + ps(ii, rk, qb, h, b) * at(kC);
+    const Expr acc = at(rx) * at(kA) + pv(ii, max(rx, 0), rk, qb, h, b) * at(kC);
+    st(ii, rx, qb, h, b) = select(
+        likely(rx >= 0), acc, select(rx == kA, a, select(rx == kC, c, select(rx == kM, mn, l))));
   }
   Func o = dsl::output_func("o");
-  o(d, i, h, b) = st(i % Lb, d, i / Lb, h, b)[0] / st(i % Lb, d, i / Lb, h, b)[2];
+  o(d, i, h, b) = st(i % Lb, d, i / Lb, h, b) / st(i % Lb, kL, i / Lb, h, b);
 
   // ---- Schedule ----
-  // One parallel task per (b, h, block of `rows` queries). In it, per key block: the score
-  // tile sacc (rows x jr accumulators in registers over the whole D: per d, iv vector loads
-  // of the transposed queries, jr broadcasts of k, iv*jr FMAs; as nn_matmul's register
-  // block, with q.k^T vectorized along the queries so that k needs no transpose), the block
-  // max, p (rows x keys = 16 KB at AVX-512's 32 x 128, in L1), its sum, and p . v (rows x dr
-  // accumulators over the block's keys: iv loads of p, dr broadcasts of v), then the state
-  // update (vectorized along the queries). o transposes the state back to d-innermost once
-  // per task.
+  // Per (b, h) (parallel): k's and v's panels (kt, vt, parallel over the key blocks; 512 KB
+  // per head at S = 2048, D = 64, so they stay in L2 for the query blocks), then one parallel
+  // task per block of `rows` queries (nested parallel loops: 16 heads x 64 query blocks here).
+  // In a task, per key block: the score tile sacc (rows x jr accumulators in registers over
+  // the whole D: per d, iv vector loads of the transposed queries, jr broadcasts from the kt
+  // panel, iv*jr FMAs), the block max, p (rows x keys = 16 KB at AVX-512's 32 x 128, in L1),
+  // its sum, and p . v (rows x dr accumulators over the block's keys: iv loads of p, dr
+  // broadcasts from the vt panel), then the state update (vectorized along the queries). o
+  // transposes the state back to d-innermost once per task.
   //
-  // Measured on the 2-vCPU host "Intel(R) Xeon(R) Processor" (AVX-512, Sapphire Rapids class),
-  // shared with other builds (load 2-5), 2 threads; `opforge bench scaled_dot_product_attention
-  // [--attr causal=true]`, B = 1, H = Hkv = 16, L = S = 2048, D = 64, medians of 7
-  // interleaved reps, same-run ratio to the oneDNN 2.6 unfused peer (matmul with output
-  // scale [+ mask post-op], softmax, matmul; the 268 MB score matrix in memory):
-  //   ISA                          full: opforge / oneDNN     causal: opforge / oneDNN
-  //   avx512 (oneDNN brg:avx512)   151.6 / 142.8 ms  0.94x     79.4 / 186.8 ms  2.35x
-  //   avx512, a busier moment      237.8 / 274.7 ms  1.15x    132.2 / 330.2 ms  2.50x
-  //   avx2 (oneDNN gemm:jit, ONEDNN_MAX_CPU_ISA=AVX2)
-  //                                479.8 / 408.7 ms  0.85x    211.0 / 435.7 ms  2.07x
-  //   masked (additive [L, S]), avx512: 271.2 / 322.6 ms 1.19x
-  // causal costs 0.52-0.56x the full op (the skipped key blocks; oneDNN computes them all).
-  // The full op runs at 57 GFLOP/s per core, short of the 1.5x goal: oneDNN's brgemm runs
-  // the two products at ~120 GFLOP/s for 2 cores even with the score matrix's DRAM traffic.
-  // Where the time goes: removing every exp (p and the state rescale) changed the time within
-  // the host's noise (JIT prototype, +-15%), so it is the two register-tiled products: per
-  // 16 FMAs, 2 vector loads + 8 broadcast loads (5 cycles on 2 load ports, 62% of FMA peak at
-  // best), plus s and p stored to and reloaded from L1 between the stages. Not done: wider
-  // tiles with k pre-transposed (vectorized along the keys), s kept in registers into p.
-  //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (JIT prototype,
-  //     AVX-512, full, H = 4; per CPU-second because the host was shared with a build):
-  //     128 amortizes the per-block state update over more keys while p stays in L1.
+  // Measured on the 2-vCPU host "Intel(R) Xeon(R) Processor" (family 6 model 207, Emerald
+  // Rapids class), shared with other helpers' builds and benchmarks (load average 9-10), B = 1,
+  // H = Hkv = 16, L = S = 2048, D = 64. Same-run `opforge bench scaled_dot_product_attention
+  // [--attr causal=true] [--isa avx2]` (2 threads, cold caches, medians of 5 interleaved reps)
+  // against the oneDNN 2.6 unfused peer (matmul with output scale [+ mask post-op], softmax,
+  // matmul; the 268 MB score matrix in memory; ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 rows), and
+  // the previous schedule (main, ba99b65) in the same minutes; scripts/BENCHMARKS.md has the
+  // runs:
+  //   ISA      full: speedup vs oneDNN (main's)     causal: speedup vs oneDNN (main's)
+  //   avx512   1.34x, 1.60x (0.90x, 0.99x)          3.66x, 2.95x (2.48x, 2.45x)
+  //   avx2     1.27x (0.91x)                        2.57x (1.65x)
+  // CPU time per call, 1 thread, two runs (AVX-512 full / causal, AVX2 full / causal):
+  // 224 / 134, 315 / 199 and 183 / 109, 311 / 197 ms; main 316 / 164, 480 / 259 and 301 /
+  // 156, 447 / 273 ms. causal costs 0.60-0.63x the full op (main 0.52-0.61x): the skipped
+  // key blocks, less the per-head packing and the diagonal blocks computed whole.
+  // The load made wall times swing by 1.5x between runs, so the steps were chosen on CPU time
+  // per call with 1 thread (process CPU clock, medians of 5; AVX-512, full):
+  //   main (k read in place with per-key clamps, the state rescaled per element)  305 ms
+  //   + state slots (two exps per query and block), kt by block, exp2    245-256 ms
+  //   + v packed by block (no clamped rows in p . v)                        230-250 ms
+  //   + kt, vt as register-tile panels (one compute_root pack per call)    196-210 ms
+  //   + the panels per (b, h) (L2-resident) instead of per call            157-192 ms
+  // (the last step's interleaved 2-thread runs: 1.31x, 1.54x vs 1.22x, 1.38x oneDNN).
+  // Where the time goes now (perf, 1 thread): the q . k^T loop 41%, the p . v loop 37%, the
+  // exp of p ~11%, the rest (s, max, sum, state, packing) ~11%; with the exp replaced by a
+  // multiply-add the call took 220-229 ms against 245-256 (step 2), so exp is ~10%.
+  // Tried, not kept (same CPU-time runs): 3 x 8 register tiles (rows = 48, step 4) 194-221
+  // ms against 2 x 8's 178-214; keys = 256 (step 2) 210-252 ms against 128's 245-256 (within
+  // noise, and 256 doubles p's L1 footprint).
+  // Decode-shaped calls pay for the packing: L = 1 (S = 2048) 35.1 ms against main's 19.5,
+  // L = 64 42.7 against 36.7 (the pass over k and v per head, and L = 1 fills 1 of 32 lanes
+  // either way; oneDNN 7-8 ms there): a small-L algorithm without the packing is still to do.
+  // Older measurements of this kernel's structure (JIT prototype, per CPU-second):
+  //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (AVX-512, full,
+  //     H = 4): 128 amortizes the per-block state update over more keys while p stays in L1.
   //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
   //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
-  Var io("io"), iin("iin"), task("task"), iio("iio"), iii("iii"), jo("jo"), ji("ji"), dd("dd"),
-      di("di");
+  Var io("io"), iin("iin"), hb("hb"), iio("iio"), iii("iii");
   o.split(i, io, iin, Lb, TailStrategy::GuardWithIf)
       .reorder(d, iin, io, h, b)
-      .fuse(io, h, task)
-      .fuse(task, b, task)
-      .parallel(task)
+      .fuse(h, b, hb)
+      .parallel(hb)
+      .parallel(io)
       .vectorize(d, t.vec, TailStrategy::GuardWithIf);
   // Tasks start at multiples of rows, so i % rows and i / rows are the task's own indices.
   o.output_buffer().dim(1).set_min(0);
-  st.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  st.update().reorder(ii, d, rk).split(ii, iio, iii, t.vec).vectorize(iii).unroll(iio);
-  qt.compute_at(o, task).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  const LoopLevel per_block(st, RVar(rk.x));
+  st.compute_at(o, io).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  st.update().reorder(ii, rx, rk).split(ii, iio, iii, t.vec).vectorize(iii).unroll(iio);
+  qt.compute_at(o, io).bound(ii, 0, Lb).vectorize(ii, t.vec);
+  const LoopLevel per_block(st, rk);
+  // Whole blocks: bounds inference would trim the last block to its S % keys valid keys (the
+  // scores' select), which the vectorized loop would then shift below key 0.
+  kt.compute_at(o, hb).bound(ji, 0, t.jr).bound(jo, 0, Sb / t.jr).parallel(kb).vectorize(ji);
+  vt.compute_at(o, hb)
+      .bound(di, 0, t.dr)
+      .bound(jj, 0, Sb)
+      .bound(dd, 0, Dp / t.dr)
+      .parallel(kb)
+      .vectorize(di);
   s.compute_at(per_block)
       .bound(ii, 0, Lb)
-      .split(j, jo, ji, t.jr, TailStrategy::RoundUp)
+      .split(jj, jo, ji, t.jr, TailStrategy::RoundUp)
       .split(ii, iio, iii, t.vec)
       .reorder(iii, iio, ji, jo)
       .vectorize(iii)
@@ -202,13 +285,13 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
       .split(ii, iio, iii, t.vec)
       .vectorize(iii)
       .unroll(iio)
-      .unroll(j);
+      .unroll(jj);
   sacc.update()
       .split(ii, iio, iii, t.vec)
-      .reorder(iii, iio, j, rd)
+      .reorder(iii, iio, jj, rd)
       .vectorize(iii)
       .unroll(iio)
-      .unroll(j);
+      .unroll(jj);
   bm.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
   bm.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
   p.compute_at(per_block)
@@ -244,10 +327,10 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   kernel.outputs = {o};
   kernel.schedule_summary =
       std::string(causal ? "causal, " : "") + (masked ? "additive mask, " : "") +
-      "one parallel task per (b, h, " + std::to_string(Lb) + " queries); per block of " +
-      std::to_string(Sb) + " keys: " + std::to_string(Lb) + "x" + std::to_string(t.jr) +
-      " register tiles of q.k^T, " + std::to_string(Lb) + "x" + std::to_string(t.dr) +
-      " of p.v, online softmax state vectorized along the queries";
+      "k and v packed per (b, h); one parallel task per " + std::to_string(Lb) +
+      " queries; per block of " + std::to_string(Sb) + " keys: " + std::to_string(Lb) + "x" +
+      std::to_string(t.jr) + " register tiles of q.k^T, " + std::to_string(Lb) + "x" +
+      std::to_string(t.dr) + " of p.v, online softmax state vectorized along the queries";
   kernel.schedule_params = {{"vec", t.vec}, {"rows", Lb}, {"keys", Sb}, {"jr", t.jr}, {"dr", t.dr}};
   return kernel;
 }

@@ -111,7 +111,7 @@ NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars& sc,
 // Inputs in [-3, 3) with scale 0.5 give logits up to ~50: each fp32 score then carries an
 // absolute rounding error of ~|logit| * 2^-24 * sqrt(D) ~ 2e-5, which exp turns into a relative
 // error of the weights, so |o| errors ~1e-5 whatever the kernel (numpy fp32 q@k.T, softmax,
-// @v on such problems: 1.7e-5 worst against fp64; this kernel 1.0e-5). Those problems get
+// @v on such problems: 1.7e-5 worst against fp64; this kernel 1.4e-5). Those problems get
 // atol 5e-5; the others keep the descriptor's tolerance.
 std::pair<double, double> tolerance(const NnProblem& p) {
   return p.hi > 1 ? std::make_pair(1e-5, 5e-5) : std::make_pair(1e-5, 2e-6);
