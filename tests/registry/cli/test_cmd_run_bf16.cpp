@@ -179,8 +179,9 @@ TEST_CASE("run: bf16 errors name the tensor") {
   CHECK(empty_or_absent(dir / "out"));  // nothing written by a failed run
 }
 
-// Every registered elementwise variant with a bf16 tensor runs from the command line: bf16
-// tensors as '<V2' files, others as their own dtype, results as one-element tensors.
+// Every registered variant with a bf16 tensor runs from the command line: bf16 tensors as
+// '<V2' files, others as their own dtype, results as one-element tensors; NN ops' tensors
+// (bf16 activations) with every named dim 5 (a leading optional "B?" left out).
 TEST_CASE("run: every bf16 variant of the registry runs from the command line") {
   auto reg = Registry::open(test_registry_dir());
   int ran = 0;
@@ -190,8 +191,9 @@ TEST_CASE("run: every bf16 variant of the registry runs from the command line") 
     for (const auto& in : d.inputs) bf16 = bf16 || in.dtype == registry::DType::bf16;
     for (const auto& f : d.target.cpu_features) runs_here = runs_here && cpu_supports(f);
     if (!bf16 || !runs_here) continue;
-    REQUIRE_MESSAGE(d.shape.elementwise, e.variant << ": a non-elementwise bf16 variant; extend "
-                                                      "this test to build its inputs");
+    REQUIRE_MESSAGE((d.shape.elementwise || d.shape.named_dims),
+                    e.variant << ": a bf16 variant neither elementwise nor NN; extend this test "
+                                 "to build its inputs");
     CAPTURE(e.variant);
     TempDir dir;
     std::vector<std::string> args = {"run", d.op, "--variant", e.variant, "--out", dir / "out"};
@@ -201,16 +203,24 @@ TEST_CASE("run: every bf16 variant of the registry runs from the command line") 
         args.insert(args.end(), {"--scalar", in.name + "=" + (integer ? "1" : "0.5")});
         continue;
       }
-      const int64_t n = in.role == registry::Input::Role::result ? 1 : 64;
+      std::vector<int64_t> shape = {in.role == registry::Input::Role::result ? 1 : 64};
+      if (d.shape.named_dims) {
+        shape.clear();
+        for (const auto& dim : in.dims) {
+          if (dim != "B?") shape.push_back(5);
+        }
+      }
+      int64_t n = 1;
+      for (int64_t e : shape) n *= e;
       npy::Array a;
-      a.shape = {n};
       const std::vector<float> half(n, 0.25f);
       switch (in.dtype) {
         case registry::DType::bf16:
           a = bf16_array(half, "<V2");
+          a.shape = shape;
           break;
         case registry::DType::f32:
-          a = npy::from_f32(half, {n});
+          a = npy::from_f32(half, shape);
           break;
         default:
           FAIL("input " << in.name << " has a dtype this test does not write");
