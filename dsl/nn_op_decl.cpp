@@ -186,22 +186,25 @@ std::string NnOpDecl::cost_for_variant(const std::string& expr, const AttrValues
   return out;
 }
 
+std::optional<registry::DType> NnOpDecl::declared_dtype(const std::string& tensor) const {
+  for (const auto& a : args_) {
+    if (!a.is_scalar && a.tensor.name == tensor) return a.tensor.dtype;
+  }
+  for (const auto& o : outputs_) {
+    if (o.name == tensor) return o.dtype;
+  }
+  return std::nullopt;
+}
+
 registry::DType NnOpDecl::tensor_dtype(const std::string& name, const AttrValues& attrs) const {
   for (const auto& w : dtype_when_) {
     auto it = attrs.find(w.attr);
     if (w.tensor == name && it != attrs.end() && it->second == w.value) return w.dtype;
   }
-  registry::DType declared{};
-  bool found = false;
-  for (const auto& a : args_) {
-    if (!a.is_scalar && a.tensor.name == name) declared = a.tensor.dtype, found = true;
-  }
-  for (const auto& o : outputs_) {
-    if (o.name == name) declared = o.dtype, found = true;
-  }
-  if (!found) fail("no tensor '" + name + "'");
+  const std::optional<registry::DType> declared = declared_dtype(name);
+  if (!declared) fail("no tensor '" + name + "'");
   if (std::find(activations_.begin(), activations_.end(), name) == activations_.end())
-    return declared;
+    return *declared;
   auto it = attrs.find(kActivationDtypeAttr);
   if (it == attrs.end() || it->second == "float32") return registry::DType::f32;
   if (it->second == "bfloat16") return registry::DType::bf16;
@@ -238,14 +241,8 @@ void NnOpDecl::validate() const {
   }
   for (const auto& o : outputs_) unique(o.name, "output");
   for (const auto& n : activations_) {
-    bool f32_tensor = false;
-    for (const auto& a : args_) {
-      if (!a.is_scalar && a.tensor.name == n) f32_tensor = a.tensor.dtype == registry::DType::f32;
-    }
-    for (const auto& o : outputs_) {
-      if (o.name == n) f32_tensor = o.dtype == registry::DType::f32;
-    }
-    if (!f32_tensor) fail("activation '" + n + "' is not a declared float32 input or output");
+    if (declared_dtype(n) != registry::DType::f32)
+      fail("activation '" + n + "' is not a declared float32 input or output");
   }
   for (const auto& a : attrs_) {
     if (names.count(a.name)) fail("attr '" + a.name + "' has an argument's name");

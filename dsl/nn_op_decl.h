@@ -183,6 +183,8 @@ class NnOpDecl : public DeclBuilder<NnOpDecl> {
 
  private:
   std::vector<std::string> argument_names() const override;
+  // A declared input's or output's own dtype (nullopt for an unknown name or a scalar).
+  std::optional<registry::DType> declared_dtype(const std::string& tensor) const;
   std::vector<Arg> args_;
   std::vector<NnOutputDecl> outputs_;
   std::vector<NnShapeCheck> checks_;

@@ -280,28 +280,36 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
       .vectorize(iii)
       .unroll(iio)
       .unroll(ji);
-  sacc.compute_at(s, jo)
-      .bound(ii, 0, Lb)
-      .split(ii, iio, iii, t.vec)
-      .vectorize(iii)
-      .unroll(iio)
-      .unroll(jj);
-  sacc.update()
-      .split(ii, iio, iii, t.vec)
-      .reorder(iii, iio, jj, rd)
-      .vectorize(iii)
-      .unroll(iio)
-      .unroll(jj);
-  bm.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  bm.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
+  // A register tile: Lb queries (vectors of t.vec, unrolled) by the tile's `reg` dim
+  // (unrolled), its update summing over `r` outside them.
+  auto register_tile = [&](Func acc, const LoopLevel& at, const Var& reg, const RDom& r) {
+    acc.compute_at(at)
+        .bound(ii, 0, Lb)
+        .split(ii, iio, iii, t.vec)
+        .vectorize(iii)
+        .unroll(iio)
+        .unroll(reg);
+    acc.update()
+        .split(ii, iio, iii, t.vec)
+        .reorder(iii, iio, reg, r)
+        .vectorize(iii)
+        .unroll(iio)
+        .unroll(reg);
+  };
+  // A per-query reduction over the key block (bm: max, ps: sum), vectorized along the queries.
+  auto per_query = [&](Func f) {
+    f.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
+    f.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
+  };
+  register_tile(sacc, LoopLevel(s, jo), jj, rd);
+  per_query(bm);
   p.compute_at(per_block)
       .bound(ii, 0, Lb)
       .split(ii, iio, iii, t.vec)
       .reorder(iii, iio, jj)
       .vectorize(iii)
       .unroll(iio);
-  ps.compute_at(per_block).bound(ii, 0, Lb).vectorize(ii, t.vec);
-  ps.update().split(ii, iio, iii, t.vec).reorder(iii, iio, rj).vectorize(iii).unroll(iio);
+  per_query(ps);
   pv.compute_at(per_block)
       .bound(ii, 0, Lb)
       .split(d, dd, di, t.dr, TailStrategy::RoundUp)
@@ -310,18 +318,7 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
       .vectorize(iii)
       .unroll(iio)
       .unroll(di);
-  pvacc.compute_at(pv, dd)
-      .bound(ii, 0, Lb)
-      .split(ii, iio, iii, t.vec)
-      .vectorize(iii)
-      .unroll(iio)
-      .unroll(d);
-  pvacc.update()
-      .split(ii, iio, iii, t.vec)
-      .reorder(iii, iio, d, rj)
-      .vectorize(iii)
-      .unroll(iio)
-      .unroll(d);
+  register_tile(pvacc, LoopLevel(pv, dd), d, rj);
 
   dsl::NnKernel kernel;
   kernel.outputs = {o};

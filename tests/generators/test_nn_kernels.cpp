@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 
+#include "dsl/nn_op_decl.h"
 #include "generators/nn_reference.h"
 #include "host_isa.h"
 #include "ieee_half.h"
@@ -26,7 +27,8 @@ namespace {
 bool attrs_match(const registry::Descriptor& d, const NnAttrs& want) {
   for (const auto& a : d.attrs) {
     auto it = want.find(a.name);
-    if (a.name == "dtype" && it == want.end()) continue;  // problems run in every dtype
+    // Problems run in every activation dtype unless they name one.
+    if (a.name == dsl::kActivationDtypeAttr && it == want.end()) continue;
     if ((it == want.end() ? a.default_value : it->second) != a.value) return false;
   }
   return true;

@@ -160,18 +160,8 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   std::map<std::string, std::string> attrs = attr_options(a);
   // The tensors' dtypes come from a variant with the asked attrs (a bf16 variant's
   // activations, a bool mask), before the variant itself is selected by shape.
-  registry::Descriptor d0 = reg.variants(op).front();
-  for (const auto& v : reg.variants(op)) {
-    const auto values = v.attr_values();
-    const bool match = std::all_of(attrs.begin(), attrs.end(), [&](const auto& kv) {
-      auto it = values.find(kv.first);
-      return kv.first == "algorithm" || (it != values.end() && it->second == kv.second);
-    });
-    if (a.has("variant") ? v.variant == a.get("variant") : match) {
-      d0 = v;
-      break;
-    }
-  }
+  const registry::Descriptor d0 =
+      a.has("variant") ? reg.descriptor(a.get("variant")) : reg.choose(op, attrs, a.get("isa"));
   if (!d0.shape.named_dims) throw UsageError("op '" + op + "' is not an NN op");
   Problem p = make_problem(d0, a.all("shape"), given);
   const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));

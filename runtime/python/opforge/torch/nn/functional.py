@@ -34,13 +34,18 @@ def _require_no_grad(what, *tensors):
             "whenever gradients are needed")
 
 
-def _f32(name, t):
+def _cpu_tensor(name, t, dtypes, takes):
+    """t detached and contiguous when it is a CPU tensor of one of `dtypes`; else a TypeError
+    naming the argument and saying what the kernel `takes`."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu" or t.dtype != torch.float32:
-        raise TypeError(f"{name}: opforge NN kernels take float32 CPU tensors, got {t.dtype} "
-                        f"on {t.device}")
+    if t.device.type != "cpu" or t.dtype not in dtypes:
+        raise TypeError(f"{name}: {takes} CPU tensors, got {t.dtype} on {t.device}")
     return t.detach().contiguous()
+
+
+def _f32(name, t):
+    return _cpu_tensor(name, t, (torch.float32,), "opforge NN kernels take float32")
 
 
 _ACTIVATION_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -48,12 +53,8 @@ _ACTIVATION_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
 def _act(name, t):
     """An activation of a memory-bound op: float32 or bfloat16, on the CPU, contiguous."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu" or t.dtype not in _ACTIVATION_DTYPES:
-        raise TypeError(f"{name}: this opforge NN kernel takes float32 or bfloat16 CPU tensors, "
-                        f"got {t.dtype} on {t.device}")
-    return t.detach().contiguous()
+    return _cpu_tensor(name, t, _ACTIVATION_DTYPES,
+                       "this opforge NN kernel takes float32 or bfloat16")
 
 
 def _same_dtype(what, *named):
