@@ -81,13 +81,20 @@ std::unique_ptr<PeerRun> onednn_attention_peer(const std::string& op,
     dnnl::memory::desc mmd;
     if (causal || masked) {
       // causal: top-left, key s is masked for query l when s > l (as the opforge op); masked:
-      // the caller's [L, S] mask, repeated for each query head stacked in the rows.
+      // the caller's [L, S] mask, repeated for each query head stacked in the rows; a bool mask
+      // (oneDNN 2.6 has none) as the additive one it means, 0 where true and -inf where false.
       r->mask.assign(static_cast<size_t>(R * S), 0.0f);
-      const float* given =
-          masked ? static_cast<const float*>(named(tensors, "mask").data) : nullptr;
+      const Tensor* given = masked ? &named(tensors, "mask") : nullptr;
+      auto given_at = [given](int64_t i) {
+        if (given->dtype == registry::DType::b8)
+          return static_cast<const uint8_t*>(given->data)[i] ? 0.0f : -INFINITY;
+        return static_cast<const float*>(given->data)[i];
+      };
       for (int64_t row = 0; row < R; ++row) {
         for (int64_t s = 0; s < S; ++s) {
-          r->mask[row * S + s] = given ? given[(row % L) * S + s] : s > row % L ? -INFINITY : 0.0f;
+          r->mask[row * S + s] = given         ? given_at((row % L) * S + s)
+                                 : s > row % L ? -INFINITY
+                                               : 0.0f;
         }
       }
       mmd = dnnl::memory::desc(dims{1, 1, R, S}, f32, dims{R * S, R * S, S, 1});
