@@ -26,7 +26,8 @@
 // k and v are packed per (b, h) into the register tiles' panels (kt, vt below; padded, the
 // last key and head dim repeated; with grouped-query heads each query head packs its kv
 // head): an extra pass over k and v, small against the L x S work when L spans several query
-// tasks, but it costs a decode-shaped call (L of a few rows), see the schedule comment.
+// tasks, but it costs a decode-shaped call (L of a few rows): those take the decode algorithm
+// (build_decode: k and v read once, in place, one task per head).
 // -inf guards: a block masked for a query gives bm = -inf; exp(s - bm) then uses 0 for bm
 // (every p is exp(-inf) = 0), c is 0, and m' stays finite or -inf (a is then exp(-inf) = 0
 // on an all-zero acc). A query whose every key is masked gives 0 / 0 = NaN, as torch.
@@ -266,9 +267,10 @@ dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
   // Tried, not kept (same CPU-time runs): 3 x 8 register tiles (rows = 48, step 4) 194-221
   // ms against 2 x 8's 178-214; keys = 256 (step 2) 210-252 ms against 128's 245-256 (within
   // noise, and 256 doubles p's L1 footprint).
-  // Decode-shaped calls pay for the packing: L = 1 (S = 2048) 35.1 ms against main's 19.5,
-  // L = 64 42.7 against 36.7 (the pass over k and v per head, and L = 1 fills 1 of 32 lanes
-  // either way; oneDNN 7-8 ms there): a small-L algorithm without the packing is still to do.
+  // Decode-shaped calls pay for the packing (a pass over k and v per head) and L = 1 fills 1
+  // of 32 lanes: L <= 16 takes the decode algorithm. CPU time per call, 1 thread, S = 2048
+  // (process CPU clock, medians of 20, interleaved), decode / flash: AVX-512 L = 1 2.46 / 11.6
+  // ms, L = 16 5.5 / 11.0, L = 32 11.8 / 10.8; AVX2 2.43 / 12.9, 6.4 / 12.3, 14.1 / 16.2.
   // Older measurements of this kernel's structure (JIT prototype, per CPU-second):
   //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (AVX-512, full,
   //     H = 4): 128 amortizes the per-block state update over more keys while p stays in L1.
@@ -356,9 +358,9 @@ dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
   return kernel;
 }
 
-// Where decode applies (measured against flash: the decode paragraph of flash's schedule
-// comment).
-const char* const kDecodeWhen = "L <= 8";
+// Where decode applies: it beats flash (which packs k and v per head) up to about L = 32 (the
+// decode paragraph of flash's schedule comment).
+const char* const kDecodeWhen = "L <= 16";
 
 // The decode algorithm, for a few queries against many keys (the memory-bound case: each
 // (b, h) reads its kv head's k and v once, in place, no packing). Per (b, h), for its L queries:
@@ -424,7 +426,15 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   // the queries), a dot as D / vec FMAs along d and one horizontal sum; the max and the sum of
   // p as vectors along the keys; p . v with the key outermost (a v row read once, broadcast p
   // per query, FMAs along d into acc in L1). s and p hold S x L floats each (L2 at decode
-  // shapes). See the schedule comment of the flash algorithm for the measurements.
+  // shapes). Measured at L = 1, S = 2048, 16 heads, D = 64 (16.8 MB of k and v: memory-bound;
+  // perf, 1 thread: ~40% in the dot loop, ~35% in p . v, on their loads), same-run bench
+  // (scripts/BENCHMARKS.md): 1 thread 0.93-1.09x oneDNN; 2 threads 1.9-3.5x oneDNN (AVX2
+  // 5.5x) at lighter host load, 0.8-1.0x at load 7-9 (both then share a saturated memory), and
+  // 3-6x flash. Its cost grows with L (~25 cycles per query and key: the horizontal sum, acc
+  // through L1), so oneDNN's GEMMs catch up from L = 4-8 on (2 threads: 0.75-1.15x at L = 8,
+  // 0.64x at L = 16). Tried, not kept: software prefetch of k (4 vectors of keys ahead) and v
+  // (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of per
+  // vector of keys (one allocation), within noise.
   o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
   const LoopLevel task(o, hb);
   qs.compute_at(task).vectorize(d, vec, TailStrategy::GuardWithIf);
@@ -463,8 +473,9 @@ void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
                   (masked ? "; the mask added to each score block" : ""),
               [masked](const dsl::NnArgs& a) { return build_flash(a, masked); })
       .algorithm("decode", kDecodeWhen, 10,
-                 "L <= 8 (decode): k and v read once in place, no packing; one parallel task per "
-                 "(batch, head): scores along the keys, softmax, p.v along the head dim",
+                 std::string(kDecodeWhen) +
+                     " (decode): k and v read once in place, no packing; one parallel task per "
+                     "(batch, head): scores along the keys, softmax, p.v along the head dim",
                  [masked](const dsl::NnArgs& a) { return build_decode(a, masked); });
 }
 
@@ -476,7 +487,9 @@ const dsl::NnOpDecl& scaled_dot_product_attention() {
     // Attended (query, key) pairs: all L*S, or with causal those with s <= l.
     const std::string pairs =
         "((1-causal)*L*S + causal*(min(L, S)*(min(L, S) + 1)/2 + max(L - S, 0)*S))";
-    d.summary("Fused scaled dot-product attention (flash-style online softmax), grouped-query")
+    d.summary(
+         "Fused scaled dot-product attention (flash-style online softmax; decode for few queries), "
+         "grouped-query")
         .formula(
             "o[b,h,l] = sum_s softmax_s(q[b,h,l] . k[b,g,s] * scale + mask[l,s]) v[b,g,s], "
             "g = h / (H / Hkv); mask = -inf where causal and s > l, else 0; scale 0 means "
