@@ -374,7 +374,8 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   const AttnInputs in(args, masked);
   const int vec = args.target.natural_vector_size<float>();
   // ---- Algorithm ----
-  Var lane("lane"), j("j"), l("l"), h("h"), b("b"), d("d"), jo("jo"), ji("ji"), hb("hb");
+  Var lane("lane"), j("j"), l("l"), h("h"), b("b"), d("d"), jo("jo"), ji("ji"), hb("hb"), dd("dd"),
+      di("di");
   const Expr hk = in.kv_head(h);
   const Expr S = in.causal ? min(in.S, in.L) : in.S;  // the keys any query sees
   const Expr Sv = (S + vec - 1) / vec;                // whole vectors of keys, the last padded
@@ -428,13 +429,13 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   // per query, FMAs along d into acc in L1). s and p hold S x L floats each (L2 at decode
   // shapes). Measured at L = 1, S = 2048, 16 heads, D = 64 (16.8 MB of k and v: memory-bound;
   // perf, 1 thread: ~40% in the dot loop, ~35% in p . v, on their loads), same-run bench
-  // (scripts/BENCHMARKS.md): 1 thread 0.93-1.09x oneDNN; 2 threads 1.9-3.5x oneDNN (AVX2
-  // 5.5x) at lighter host load, 0.8-1.0x at load 7-9 (both then share a saturated memory), and
-  // 3-6x flash. Its cost grows with L (~25 cycles per query and key: the horizontal sum, acc
-  // through L1), so oneDNN's GEMMs catch up from L = 4-8 on (2 threads: 0.75-1.15x at L = 8,
-  // 0.64x at L = 16). Tried, not kept: software prefetch of k (4 vectors of keys ahead) and v
-  // (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of per
-  // vector of keys (one allocation), within noise.
+  // (scripts/BENCHMARKS.md), 2 threads: 1.17x oneDNN AVX-512, 1.38x AVX2 (load 5); before the
+  // d loops were unrolled 1.9-3.5x at lighter load, 0.8-1.0x at load 7-9 (both then share a
+  // saturated memory); 4-6x flash. Its cost grows with L (~20 cycles per query and key: the
+  // horizontal sum, acc through L1): L = 8 1.95x / 1.11x oneDNN, L = 16 0.92x / 1.18x (AVX-512
+  // / AVX2, 2 threads). Tried, not kept: software prefetch of k (4 vectors of keys ahead) and
+  // v (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of
+  // per vector of keys (one allocation), within noise.
   o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
   const LoopLevel task(o, hb);
   qs.compute_at(task).vectorize(d, vec, TailStrategy::GuardWithIf);
@@ -443,6 +444,7 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   dot.update().atomic().reorder(rv, l, j).vectorize(rv);
   part.compute_at(dot, l).bound(lane, 0, vec).vectorize(lane);
   part.update(0).reorder(lane, rd).vectorize(lane);
+  part.update(1).unscheduled();  // the D % vec tail: scalar
   for (Func f : {mv, psv}) {
     f.compute_at(task).bound(lane, 0, vec).vectorize(lane);
     f.update().reorder(lane, rj).vectorize(lane);
@@ -452,8 +454,18 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
     f.update().atomic().vectorize(rv);
   }
   p.compute_at(task).split(j, jo, ji, vec, TailStrategy::RoundUp).vectorize(ji);
-  acc.compute_at(task).vectorize(d, vec, TailStrategy::GuardWithIf);
-  acc.update().reorder(d, l, rs).vectorize(d, vec, TailStrategy::GuardWithIf);
+  acc.compute_at(task).bound(d, 0, in.D).vectorize(d, vec, TailStrategy::GuardWithIf);
+  acc.update()
+      .split(d, dd, di, vec, TailStrategy::GuardWithIf)
+      .reorder(di, dd, l, rs)
+      .vectorize(di);
+  // The common head dims: constant trip counts, the loops along d unrolled (CPU time per call
+  // against the loops, 1 thread, interleaved: L = 8 0.78x AVX-512, 0.77x AVX2; L = 16 0.80x,
+  // 0.86x; L = 1, memory-bound, 1.03x and 0.89x).
+  for (int dims : {64, 128}) {
+    part.update(0).specialize(in.D == dims).unroll(rd);
+    acc.update().specialize(in.D == dims).unroll(dd);
+  }
 
   dsl::NnKernel kernel;
   kernel.outputs = {o};

@@ -2,8 +2,8 @@
 // scale + causal mask) v, the score matrix materialized in double, torch's top-left causal
 // mask s <= l, kv head h / (H / Hkv)), registered for test_nn_kernels.cpp, which runs every
 // variant (causal or not, each ISA the host runs) on these problems: L and S of 1, 17, 100 and
-// 300 (several key blocks and query blocks, partial last ones), D of 64, 40, 17 and 1, Hkv <
-// H, batch 2, the default and a given scale, logits large enough for the online softmax to
+// 300 (several key blocks and query blocks, partial last ones), D of 128, 64, 40, 17 and 1,
+// Hkv < H, batch 2, the default and a given scale, logits large enough for the online softmax to
 // rescale; decode shapes (L of 2 to 16 against S up to 2048, L > S causal; L = 17 is just past
 // the decode algorithm); the masked op with a float mask and with a bool one (a byte per
 // element, true = attend; the harness draws 80% true, so a row of one key is sometimes all
@@ -50,7 +50,8 @@ std::vector<NnProblem> problems() {
       {1, 8, 2, 4, 129, 64, 0.5, 3},
       {1, 2, 1, 8, 5, 40, 0},
       {1, 2, 1, 16, 300, 64, 0},
-      {1, 3, 1, 12, 40, 17, 0}};
+      {1, 3, 1, 12, 40, 17, 0},
+      {1, 2, 1, 3, 100, 128, 0}};
   std::vector<NnProblem> out;
   for (bool causal : {false, true}) {
     for (const Case& c : cases) {
