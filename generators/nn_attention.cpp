@@ -429,12 +429,12 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   // per query, FMAs along d into acc in L1). s and p hold S x L floats each (L2 at decode
   // shapes). Measured at L = 1, S = 2048, 16 heads, D = 64 (16.8 MB of k and v: memory-bound;
   // perf, 1 thread: ~40% in the dot loop, ~35% in p . v, on their loads), same-run bench
-  // (scripts/BENCHMARKS.md), 2 threads: 1.17x oneDNN AVX-512, 1.38x AVX2 (load 5); before the
-  // d loops were unrolled 1.9-3.5x at lighter load, 0.8-1.0x at load 7-9 (both then share a
-  // saturated memory); 4-6x flash. Its cost grows with L (~20 cycles per query and key: the
-  // horizontal sum, acc through L1): L = 8 1.95x / 1.11x oneDNN, L = 16 0.92x / 1.18x (AVX-512
-  // / AVX2, 2 threads). Tried, not kept: software prefetch of k (4 vectors of keys ahead) and
-  // v (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of
+  // (scripts/BENCHMARKS.md), 2 threads: at load 2.5 0.94-0.96x oneDNN AVX-512 (once 2.0x),
+  // 0.80-0.88x AVX2, both near 7-8 GB/s; at load 5 1.17x, 1.38x; 4-6x flash. (Before the d
+  // loops were unrolled: 0.8-3.5x by the load.) Its cost grows with L (~20 cycles per query and
+  // key: the horizontal sum, acc through L1): L = 8 1.95x / 1.11x oneDNN, L = 16 0.92x / 1.18x
+  // (AVX-512 / AVX2, 2 threads). Tried, not kept: software prefetch of k (4 vectors of keys ahead)
+  // and v (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of
   // per vector of keys (one allocation), within noise.
   o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
   const LoopLevel task(o, hb);
