@@ -26,7 +26,8 @@
 // k and v are packed per (b, h) into the register tiles' panels (kt, vt below; padded, the
 // last key and head dim repeated; with grouped-query heads each query head packs its kv
 // head): an extra pass over k and v, small against the L x S work when L spans several query
-// tasks, but it costs a decode-shaped call (L of a few rows), see the schedule comment.
+// tasks, but it costs a decode-shaped call (L of a few rows): those take the decode algorithm
+// (build_decode: k and v read once, in place, one task per head).
 // -inf guards: a block masked for a query gives bm = -inf; exp(s - bm) then uses 0 for bm
 // (every p is exp(-inf) = 0), c is 0, and m' stays finite or -inf (a is then exp(-inf) = 0
 // on an all-zero acc). A query whose every key is masked gives 0 / 0 = NaN, as torch.
@@ -98,26 +99,65 @@ AttnTiles tiles_for(const Target& t) {
   return a;
 }
 
-// masked: the scaled_dot_product_attention_masked form, an additive mask[L, S] on the scores.
-dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
-  const ImageParam q = args.tensors.at("q"), k = args.tensors.at("k"), v = args.tensors.at("v");
-  const bool causal = !masked && args.attr_bool("causal");
+// What both algorithms read, in Halide order: q(d, l, h, b), k and v (d, s, hkv, b), and with
+// `masked` (the scaled_dot_product_attention_masked form) mask(s, l), float or bool.
+struct AttnInputs {
+  ImageParam q, k, v, mask;
+  bool causal, masked;
+  Expr D, L, H, S, Hkv;
+  Expr scale;  // the given scale (0: 1 / sqrt(D)) times log2(e): scores in log2 units
+
+  AttnInputs(const dsl::NnArgs& args, bool masked_op)
+      : q(args.tensors.at("q")),
+        k(args.tensors.at("k")),
+        v(args.tensors.at("v")),
+        mask(masked_op ? args.tensors.at("mask") : ImageParam()),
+        causal(!masked_op && args.attr_bool("causal")),
+        masked(masked_op),
+        D(q.dim(0).extent()),
+        L(q.dim(1).extent()),
+        H(q.dim(2).extent()),
+        S(k.dim(1).extent()),
+        Hkv(k.dim(2).extent()) {
+    const Expr given = args.scalars.at("scale");
+    scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D))) * kLog2e;
+  }
+  // Grouped-query: the kv head of query head h.
+  Expr kv_head(const Expr& h) const { return h / (H / Hkv); }
+  // The score of query `row` and key `j` (log2 units) as softmax sees it: -inf for keys past S,
+  // above the diagonal (causal) or false in a bool mask (a byte, mask_dtype=bool); a float mask
+  // added. The mask is read clamped (rows and keys past the tensors are masked or never stored).
+  Expr seen(const Expr& score, const Expr& j, const Expr& row) const {
+    Expr valid = j < S;
+    if (causal) valid = valid && j <= row;
+    Expr sc = score;
+    if (masked) {
+      const Expr mv = mask(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
+      if (mask.type() == Float(32)) {
+        sc += mv * kLog2e;
+      } else {
+        valid = valid && mv != 0;
+      }
+    }
+    return select(valid, sc, -INFINITY);
+  }
+  static constexpr float kLog2e = 1.44269504088896341f;
+};
+
+// The flash algorithm (the file comment); masked: the scaled_dot_product_attention_masked form.
+dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
+  const AttnInputs in(args, masked);
+  const ImageParam &q = in.q, &k = in.k, &v = in.v;
+  const bool causal = in.causal;
   const AttnTiles t = tiles_for(args.target);
   const int Lb = t.rows(), Sb = t.keys;
-
-  // Halide order: q(d, l, h, b), k(d, s, hkv, b), v(d, s, hkv, b), o(d, l, h, b).
-  const Expr D = q.dim(0).extent(), L = q.dim(1).extent(), H = q.dim(2).extent();
-  const Expr S = k.dim(1).extent(), Hkv = k.dim(2).extent();
-  const Expr given = args.scalars.at("scale");
-  // The scores are kept in log2 units (times log2(e)) for exp2_nonpositive.
-  const float log2e = 1.44269504088896341f;
-  const Expr scale = select(given > 0.0f, given, 1.0f / sqrt(cast<float>(D))) * log2e;
+  const Expr D = in.D, L = in.L, S = in.S, scale = in.scale;
 
   // ---- Algorithm ----
   // A task's queries are i = qb * rows + ii; ii is every Func's innermost (vector) dim.
   Var ii("ii"), d("d"), qb("qb"), h("h"), b("b"), jj("jj"), kb("kb"), i("i"), ji("ji"), jo("jo"),
       di("di"), dd("dd");
-  const Expr hk = h / (H / Hkv);  // grouped-query: the kv head of query head h
+  const Expr hk = in.kv_head(h);
   const Expr row = qb * Lb + ii;
   // Rows and keys past the tensors read the last one (clamped): their scores are masked (keys)
   // or never stored (rows).
@@ -133,25 +173,10 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   Func sacc("sacc");  // q . k^T of key block kb
   sacc(ii, jj, kb, qb, h, b) = 0.0f;
   sacc(ii, jj, kb, qb, h, b) += qt(ii, rd, qb, h, b) * kt(jj % t.jr, rd, jj / t.jr, kb, hk, b);
-  const Expr j = kb * Sb + jj;  // the key
-  Expr valid = j < S;
-  if (causal) valid = valid && j <= row;
-  Expr score = sacc(ii, jj, kb, qb, h, b);
   // The mask is read along the queries (a gather, stride S): its [rows x keys] block is read
   // once per task and key block, against D multiply-adds per score.
-  // A float mask is added (in the log2 frame of the scores); a bool mask (a byte,
-  // mask_dtype=bool) says which keys are seen.
-  if (masked) {
-    const ImageParam m = args.tensors.at("mask");
-    const Expr mv = m(clamp(j, 0, S - 1), clamp(row, 0, L - 1));
-    if (m.type() == Float(32)) {
-      score += mv * log2e;
-    } else {
-      valid = valid && mv != 0;
-    }
-  }
   Func s("s");
-  s(ii, jj, kb, qb, h, b) = select(valid, score, -INFINITY);
+  s(ii, jj, kb, qb, h, b) = in.seen(sacc(ii, jj, kb, qb, h, b), kb * Sb + jj, row);
   RDom rj(0, Sb, "rj");
   Func bm("bm");  // the block's max per query
   bm(ii, kb, qb, h, b) = -INFINITY;
@@ -242,9 +267,10 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   // Tried, not kept (same CPU-time runs): 3 x 8 register tiles (rows = 48, step 4) 194-221
   // ms against 2 x 8's 178-214; keys = 256 (step 2) 210-252 ms against 128's 245-256 (within
   // noise, and 256 doubles p's L1 footprint).
-  // Decode-shaped calls pay for the packing: L = 1 (S = 2048) 35.1 ms against main's 19.5,
-  // L = 64 42.7 against 36.7 (the pass over k and v per head, and L = 1 fills 1 of 32 lanes
-  // either way; oneDNN 7-8 ms there): a small-L algorithm without the packing is still to do.
+  // Decode-shaped calls pay for the packing (a pass over k and v per head) and L = 1 fills 1
+  // of 32 lanes: L <= 16 takes the decode algorithm. CPU time per call, 1 thread, S = 2048
+  // (process CPU clock, medians of 20, interleaved), decode / flash: AVX-512 L = 1 2.46 / 11.6
+  // ms, L = 16 5.5 / 11.0, L = 32 11.8 / 10.8; AVX2 2.43 / 12.9, 6.4 / 12.3, 14.1 / 16.2.
   // Older measurements of this kernel's structure (JIT prototype, per CPU-second):
   //   - keys per block 64 / 128 / 256: 63 / 77 / 58 GFLOP per CPU-second (AVX-512, full,
   //     H = 4): 128 amortizes the per-block state update over more keys while p stays in L1.
@@ -332,6 +358,139 @@ dsl::NnKernel build_attention(const dsl::NnArgs& args, bool masked) {
   return kernel;
 }
 
+// Where decode applies: it beats flash (which packs k and v per head) up to about L = 32 (the
+// decode paragraph of flash's schedule comment).
+const char* const kDecodeWhen = "L <= 16";
+
+// The decode algorithm, for a few queries against many keys (the memory-bound case: each
+// (b, h) reads its kv head's k and v once, in place, no packing). Per (b, h), for its L queries:
+//   dot(j, l) = (q_l * scale) . k_j       whole vectors of head dims (vec lanes of partial sums,
+//                                         the rest of D added to lanes) then one horizontal sum
+//   s = seen(dot) (mask, causal), keys padded to whole vectors (masked)
+//   m = max_j s,  p = exp2(s - m),  ps = sum_j p,  o = (sum_j p_j v_j) / ps
+// exactly the flash algorithm's semantics in one pass over the keys (no online rescale). With
+// causal no query sees a key past L - 1, so only the first min(S, L) keys are read.
+dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
+  const AttnInputs in(args, masked);
+  const int vec = args.target.natural_vector_size<float>();
+  // ---- Algorithm ----
+  Var lane("lane"), j("j"), l("l"), h("h"), b("b"), d("d"), jo("jo"), ji("ji"), hb("hb"), dd("dd"),
+      di("di");
+  const Expr hk = in.kv_head(h);
+  const Expr S = in.causal ? min(in.S, in.L) : in.S;  // the keys any query sees
+  const Expr Sv = (S + vec - 1) / vec;                // whole vectors of keys, the last padded
+  const Expr Dv = in.D / vec;                         // whole vectors of head dims
+  Func qs("qs");
+  qs(d, l, h, b) = in.q(d, l, h, b) * in.scale;
+  const Expr key = min(j, S - 1);  // padded keys read the last one (masked)
+  RDom rd(0, Dv, "rd"), rt(0, in.D - Dv * vec, "rt");
+  Func part("part");  // q . k per lane of head dims
+  part(lane, j, l, h, b) = 0.0f;
+  part(lane, j, l, h, b) += qs(rd * vec + lane, l, h, b) * in.k(rd * vec + lane, key, hk, b);
+  part(rt, j, l, h, b) += qs(Dv * vec + rt, l, h, b) * in.k(Dv * vec + rt, key, hk, b);
+  RDom rv(0, vec, "rv");
+  // The horizontal sum (or max) of a Func's vector of lanes: f(at) = sum_lane lanes(lane, at).
+  auto across_lanes = [&](const std::string& name, Func lanes, const std::vector<Var>& at,
+                          bool is_max) {
+    Func f(name);
+    std::vector<Expr> args = {rv};
+    args.insert(args.end(), at.begin(), at.end());
+    f(at) = is_max ? Expr(-INFINITY) : Expr(0.0f);
+    f(at) = is_max ? max(f(at), lanes(args)) : f(at) + lanes(args);
+    return f;
+  };
+  Func dot = across_lanes("dot", part, {j, l, h, b}, false);
+  Func s("s");
+  s(j, l, h, b) = in.seen(dot(j, l, h, b), j, l);
+  // Per query, over the keys: vec lanes of keys first (vector max and sum), then across them.
+  RDom rj(0, Sv, "rj");
+  Func mv("mv"), psv("psv");
+  mv(lane, l, h, b) = -INFINITY;
+  mv(lane, l, h, b) = max(mv(lane, l, h, b), s(rj * vec + lane, l, h, b));
+  Func m = across_lanes("m", mv, {l, h, b}, true);
+  Func p("p");
+  p(j, l, h, b) =
+      exp2_nonpositive(s(j, l, h, b) - select(dsl::is_finite(m(l, h, b)), m(l, h, b), 0.0f));
+  psv(lane, l, h, b) = 0.0f;
+  psv(lane, l, h, b) += p(rj * vec + lane, l, h, b);
+  Func ps = across_lanes("ps", psv, {l, h, b}, false);
+  RDom rs(0, S, "rs");
+  Func acc("acc");  // p . v
+  acc(d, l, h, b) = 0.0f;
+  acc(d, l, h, b) += p(rs, l, h, b) * in.v(d, rs, hk, b);
+  Func o = dsl::output_func("o");
+  o(d, l, h, b) = acc(d, l, h, b) / ps(l, h, b);
+
+  // ---- Schedule ----
+  // One parallel task per (b, h) (16 heads: 8 per core on 2). In a task: s along the keys in
+  // vectors, each vector's dots computed for every query first (the k rows stay in L1 across
+  // the queries), a dot as D / vec FMAs along d and one horizontal sum; the max and the sum of
+  // p as vectors along the keys; p . v with the key outermost (a v row read once, broadcast p
+  // per query, FMAs along d into acc in L1). s and p hold S x L floats each (L2 at decode
+  // shapes). Measured at L = 1, S = 2048, 16 heads, D = 64 (16.8 MB of k and v: memory-bound;
+  // perf, 1 thread: ~40% in the dot loop, ~35% in p . v, on their loads), same-run bench
+  // (scripts/BENCHMARKS.md), 2 threads: at load 2.5 0.94-0.96x oneDNN AVX-512 (once 2.0x),
+  // 0.80-0.88x AVX2, both near 7-8 GB/s; at load 5 1.17x, 1.38x; 4-6x flash. (Before the d
+  // loops were unrolled: 0.8-3.5x by the load.) Its cost grows with L (~20 cycles per query and
+  // key: the horizontal sum, acc through L1): L = 8 1.95x / 1.11x oneDNN, L = 16 0.92x / 1.18x
+  // (AVX-512 / AVX2, 2 threads). Tried, not kept: software prefetch of k (4 vectors of keys ahead)
+  // and v (32 keys ahead), 2.66 ms against 2.46 (CPU time, L = 1); dot stored per task instead of
+  // per vector of keys (one allocation), within noise.
+  o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
+  const LoopLevel task(o, hb);
+  qs.compute_at(task).vectorize(d, vec, TailStrategy::GuardWithIf);
+  s.compute_at(task).split(j, jo, ji, vec, TailStrategy::RoundUp).reorder(ji, l, jo).vectorize(ji);
+  dot.compute_at(s, jo).vectorize(j, vec);
+  dot.update().atomic().reorder(rv, l, j).vectorize(rv);
+  part.compute_at(dot, l).bound(lane, 0, vec).vectorize(lane);
+  part.update(0).reorder(lane, rd).vectorize(lane);
+  part.update(1).unscheduled();  // the D % vec tail: scalar
+  for (Func f : {mv, psv}) {
+    f.compute_at(task).bound(lane, 0, vec).vectorize(lane);
+    f.update().reorder(lane, rj).vectorize(lane);
+  }
+  for (Func f : {m, ps}) {
+    f.compute_at(task);
+    f.update().atomic().vectorize(rv);
+  }
+  p.compute_at(task).split(j, jo, ji, vec, TailStrategy::RoundUp).vectorize(ji);
+  acc.compute_at(task).bound(d, 0, in.D).vectorize(d, vec, TailStrategy::GuardWithIf);
+  acc.update()
+      .split(d, dd, di, vec, TailStrategy::GuardWithIf)
+      .reorder(di, dd, l, rs)
+      .vectorize(di);
+  // The common head dims: constant trip counts, the loops along d unrolled (CPU time per call
+  // against the loops, 1 thread, interleaved: L = 8 0.78x AVX-512, 0.77x AVX2; L = 16 0.80x,
+  // 0.86x; L = 1, memory-bound, 1.03x and 0.89x).
+  for (int dims : {64, 128}) {
+    part.update(0).specialize(in.D == dims).unroll(rd);
+    acc.update().specialize(in.D == dims).unroll(dd);
+  }
+
+  dsl::NnKernel kernel;
+  kernel.outputs = {o};
+  kernel.schedule_summary =
+      std::string(in.causal ? "causal (the first L keys), " : "") + (masked ? "mask, " : "") +
+      "k and v read in place; one parallel task per (b, h): scores along the keys (dot "
+      "vectorized along d, one horizontal sum), max, exp and sum along the keys, p.v along d";
+  kernel.schedule_params = {{"vec", vec}};
+  return kernel;
+}
+
+// Both ops' algorithms: decode for a few queries (higher priority), flash otherwise.
+void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
+  d.algorithm("flash", "", 0,
+              std::string("flash-style: key blocks with an online softmax, register-tiled q.k^T "
+                          "and p.v, one parallel task per (batch, head, query block)") +
+                  (masked ? "; the mask added to each score block" : ""),
+              [masked](const dsl::NnArgs& a) { return build_flash(a, masked); })
+      .algorithm("decode", kDecodeWhen, 10,
+                 std::string(kDecodeWhen) +
+                     " (decode): k and v read once in place, no packing; one parallel task per "
+                     "(batch, head): scores along the keys, softmax, p.v along the head dim",
+                 [masked](const dsl::NnArgs& a) { return build_decode(a, masked); });
+}
+
 }  // namespace
 
 const dsl::NnOpDecl& scaled_dot_product_attention() {
@@ -340,7 +499,9 @@ const dsl::NnOpDecl& scaled_dot_product_attention() {
     // Attended (query, key) pairs: all L*S, or with causal those with s <= l.
     const std::string pairs =
         "((1-causal)*L*S + causal*(min(L, S)*(min(L, S) + 1)/2 + max(L - S, 0)*S))";
-    d.summary("Fused scaled dot-product attention (flash-style online softmax), grouped-query")
+    d.summary(
+         "Fused scaled dot-product attention (flash-style online softmax; decode for few queries), "
+         "grouped-query")
         .formula(
             "o[b,h,l] = sum_s softmax_s(q[b,h,l] . k[b,g,s] * scale + mask[l,s]) v[b,g,s], "
             "g = h / (H / Hkv); mask = -inf where causal and s > l, else 0; scale 0 means "
@@ -371,11 +532,8 @@ const dsl::NnOpDecl& scaled_dot_product_attention() {
         // o is a convex combination of v's rows: fp32 dot products over D, exp within ~1 ulp,
         // sums over S in fp32. Measured worst |error| against fp64 with inputs in [-1, 1]:
         // ~1.5e-7 (S = 100); the tests' problems report their worst ratio.
-        .tolerance(1e-5, 2e-6)
-        .algorithm("", "", 0,
-                   "flash-style: key blocks with an online softmax, register-tiled q.k^T and "
-                   "p.v, one parallel task per (batch, head, query block)",
-                   [](const dsl::NnArgs& a) { return build_attention(a, false); });
+        .tolerance(1e-5, 2e-6);
+    declare_algorithms(d, false);
     return d;
   }();
   return decl;
@@ -416,9 +574,8 @@ const dsl::NnOpDecl& scaled_dot_product_attention_masked() {
         .estimate("D", 64)
         .cost("4*B*H*L*S*D", "4*(2*B*H*L*D + 2*B*Hkv*S*D) + bytes_mask*L*S")
         .example("q=1,16,2048,64 k=1,16,2048,64 v=1,16,2048,64 mask=2048,2048 scale=0")
-        .tolerance(1e-5, 2e-6)
-        .algorithm("", "", 0, "as scaled_dot_product_attention, the mask added to each score block",
-                   [](const dsl::NnArgs& a) { return build_attention(a, true); });
+        .tolerance(1e-5, 2e-6);
+    declare_algorithms(d, true);
     return d;
   }();
   return decl;

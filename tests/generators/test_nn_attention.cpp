@@ -1,10 +1,11 @@
-// scaled_dot_product_attention: an fp64 reference written from the definition
-// (softmax(q k^T * scale + causal mask) v, the score matrix materialized in double, torch's
-// top-left causal mask s <= l, kv head h / (H / Hkv)), registered for test_nn_kernels.cpp,
-// which runs every variant (causal or not, each ISA the host runs) on these problems: L and
-// S of 1, 17, 100 and 300 (several key blocks and query blocks, partial last ones), D of 64,
-// 40, 17 and 1, Hkv < H, batch 2, the default and a given scale, logits large enough for the
-// online softmax to rescale; the masked op with a float mask and with a bool one (a byte per
+// scaled_dot_product_attention: an fp64 reference written from the definition (softmax(q k^T *
+// scale + causal mask) v, the score matrix materialized in double, torch's top-left causal
+// mask s <= l, kv head h / (H / Hkv)), registered for test_nn_kernels.cpp, which runs every
+// variant (causal or not, each ISA the host runs) on these problems: L and S of 1, 17, 100 and
+// 300 (several key blocks and query blocks, partial last ones), D of 128, 64, 40, 17 and 1,
+// Hkv < H, batch 2, the default and a given scale, logits large enough for the online softmax to
+// rescale; decode shapes (L of 2 to 16 against S up to 2048, L > S causal; L = 17 is just past
+// the decode algorithm); the masked op with a float mask and with a bool one (a byte per
 // element, true = attend; the harness draws 80% true, so a row of one key is sometimes all
 // false: NaN, as torch). Then the declaration's rules and the runtime's errors.
 #include <doctest/doctest.h>
@@ -29,11 +30,28 @@ struct Case {
 };
 
 std::vector<NnProblem> problems() {
-  const std::vector<Case> cases = {{1, 1, 1, 1, 1, 64, 0},          {1, 2, 1, 17, 17, 40, 0},
-                                   {2, 4, 2, 100, 100, 64, 0},      {1, 3, 3, 17, 100, 40, 0},
-                                   {1, 2, 2, 100, 17, 64, 0},       {1, 4, 1, 300, 300, 64, 0},
-                                   {1, 2, 1, 33, 300, 17, 0.3},     {1, 1, 1, 1, 17, 1, 0},
-                                   {1, 2, 1, 100, 300, 64, 0.5, 3}, {1, 1, 1, 300, 1, 40, 0}};
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, 64, 0},
+      {1, 2, 1, 17, 17, 40, 0},
+      {2, 4, 2, 100, 100, 64, 0},
+      {1, 3, 3, 17, 100, 40, 0},
+      {1, 2, 2, 100, 17, 64, 0},
+      {1, 4, 1, 300, 300, 64, 0},
+      {1, 2, 1, 33, 300, 17, 0.3},
+      {1, 1, 1, 1, 17, 1, 0},
+      {1, 2, 1, 100, 300, 64, 0.5, 3},
+      {1, 1, 1, 300, 1, 40, 0},
+      // decode-shaped (L <= 16: the decode algorithm too; L = 17 above is just past it)
+      {1, 4, 2, 2, 1000, 64, 0},
+      {2, 3, 1, 5, 333, 40, 0},
+      {1, 2, 2, 8, 2048, 64, 0.2},
+      {1, 4, 4, 3, 77, 17, 0},
+      {1, 2, 1, 7, 50, 1, 0},
+      {1, 8, 2, 4, 129, 64, 0.5, 3},
+      {1, 2, 1, 8, 5, 40, 0},
+      {1, 2, 1, 16, 300, 64, 0},
+      {1, 3, 1, 12, 40, 17, 0},
+      {1, 2, 1, 3, 100, 128, 0}};
   std::vector<NnProblem> out;
   for (bool causal : {false, true}) {
     for (const Case& c : cases) {

@@ -242,6 +242,24 @@ def test_attention_masks(reg):
             onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=seen, is_causal=True)
 
 
+def test_attention_decode_shapes(reg):
+    """A few queries against a longer cache take the decode algorithm (chosen by shape)."""
+    q = randn(1, 8, 3, 64, seed=31)
+    k, v = randn(1, 2, 50, 64, seed=32), randn(1, 2, 50, 64, seed=33)
+    additive = randn(3, 50, seed=34)
+    kernel = reg.select_for("scaled_dot_product_attention", dict(q=q, k=k, v=v, scale=0.0),
+                            {"causal": False})
+    assert "decode" in kernel.variant
+    with torch.no_grad():
+        for causal in (False, True):
+            got = onn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            assert torch.allclose(got.double(), attention_ref(q, k, v, causal), rtol=1e-4,
+                                  atol=1e-5)
+        got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+        assert torch.allclose(got.double(), attention_ref(q, k, v, False, additive), rtol=1e-4,
+                              atol=1e-5)
+
+
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_multihead_attention(reg, batch_first):
     torch.manual_seed(22)

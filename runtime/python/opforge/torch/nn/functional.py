@@ -293,9 +293,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, registry=None):
     """torch.nn.functional.scaled_dot_product_attention (torch >= 2.0's signature) on
     [B, H, L, D] queries and [B, Hkv, S, D] keys/values (H a multiple of Hkv: grouped-query
-    heads), fused (keys in blocks, online softmax, no L x S matrix). is_causal: query l sees
-    keys s <= l, as torch. attn_mask [L, S]: added to the scores (float), or True where a key
-    is seen (bool, read as bytes by the kernel); not with is_causal."""
+    heads), fused (no L x S matrix; flash, or decode for a few queries, by shape). is_causal:
+    query l sees keys s <= l, as torch. attn_mask [L, S]: added to the scores (float), or
+    True where a key is seen (bool, read as bytes by the kernel); not with is_causal."""
     _require_no_grad("scaled_dot_product_attention", query, key, value)
     if dropout_p:
         raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference)")
@@ -307,7 +307,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                             is_causal, scale, registry)[0]
     args = dict(q=q, k=k, v=v, scale=0.0 if scale is None else scale)
     if attn_mask is None:
-        kernel = _kernel("scaled_dot_product_attention", {"causal": bool(is_causal)}, registry)
+        op, attrs = "scaled_dot_product_attention", {"causal": bool(is_causal)}
     else:
         if is_causal:
             raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not "
@@ -318,6 +318,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         else:
             args["mask"] = _f32("scaled_dot_product_attention: attn_mask", attn_mask)
             mask_dtype = "float32"
-        kernel = _kernel("scaled_dot_product_attention_masked", {"mask_dtype": mask_dtype},
-                         registry)
+        op, attrs = "scaled_dot_product_attention_masked", {"mask_dtype": mask_dtype}
+    # By the call's shapes: a few queries (decode) take the decode algorithm, others flash.
+    kernel = (registry or default_registry()).select_for(op, args, attrs)
     return _call(kernel, q.shape, "o", **args)
