@@ -155,8 +155,10 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //  - The B pack walked b down one panel column slice at a time (rows 4 KB apart at N = 1024;
   //    20% of AVX2 samples on its loads). Along k outside, the panel's columns inside (b's rows
   //    read in order): AVX2 1024^3 33.2-34.5 -> 29.9 ms, 8 x 512^3 35.0 -> 31.1 ms (0.91x,
-  //    0.86x); AVX-512 unchanged (16.6-16.9 / 17.3-17.7 ms both). Likewise the transpose_a A
-  //    pack: 1024^3 transpose_a AVX2 35-42 -> 32-33 ms, AVX-512 18.2 -> 18.1 ms.
+  //    0.86x). On AVX-512 (32-column slices: 2 whole lines per row) no gain, maybe a loss
+  //    (1024^3 16.0-16.3 -> 16.4-16.6 ms, 8 x 512^3 16.9-17.3 -> 17.1-17.2 ms in 3 alternations;
+  //    identical code varied by up to 2%): AVX2 only. Likewise the transpose_a A pack, both
+  //    ISAs: 1024^3 transpose_a AVX2 35-42 -> 32-33 ms, AVX-512 18.2 -> 18.1 ms.
   //  - Page faults per call with 2 threads (1024^3, 8 x 512^3, transpose_b): AVX2 1167 / 2484
   //    / 779 from the worker thread's malloc arena, AVX-512 0-16; with the runtime's per-thread
   //    cache of freed halide_malloc blocks (runtime/halide_alloc.h) 0-4. With 1 thread none.
@@ -204,6 +206,9 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   if (tb) {
     // A row of b is contiguous along k: load vec k at once, one column of the panel.
     bpack.split(k, kv, kvi, vec).reorder(kvi, ni, kv).vectorize(kvi).unroll(ni);
+  } else if (vec >= 16) {
+    // AVX-512: a slice is 2 whole lines of each b row; k outside (below) gained nothing.
+    bpack.vectorize(ni, vec);
   } else {
     // A row of b is contiguous along n: along k outside, the panel's columns inside, so the
     // pack reads b rows in order.
