@@ -143,8 +143,33 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //    panels, 128-256 KB each, malloc'd and freed per tile): glibc trims the freed heap top
   //    and the next tile page-faults it back in (perf: exc_page_fault and clear_page ~10% of
   //    samples). With GLIBC_TUNABLES=glibc.malloc.trim_threshold=1e9:glibc.malloc.
-  //    mmap_threshold=1e9 the old schedule went from 0.58-0.62x to 0.78-0.82x at 1024^3. A
-  //    runtime-side fix (pooling halide_malloc), not a schedule one.
+  //    mmap_threshold=1e9 the old schedule went from 0.58-0.62x to 0.78-0.82x at 1024^3. Now
+  //    done in the runtime (below).
+  //
+  // Re-measured 2026-12-02 later, same machine, load average 7-9 (wall-time ratios swung
+  // 0.7-1.1x), so by single-thread CPU time per call (best of 20-40 warm calls; oneDNN 2.6 timed
+  // alike, OMP_NUM_THREADS=1), which the load moved by ~2-5%:
+  //  - Before: AVX-512 1024^3 17.0 ms vs oneDNN 15.2 (0.89x), 8 x 512^3 17.6 vs 15.3 (0.87x),
+  //    transpose_b 128 x 4096^2 37.3 vs 34.3 (0.92x); AVX2 35.0 vs 27.1 (0.77x), 35.3 vs 26.8
+  //    (0.76x), 66.5 vs 66.0 (0.99x).
+  //  - The B pack walked b down one panel column slice at a time (rows 4 KB apart at N = 1024;
+  //    20% of AVX2 samples on its loads). Along k outside, the panel's columns inside (b's rows
+  //    read in order): AVX2 1024^3 33.2-34.5 -> 29.9 ms, 8 x 512^3 35.0 -> 31.1 ms (0.91x,
+  //    0.86x). On AVX-512 (32-column slices: 2 whole lines per row) no gain, maybe a loss
+  //    (1024^3 16.0-16.3 -> 16.4-16.6 ms, 8 x 512^3 16.9-17.3 -> 17.1-17.2 ms in 3 alternations;
+  //    identical code varied by up to 2%): AVX2 only. Likewise the transpose_a A pack, both
+  //    ISAs: 1024^3 transpose_a AVX2 35-42 -> 32-33 ms, AVX-512 18.2 -> 18.1 ms.
+  //  - Page faults per call with 2 threads (1024^3, 8 x 512^3, transpose_b): AVX2 1167 / 2484
+  //    / 779 from the worker thread's malloc arena, AVX-512 0-16; with the runtime's per-thread
+  //    cache of freed halide_malloc blocks (runtime/halide_alloc.h) 0-4. With 1 thread none.
+  //  - AVX-512 1024^3 profile after: the register block loop ~75% of samples, B pack ~9% and
+  //    A pack ~7% (both read b and a from L3: each B panel is packed M/mt times, each A panel
+  //    N/nt times), the prod -> c copy ~4%, prod += acc ~2.5%.
+  //  - Not kept: nt 512 (A packed half as often): 8 x 512^3 -3% CPU time on both ISAs, 1024^3
+  //    -1-2%, transpose_b +1.5%, all within the load's noise; mt 512 on top no better. c
+  //    accumulated in place (c = 0, then c += acc per chunk: no prod tile, no copy; register
+  //    blocks GuardWithIf, acc bound_extent to stay constant-size): 1024^3 and 8 x 512^3 within
+  //    noise of this schedule, transpose_b 0.19x (M = 128 < mt: every block guarded).
   Var tile("tile"), nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
   c.split(m, mo, mi, t.mt, TailStrategy::GuardWithIf)
       .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
@@ -172,7 +197,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   apack.compute_at(prod, rko);
   bpack.compute_at(prod, rko);
   if (ta) {
-    apack.vectorize(mi, t.rm);  // rm consecutive elements of a stored row
+    // rm consecutive elements of a stored row; along k outside, so a's rows are read in order.
+    apack.vectorize(mi, t.rm).reorder(mi, mo, k);
   } else {
     // A row of a is contiguous along k: load vec k at once, store rm-strided.
     apack.split(k, kv, kvi, vec).reorder(kvi, mi, kv).vectorize(kvi).unroll(mi);
@@ -180,8 +206,13 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   if (tb) {
     // A row of b is contiguous along k: load vec k at once, one column of the panel.
     bpack.split(k, kv, kvi, vec).reorder(kvi, ni, kv).vectorize(kvi).unroll(ni);
-  } else {
+  } else if (vec >= 16) {
+    // AVX-512: a slice is 2 whole lines of each b row; k outside (below) gained nothing.
     bpack.vectorize(ni, vec);
+  } else {
+    // A row of b is contiguous along n: along k outside, the panel's columns inside, so the
+    // pack reads b rows in order.
+    bpack.vectorize(ni, vec).reorder(ni, no, k);
   }
 
   dsl::NnKernel kernel;

@@ -19,6 +19,7 @@
 #include "opforge/user_dirs.h"
 #include "registry/format/bounded_read.h"
 #include "registry/format/file_lock.h"
+#include "runtime/halide_alloc.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
 #include "runtime/views.h"
@@ -381,6 +382,19 @@ void* Registry::runtime_handle() {
   auto set_handler = reinterpret_cast<SetHandler>(dlsym(h, "halide_set_error_handler"));
   if (!set_handler) throw Error(path + ": not a Halide runtime (no halide_set_error_handler)");
   set_handler(capture_halide_error);
+  // Heap buffers of kernels from a per-thread cache of freed blocks (halide_alloc.h), unless
+  // OPFORGE_HALIDE_MALLOC=system. Free first: it hands what it did not allocate to the default.
+  const char* alloc = std::getenv("OPFORGE_HALIDE_MALLOC");
+  if (!alloc || std::string(alloc) != "system") {
+    using SetFree = halide_free_t (*)(halide_free_t);
+    using SetMalloc = halide_malloc_t (*)(halide_malloc_t);
+    auto set_free = reinterpret_cast<SetFree>(dlsym(h, "halide_set_custom_free"));
+    auto set_malloc = reinterpret_cast<SetMalloc>(dlsym(h, "halide_set_custom_malloc"));
+    if (set_free && set_malloc) {
+      halide_alloc::set_previous_free(set_free(halide_alloc::release));
+      set_malloc(halide_alloc::allocate);
+    }
+  }
   runtime_ = h;
   return h;
 }
