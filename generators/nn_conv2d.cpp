@@ -67,6 +67,16 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "direct_oc without the padded input copy (pad 0, output >= 7 x 2): 1x1 "
                  "stride-2 downsampling",
                  with(conv::build_direct_oc_unpadded))
+      // Small outputs (7x7; 14x14 with a 3x3 filter): a task per 32 output channels over all
+      // pixels, its weights packed per task and reused from L2 (direct_oc's row-pair tasks
+      // re-stream a 128-channel group's weights from L3 for every pair of output rows).
+      .algorithm("direct_oc_small",
+                 "groups == 1 && ((" + std::string(kOH) + ") * (" + kOW +
+                     ") <= 64 || (KH * KW >= 9 && (" + kOH + ") * (" + kOW + ") <= 196))",
+                 7,
+                 "direct_oc with a task per 32 output channels over all pixels (small outputs: "
+                 "7x7, or 14x14 with a 3x3 filter); AVX2 block 1 vector x 7x2 pixels",
+                 with(conv::build_direct_oc_small))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1",
@@ -112,6 +122,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   d.algorithm_tolerance("direct", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }
