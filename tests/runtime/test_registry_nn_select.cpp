@@ -39,12 +39,12 @@ std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, st
 TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   auto reg = Registry::open(testing::test_registry_dir());
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "winograd");
-  // Small outputs (7x7 and under; 14x14 and under with 3x3 filters): tasks over channels.
+  // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc_small");   // 5x5 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc_small");   // 7x7 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 27, 16, 8, 3, 2, 1)) == "direct_oc_small");  // 14x14
   CHECK(algorithm_for(*reg, Conv(1, 8, 29, 16, 8, 3, 2, 1)) == "direct_oc");        // 15x15
-  CHECK(algorithm_for(*reg, Conv(1, 8, 15, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5, 13x13 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 19, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5, 17x17 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");      // groups 2
   // Pad 0 with an output of at least 7 x 2: x read in place.
   Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
