@@ -11,7 +11,8 @@
 // (OB * PW * PH stores per block, next to its NV * PW * PH * C * KH * KW FMAs).
 // Three algorithms share this builder: direct_oc and direct_oc_unpadded (tasks of 2 output rows
 // x 128 channels) and direct_oc_small (tasks of 32 channels x every pixel, for small outputs).
-// direct_oc reads x through a channel-blocked copy and reduces 8 channels innermost (cb below).
+// direct_oc_blocked (the same as direct_oc, 64 or more input channels) reads x through a
+// channel-blocked copy and reduces 8 channels innermost (cb below).
 #include "generators/nn_conv2d.h"
 
 namespace opforge::generators::conv {
@@ -31,13 +32,15 @@ struct Block {
 // measured same run, AVX-512, loaded host: 1.23-1.35x the padded version's speed on 256 -> 512
 // at 56x56, 0.90-1.51x on 512 -> 1024 at 28x28 and 1024 -> 2048 at 14x14).
 // small: the loop order of direct_oc_small (see the schedule).
-// cb (direct_oc): x copied channel-blocked, xb(ci, w, h, co) = x(w, h, 8 co + ci) (zeros past
-// C and outside the image), and the reduction runs 8 channels innermost: one pixel's 8
+// cb (direct_oc_blocked): x copied channel-blocked, xb(ci, w, h, co) = x(w, h, 8 co + ci) (zeros
+// past C and outside the image), and the reduction runs 8 channels innermost: one pixel's 8
 // broadcasts share a cache line (NCHW: 8 lines, one per channel plane), so a block's x tile
 // over all C is ~1/3 the lines and stays in L1 across the group's channel blocks. Measured
 // same run (load ~4, 2 threads), time vs the NCHW-plane version: AVX2 0.82-0.84x (256 -> 256
 // and 128 -> 128 3x3 at 56x56), 0.93x (1x1 256 -> 512, against direct_oc_unpadded); AVX-512
-// 0.90-0.96x. In direct_oc_small's order it was 0.96-1.05x: not used there.
+// 0.90-0.96x. In direct_oc_small's order it was 0.96-1.05x: not used there. Channels are
+// padded to a multiple of 8: ResNet's stem (3 -> 64 7x7 stride 2) took 1.6-2.2x the time,
+// hence its own algorithm for C >= 64 (nn_conv2d.cpp).
 NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
   const int VW = in.target.natural_vector_size<float>();  // 16 with AVX-512, 8 with AVX2
   // Accumulators: 2 x (7 x 2) = 28 of AVX-512's 32 zmm (weights 2, broadcasts fold into the
@@ -163,7 +166,10 @@ NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
     }
   }
 
-  const char* name = small ? "direct_oc_small" : unpadded ? "direct_oc_unpadded" : "direct_oc";
+  const char* name = cb         ? "direct_oc_blocked"
+                     : small    ? "direct_oc_small"
+                     : unpadded ? "direct_oc_unpadded"
+                                : "direct_oc";
   return NnKernel{{y},
                   std::string(name) + ": " + std::to_string(b.nv) +
                       " vectors of output channels x " + std::to_string(PW) + "x" +
@@ -179,6 +185,9 @@ NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
 }  // namespace
 
 NnKernel build_direct_oc(const ConvInputs& in) {
+  return build(in, false, false, false);
+}
+NnKernel build_direct_oc_blocked(const ConvInputs& in) {
   return build(in, false, false, true);
 }
 NnKernel build_direct_oc_unpadded(const ConvInputs& in) {

@@ -1,7 +1,7 @@
 // Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_small >
-// direct_oc_unpadded > direct_oc > direct by priority, each where its descriptor's condition
-// holds), forcing one, and the errors of a forced algorithm that does not apply and of shapes that
-// break the op's checks.
+// direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
+// descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
+// apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -46,6 +46,9 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, Conv(1, 8, 29, 16, 8, 3, 2, 1)) == "direct_oc");        // 15x15
   CHECK(algorithm_for(*reg, Conv(1, 8, 19, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5, 17x17 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");      // groups 2
+  // 64 or more input channels: x read channel-blocked.
+  CHECK(algorithm_for(*reg, Conv(1, 64, 29, 16, 64, 3, 2, 1)) == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, Conv(1, 63, 29, 16, 63, 3, 2, 1)) == "direct_oc");
   // Pad 0 with an output of at least 7 x 2: x read in place.
   Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
   down.scalars["pad_h"] = down.scalars["pad_w"] = 0;
