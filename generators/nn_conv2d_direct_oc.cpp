@@ -9,7 +9,7 @@
 // deinterleaves). Strides 1 and 2 are compiled as constants; others take a slower version that
 // keeps each pixel's offset in a (spilled) register. The block is transposed on its way to NCHW y
 // (OB * PW * PH stores per block, next to its NV * PW * PH * C * KH * KW FMAs).
-// Three algorithms share this builder: direct_oc and direct_oc_unpadded (tasks of 2 output rows
+// Four algorithms share this builder: direct_oc and direct_oc_unpadded (tasks of 2 output rows
 // x 128 channels) and direct_oc_small (tasks of 32 channels x every pixel, for small outputs).
 // direct_oc_blocked (the same as direct_oc, 64 or more input channels) reads x through a
 // channel-blocked copy and reduces 8 channels innermost (cb below).
@@ -22,7 +22,7 @@ using dsl::NnKernel;
 
 namespace {
 
-// One ISA's register block (NV vectors of output channels x PW x PH pixels) and task shape.
+// One ISA's register block: NV vectors of output channels x PW x PH pixels.
 struct Block {
   int nv, pw, ph;
 };
