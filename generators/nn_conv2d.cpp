@@ -55,10 +55,15 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   d.algorithm("direct", "", 0,
               "Any stride, padding, dilation, groups: 32 pixels x 8 channels register blocks",
               with(conv::build_direct))
-      .algorithm("direct_oc", "groups == 1", 5,
+      .algorithm("direct_oc", "groups == 1", 4,
                  "groups == 1, any stride, padding, dilation: 2 vectors of output channels x "
                  "7x2 pixels (AVX2 3x2) per register block (strides only space the broadcasts)",
                  with(conv::build_direct_oc))
+      // 64 or more input channels: x through a channel-blocked copy (8 channels a cache line);
+      // padding C to a multiple of 8 doubled the time of ResNet's 3-channel stem.
+      .algorithm("direct_oc_blocked", "groups == 1 && C >= 64", 5,
+                 "direct_oc reading x channel-blocked (8 input channels innermost): C >= 64",
+                 with(conv::build_direct_oc_blocked))
       // Pad 0 and an output of at least one register block (7 x 2 pixels): x read in place.
       .algorithm("direct_oc_unpadded",
                  std::string("groups == 1 && pad_h == 0 && pad_w == 0 && ") + kOW + " >= 7 && " +
@@ -67,6 +72,16 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "direct_oc without the padded input copy (pad 0, output >= 7 x 2): 1x1 "
                  "stride-2 downsampling",
                  with(conv::build_direct_oc_unpadded))
+      // Small outputs (7x7; 14x14 with a 3x3 filter): a task per 32 output channels over all
+      // pixels, its weights packed per task and reused from L2 (direct_oc's row-pair tasks
+      // re-stream a 128-channel group's weights from L3 for every pair of output rows).
+      .algorithm("direct_oc_small",
+                 "groups == 1 && ((" + std::string(kOH) + ") * (" + kOW +
+                     ") <= 64 || (KH * KW >= 9 && (" + kOH + ") * (" + kOW + ") <= 196))",
+                 7,
+                 "direct_oc with a task per 32 output channels over all pixels (small outputs: "
+                 "7x7, or 14x14 with a 3x3 filter); AVX2 block 1 vector x 7x2 pixels",
+                 with(conv::build_direct_oc_small))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1",
@@ -112,6 +127,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
   d.algorithm_tolerance("direct", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }

@@ -38,6 +38,8 @@ Halide::Func zero_padded(const ConvInputs& in);
 dsl::NnKernel build_direct(const ConvInputs& in);
 dsl::NnKernel build_direct_oc(const ConvInputs& in);
 dsl::NnKernel build_direct_oc_unpadded(const ConvInputs& in);
+dsl::NnKernel build_direct_oc_small(const ConvInputs& in);
+dsl::NnKernel build_direct_oc_blocked(const ConvInputs& in);
 dsl::NnKernel build_winograd(const ConvInputs& in);
 dsl::NnKernel build_depthwise(const ConvInputs& in);
 

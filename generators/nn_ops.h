@@ -28,7 +28,8 @@ const dsl::NnOpDecl& silu();
 const dsl::NnOpDecl& silu_mul();
 // C[B?, M, N] = op(A) . op(B), attrs transpose_a / transpose_b.
 const dsl::NnOpDecl& matmul();
-// NCHW; algorithms direct, direct_oc, direct_oc_unpadded, winograd, depthwise.
+// NCHW; algorithms direct, direct_oc, direct_oc_blocked, direct_oc_unpadded, direct_oc_small,
+// winograd, depthwise.
 const dsl::NnOpDecl& conv2d();
 const dsl::NnOpDecl& conv2d_bias_relu();
 // o[B, H, L, D] = softmax(q k^T * scale [+ causal mask]) v, fused (nn_attention.cpp), with

@@ -1,9 +1,9 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups), registered for
 // test_nn_kernels.cpp, which runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial, channels not a
-// multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square
-// filters.
+// direct_oc_small, direct_oc_blocked, winograd, depthwise) of both ops on every problem it applies
+// to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
+// padding 0 to 2, non-square filters.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -54,6 +54,11 @@ std::vector<NnProblem> problems(bool bias) {
       {1, 130, 14, 14, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // K = 1170, 7x7 output
       {1, 5, 13, 12, 18, 3, 3, 2, 2, 2, 2, 2, 2, 1},    // dilation 2, stride 2, groups 1
       {1, 24, 17, 30, 35, 1, 1, 2, 2, 0, 0, 1, 1, 1},   // unpadded: 9x15 output, both tails shift
+      // direct_oc_blocked (C >= 64): C off its 8-channel blocks, 16x15 output.
+      {1, 67, 31, 29, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+      // direct_oc_small (7x7 outputs, 14x14 with 3x3): channels off its 32-channel tasks.
+      {2, 13, 13, 11, 45, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 1x1 stride 2: 7x6 output, batch 2
+      {1, 9, 27, 25, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // 3x3 stride 2: 14x13 output, o tail 6
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));

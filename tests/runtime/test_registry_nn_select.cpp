@@ -1,6 +1,7 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_unpadded >
-// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
-// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_small >
+// direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
+// descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
+// apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -38,16 +39,26 @@ std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, st
 TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   auto reg = Registry::open(testing::test_registry_dir());
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "winograd");
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc");  // stride 2
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");     // groups 2
+  // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc_small");   // 5x5 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc_small");   // 7x7 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 27, 16, 8, 3, 2, 1)) == "direct_oc_small");  // 14x14
+  CHECK(algorithm_for(*reg, Conv(1, 8, 29, 16, 8, 3, 2, 1)) == "direct_oc");        // 15x15
+  CHECK(algorithm_for(*reg, Conv(1, 8, 19, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5, 17x17 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");      // groups 2
+  // 64 or more input channels: x read channel-blocked.
+  CHECK(algorithm_for(*reg, Conv(1, 64, 29, 16, 64, 3, 2, 1)) == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, Conv(1, 63, 29, 16, 63, 3, 2, 1)) == "direct_oc");
   // Pad 0 with an output of at least 7 x 2: x read in place.
   Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
   down.scalars["pad_h"] = down.scalars["pad_w"] = 0;
   CHECK(algorithm_for(*reg, down) == "direct_oc_unpadded");
-  Conv small(1, 8, 11, 16, 8, 1, 2, 1);  // 1x1 stride 2, pad 0: 6x6 output, under 7 wide
+  Conv small(1, 8, 11, 16, 8, 1, 2, 1);  // 1x1 stride 2, pad 0: 6x6 output
   small.scalars["pad_h"] = small.scalars["pad_w"] = 0;
-  CHECK(algorithm_for(*reg, small) == "direct_oc");
+  CHECK(algorithm_for(*reg, small) == "direct_oc_small");
+  Conv mid(1, 8, 11, 16, 8, 1, 1, 1);  // 1x1 stride 1, pad 0: 11x11 output, read in place
+  mid.scalars["pad_h"] = mid.scalars["pad_w"] = 0;
+  CHECK(algorithm_for(*reg, mid) == "direct_oc_unpadded");
   Conv padded(1, 8, 29, 16, 8, 1, 2, 1);  // pad 1: the padded copy
   CHECK(algorithm_for(*reg, padded) == "direct_oc");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 1, 8)) == "depthwise");
