@@ -126,7 +126,7 @@ struct RowParams {
 RowParams row_params(const Halide::Target& t) {
   RowParams p;
   p.vector = t.natural_vector_size(Halide::Float(32));
-  p.lanes = 2 * p.vector;
+  p.lanes = std::max(2 * p.vector, 32);  // two accumulators on AVX-512, four on AVX2
   p.tasks = 8;
   p.serial_below = 1 << 15;
   return p;
@@ -170,6 +170,12 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
 // host under load 4-9 (ratios move +-10% between runs):
 //   - partial sums per row (`lanes`): 16 (one vector accumulator) 85 / 78%, 32 (two) 94 / 88%,
 //     64 (four) 92 / 88% for layer_norm in two runs: two accumulators hide the add latency.
+//     On AVX2, 32 lanes (four 8-wide accumulators) instead of 16 (two): 64 x 1024,
+//     L2-resident, 1 thread, three alternating runs: softmax 55 / 53 / 60 us -> 41 / 43 / 57
+//     us (the max and sum passes were latency-bound), rms_norm 15 / 12 / 14 -> 11 / 14 / 11
+//     us, layer_norm, add_layer_norm, add_rms_norm within noise; softmax 4096 x 1024 cold, 2
+//     threads, host at load 6-8: 58 / 63 / 62% -> 66 / 79 / 65% of the copy (layer_norm 78 /
+//     89 / 86% -> 75 / 89 / 83%). AVX-512 with 64 lanes: within noise (softmax, layer_norm).
 //   - rows per task, fixed: 4: 80 / 78%, 16: 94 / 88%, 64: 92 / 87% (layer_norm, loaded host).
 //     On a quieter host (copy at 43-65 GB/s) 8 blocks of ceil(R/8) rows beat 16-row blocks:
 //     layer_norm 88 / 86% vs 76 / 76%, rms_norm 105 / 98% vs 88 / 89%, softmax 59 / 54% vs
