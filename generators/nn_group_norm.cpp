@@ -102,6 +102,12 @@ NnKernel build_group_norm(const NnArgs& a) {
   // tried for lack of time: overlapping the statistics of group g + 1 with the output of group g
   // (software pipelining across the parallel loop), per-channel statistics combined exactly (Chan
   // et al.) to make the second pass L1-resident.
+  // Tried (2 threads, cold, AVX-512, model 207, three alternating runs on the shared host
+  // at load 7-10, where copy ratios moved +-15%): the pairs in 8 (or 2) contiguous blocks per
+  // thread, the variance pass also loading the next pair's element at the same place (a
+  // Tuple max nothing reads, so pass 1 of the next pair finds it in L2): 8 blocks 29-34%, 2
+  // blocks 61-70%, the blocks alone 43-76%, against 43-60% for this schedule. Not kept:
+  // unproven on that host (2 blocks with the loads is worth a quiet-host rerun).
   Var ci("ci"), gn("gn");
   auto schedule = [&](Halide::Stage s, bool parallel) {
     s.split(c, g, ci, CG, TailStrategy::GuardWithIf)

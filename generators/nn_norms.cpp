@@ -43,33 +43,56 @@ using Halide::Var;
 // Why not Halide::exp: it handles the whole range (overflow selects) and softmax took
 // 27.0 us with it, 24.3 us with this one, for 64 x 1024 (1 thread, L2-resident; 10.2 us
 // without any exp; Halide::fast_exp 22.6 us but about 5 bits short and undefined below -87).
-// Attention uses it; softmax now uses softmax_exp, the same code with a shorter polynomial.
+// Attention uses it; softmax now uses softmax_exp, the same code with a shorter polynomial
+// and a one-FMA reduction; silu uses exp_bounded, Cephes' polynomial, one-FMA reduction.
 namespace {
 
-// exp(d) for d <= 0 as 2^n (1 + r + r^2 q(r)), q a polynomial (coefficients highest degree
-// first): the reduction, scaling and underflow of exp_nonpositive below.
-Expr exp_nonpositive_with(const Expr& d, const std::vector<float>& q) {
+// exp(d) as 2^n (1 + r + r^2 q(r)), d = n ln2 + r, |r| <= ln2/2, q a polynomial (coefficients
+// highest degree first), for d whose n stays in [-127, 127] (d in [-87.3, 88.0]; the caller
+// clamps or selects outside). `fma_reduction`: r = d - n ln2 in one FMA, whose error
+// |n| * |ln2 - fp32(ln2)| (1.9e-9 per unit of n) adds at most 2.4e-7 relative at |d| = 88
+// (0.2 ulp at |d| = 10); else Cody-Waite's two steps, exact to 2^-32 of r.
+Expr exp_reduced(const Expr& d, const std::vector<float>& q, bool fma_reduction) {
   const Expr n = Halide::round(d * 1.44269504088896341f);
   // strict: Halide's simplifier would fold the two steps into one product with C1 - C2
-  const Expr r = Halide::strict_float(d - n * 0.693359375f + n * 2.12194440e-4f);
+  const Expr r = fma_reduction ? d - n * 0.693147180559945f
+                               : Halide::strict_float(d - n * 0.693359375f + n * 2.12194440e-4f);
   Expr p = q[0];
   for (size_t i = 1; i < q.size(); ++i) p = p * r + q[i];
   p = p * (r * r) + r + 1.0f;
   const Expr scale = Halide::reinterpret<float>((Halide::cast<int32_t>(n) + 127) << 23);
+  return p * scale;
+}
+
+// Cephes' q of expf (degree 5).
+const std::vector<float> cephes_exp_q = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+// exp(d) for d <= 0 as exp_reduced, plus its underflow: d < -87 gives 0.
+Expr exp_nonpositive_with(const Expr& d, const std::vector<float>& q, bool fma_reduction) {
   // d in [-inf, -87) -> 0, tested on the bits: a float compare lost NaN (under fast math
   // `NaN < -87` came out true and NaN became 0); NaN of either sign stays NaN through p.
-  const Expr u = Halide::reinterpret<uint32_t>(d);
-  const Expr underflow =
-      u > Halide::Internal::UIntImm::make(Halide::UInt(32), 0xc2ae0000u) &&  // -87.0f
-      u <= Halide::Internal::UIntImm::make(Halide::UInt(32), 0xff800000u);   // -inf
-  return Halide::select(underflow, 0.0f, p * scale);
+  // On the bits as signed integers: a negative float's bits grow, as an int32, with its
+  // magnitude (-0 is INT32_MIN, -inf 0xff800000); +0, the positive floats and NaN of either
+  // sign fall outside (-87, -inf]. AVX2 has no unsigned compare: the unsigned form took two
+  // more instructions per compare (see softmax's schedule comment for the measurement).
+  const Expr u = Halide::reinterpret<int32_t>(d);
+  const Expr underflow = u > Expr(int32_t(0xc2ae0000u)) &&  // -87.0f
+                         u <= Expr(int32_t(0xff800000u));   // -inf
+  return Halide::select(underflow, 0.0f, exp_reduced(d, q, fma_reduction));
 }
 
 }  // namespace
 
 Expr exp_nonpositive(const Expr& d) {
-  return exp_nonpositive_with(d, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                                  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f});
+  return exp_nonpositive_with(d, cephes_exp_q, false);
+}
+
+Expr exp_bounded(const Expr& d) {
+  // Bounds that bfloat16 cannot hold: with -87 and 89 (both bf16 values) Halide 14 narrowed
+  // the clamp of a widened bf16 activation to bf16 arithmetic, emulated with a round trip
+  // (ten more instructions per vector; silu bf16 on AVX-512 took 1.2x the time).
+  return exp_reduced(Halide::clamp(d, -87.01f, 88.9f), cephes_exp_q, true);
 }
 
 namespace {
@@ -77,10 +100,12 @@ namespace {
 // softmax's exp: exp_nonpositive with q of degree 4 instead of Cephes' 5 (one FMA less per
 // element), interpolated at the Chebyshev nodes of [-ln2/2, ln2/2] (q(r) = (e^r - 1 - r) / r^2,
 // fitted in long double, rounded to fp32). Evaluated in fp32 with FMA over d in [-87, 0] in
-// steps of 1e-4: worst relative error 8.7e-8 (Cephes': 8.2e-8), against softmax's rtol of 1e-5.
+// steps of 1e-4: worst relative error 8.7e-8 (Cephes': 8.2e-8); with exp_reduced's one-FMA
+// reduction (three instructions fewer than the strict two-step one) 3.0e-7, at d near -87,
+// against softmax's rtol of 1e-5.
 Expr softmax_exp(const Expr& d) {
   return exp_nonpositive_with(
-      d, {1.3926213142e-3f, 8.3632031456e-3f, 4.1666556150e-2f, 1.6666576266e-1f, 0.5f});
+      d, {1.3926213142e-3f, 8.3632031456e-3f, 4.1666556150e-2f, 1.6666576266e-1f, 0.5f}, true);
 }
 
 // Tunables of the row schedule (descriptor schedule_params; defaults from the measurements
@@ -104,7 +129,7 @@ struct RowParams {
 RowParams row_params(const Halide::Target& t) {
   RowParams p;
   p.vector = t.natural_vector_size(Halide::Float(32));
-  p.lanes = 2 * p.vector;
+  p.lanes = std::max(2 * p.vector, 32);  // two accumulators on AVX-512, four on AVX2
   p.tasks = 8;
   p.serial_below = 1 << 15;
   return p;
@@ -148,6 +173,12 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
 // host under load 4-9 (ratios move +-10% between runs):
 //   - partial sums per row (`lanes`): 16 (one vector accumulator) 85 / 78%, 32 (two) 94 / 88%,
 //     64 (four) 92 / 88% for layer_norm in two runs: two accumulators hide the add latency.
+//     On AVX2, 32 lanes (four 8-wide accumulators) instead of 16 (two): 64 x 1024,
+//     L2-resident, 1 thread, three alternating runs: softmax 55 / 53 / 60 us -> 41 / 43 / 57
+//     us (the max and sum passes were latency-bound), rms_norm 15 / 12 / 14 -> 11 / 14 / 11
+//     us, layer_norm, add_layer_norm, add_rms_norm within noise; softmax 4096 x 1024 cold, 2
+//     threads, host at load 6-8: 58 / 63 / 62% -> 66 / 79 / 65% of the copy (layer_norm 78 /
+//     89 / 86% -> 75 / 89 / 83%). AVX-512 with 64 lanes: within noise (softmax, layer_norm).
 //   - rows per task, fixed: 4: 80 / 78%, 16: 94 / 88%, 64: 92 / 87% (layer_norm, loaded host).
 //     On a quieter host (copy at 43-65 GB/s) 8 blocks of ceil(R/8) rows beat 16-row blocks:
 //     layer_norm 88 / 86% vs 76 / 76%, rms_norm 105 / 98% vs 88 / 89%, softmax 59 / 54% vs
@@ -333,6 +364,13 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
 // 48 -> 44 us (AVX2); oneDNN 2.6 (its AVX-512 kernel) 34 us. Dropped: round-to-nearest by
 // adding 1.5 * 2^23 (n from the sum's bits, no vroundps / vcvttps2dq): 1.04x (AVX-512),
 // 0.98x (AVX2) the time of softmax_exp's round, within noise.
+// Then the exp's reduction in one FMA and its underflow test as signed compares (AVX2 has no
+// unsigned one): L2-resident, 1 thread, two interleaved runs per ISA (another session's
+// baseline): AVX-512 31 -> 27 us and 40 -> 35 us, AVX2 66 -> 58 us (0.87-0.88x). 4096 x 1024,
+// 2 threads, cold, `opforge bench`, three alternating runs on the host at load 8-9 (copy
+// ratios move +-15% there): AVX2 57 / 62 / 60% -> 73 / 72 / 70% of the copy; AVX-512 69 / 66
+// / 84% -> 80 / 68 / 73%, within that noise. Not measurable on that host, so not kept: loading
+// row r + 2 instead of r + 1 (L2-resident the same; cold runs 62-80% either way).
 NnKernel build_softmax(const NnArgs& a) {
   Func x = a.f32("x");
   const RowParams p = row_params(a.target);

@@ -11,6 +11,13 @@ namespace opforge::generators {
 // d < -87 and -inf give 0, NaN stays NaN. Shared by softmax and attention.
 Halide::Expr exp_nonpositive(const Halide::Expr& d);
 
+// exp(d) in fp32, vectorized, about 1 ulp (2 at |d| near 88), on d clamped to [-87.01, 88.9]
+// (nn_norms.cpp): below -87.01 it gives exp(-87.01) = 1.6e-38 instead of 0 or a subnormal, from
+// 88.38 on +inf (the exact value overflows from 88.72); NaN in, NaN or a clamp bound out
+// (Halide's min/max may drop NaN). Halide::exp's full-range selects cost about four more
+// instructions per vector. For silu's x / (1 + exp(-x)), which none of that changes.
+Halide::Expr exp_bounded(const Halide::Expr& d);
+
 // Row-wise over the last axis: x[R, C] (leading dims flattened into R by the caller).
 const dsl::NnOpDecl& layer_norm();
 const dsl::NnOpDecl& rms_norm();

@@ -6,11 +6,11 @@
 // Declared 1-D, like gelu (nn_gelu.cpp): any dense tensor is its N elements flattened, one
 // flat loop parallelizes and vectorizes without a per-row tail.
 //
-// Numerics: x / (1 + exp(-x)) with Halide's vectorized exp (about 1 ulp) has no cancellation
+// Numerics: x / (1 + exp(-x)) with exp_bounded (nn_ops.h; about 1 ulp) has no cancellation
 // anywhere: 1 + exp(-x) >= 1, so y keeps a relative error of a few ulp over the whole range.
-// Below x = -88.7 exp(-x) overflows to inf and y = -0 (the exact value is below 4e-37 there);
-// above x = 17, exp(-x) < ulp(1) and y = x exactly. x = -inf gives NaN (selected: see
-// silu_of) and +inf gives +inf, as torch's x * sigmoid(x); NaN stays NaN.
+// Below x = -88.4 exp(-x) is inf and y = -0 (the exact value is below 3e-37 there); above
+// x = 17, exp(-x) < ulp(1) and y = x exactly. x = -inf gives NaN and +inf gives +inf, as
+// torch's x * sigmoid(x); NaN stays NaN.
 //
 // Schedule: the shared 1-D elementwise recipe, as gelu's and the copy's. Measured with
 // `opforge bench` (N = 4194304, 2 threads, cold caches, medians of 180-260 interleaved calls;
@@ -22,6 +22,17 @@
 // Below the 90% goal by about the exp's cost: Halide's full-range exp (overflow selects,
 // about 20 vector instructions per vector) runs while no DRAM request of that core is in
 // flight, as gelu's erf (78% on the AVX2 host, scripts/BENCHMARKS.md).
+// Then exp_bounded instead of Halide::exp (clamped argument, one-FMA reduction, no selects,
+// and no -inf select in silu_of: its overflow gives the NaN): silu at N = 131072, 1 thread,
+// L2-resident, three alternating runs: AVX2 81 / 94 / 132 us -> 60 / 60 / 87 us, AVX-512
+// 53-66 us both (within noise); N = 4194304, 2 threads, cold, host at load 8-9: AVX2 74 / 66
+// / 84% -> 91 / 92 / 83% of the copy, AVX-512 85 / 56 / 90% -> 91 / 93 / 71% (noise).
+// Dropped: 1 / (1 + exp(-x)) as the rcpps estimate and a Newton step instead of the divide:
+// 0.90x main's time L2-resident on AVX2 where the divide form took 0.68x (the divider runs
+// beside the other ports; the estimate, its step and their selects are more instructions).
+// bf16 activations (same runs, N = 131072, L2-resident): AVX2 121 / 121 / 140 us -> 91 / 89
+// / 90 us, AVX-512 within noise (97 / 94 / 74 -> 92 / 92 / 93 us) once exp_bounded's clamp
+// bounds were made non-bf16 values (see there; before that, AVX-512 bf16 took 1.2x).
 #include "dsl/elementwise_schedule.h"
 #include "generators/nn_ops.h"
 
@@ -36,14 +47,10 @@ using Halide::Var;
 namespace {
 
 Expr silu_of(const Expr& v) {
-  // x = -inf: torch's x * sigmoid(x) is -inf * 0 = NaN; Halide 14's exp(+inf) is finite, so
-  // the quotient alone gave -inf. Tested on the bits (a float compare is not reliable under
-  // fast math, see nn_norms.cpp's exp_nonpositive).
-  const Expr minus_inf = Halide::reinterpret<uint32_t>(v) ==
-                         Halide::Internal::UIntImm::make(Halide::UInt(32), 0xff800000u);
-  const Expr nan =
-      Halide::reinterpret<float>(Halide::Internal::UIntImm::make(Halide::UInt(32), 0x7fc00000u));
-  return Halide::select(minus_inf, nan, v / (1.0f + Halide::exp(-v)));
+  // exp_bounded (nn_norms.cpp) overflows to +inf from -x = 88.4 on, so x = -inf gives
+  // -inf / inf = NaN (torch's -inf * sigmoid(-inf) = -inf * 0) and x <= -88.4 gives -0 (exact:
+  // below 2.6e-37) without a select; x = +inf gives +inf / (1 + exp(-87)) = +inf.
+  return v / (1.0f + exp_bounded(-v));
 }
 
 NnKernel build_silu(const NnArgs& a) {
