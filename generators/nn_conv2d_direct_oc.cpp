@@ -27,13 +27,19 @@ struct Block {
   int nv, pw, ph;
 };
 
+// The four algorithms' differences (each one's comment below).
+struct Form {
+  const char* name;
+  bool unpadded, small, blocked;
+};
+
 // unpadded: pad 0 and every block inside the output (ShiftInwards tails): x is read in
 // place, without the padded copy (a pass over the input that costs most on 1x1 stride 2:
 // measured same run, AVX-512, loaded host: 1.23-1.35x the padded version's speed on 256 -> 512
 // at 56x56, 0.90-1.51x on 512 -> 1024 at 28x28 and 1024 -> 2048 at 14x14).
 // small: the loop order of direct_oc_small (see the schedule).
-// cb (direct_oc_blocked): x copied channel-blocked, xb(ci, w, h, co) = x(w, h, 8 co + ci) (zeros
-// past C and outside the image), and the reduction runs 8 channels innermost: one pixel's 8
+// blocked (cb, direct_oc_blocked): x copied channel-blocked, xb(ci, w, h, co) = x(w, h, 8 co + ci)
+// (zeros past C and outside the image), and the reduction runs 8 channels innermost: one pixel's 8
 // broadcasts share a cache line (NCHW: 8 lines, one per channel plane), so a block's x tile
 // over all C is ~1/3 the lines and stays in L1 across the group's channel blocks. Measured
 // same run (load ~4, 2 threads), time vs the NCHW-plane version: AVX2 0.82-0.84x (256 -> 256
@@ -41,7 +47,8 @@ struct Block {
 // 0.90-0.96x. In direct_oc_small's order it was 0.96-1.05x: not used there. Channels are
 // padded to a multiple of 8: ResNet's stem (3 -> 64 7x7 stride 2) took 1.6-2.2x the time,
 // hence its own algorithm for C >= 64 (nn_conv2d.cpp).
-NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
+NnKernel build(const ConvInputs& in, const Form& form) {
+  const bool unpadded = form.unpadded, small = form.small, cb = form.blocked;
   const int VW = in.target.natural_vector_size<float>();  // 16 with AVX-512, 8 with AVX2
   // Accumulators: 2 x (7 x 2) = 28 of AVX-512's 32 zmm (weights 2, broadcasts fold into the
   // FMA); 2 x (3 x 2) = 12 of AVX2's 16 ymm (+ 2 weights + 1 broadcast). 7 x 2 pixels tile
@@ -166,12 +173,8 @@ NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
     }
   }
 
-  const char* name = cb         ? "direct_oc_blocked"
-                     : small    ? "direct_oc_small"
-                     : unpadded ? "direct_oc_unpadded"
-                                : "direct_oc";
   return NnKernel{{y},
-                  std::string(name) + ": " + std::to_string(b.nv) +
+                  std::string(form.name) + ": " + std::to_string(b.nv) +
                       " vectors of output channels x " + std::to_string(PW) + "x" +
                       std::to_string(PH) + " pixels register block, broadcast input, tasks of " +
                       std::to_string(OG) + " channels x " + (small ? "every pixel" : "2 rows"),
@@ -185,16 +188,16 @@ NnKernel build(const ConvInputs& in, bool unpadded, bool small, bool cb) {
 }  // namespace
 
 NnKernel build_direct_oc(const ConvInputs& in) {
-  return build(in, false, false, false);
+  return build(in, {"direct_oc", false, false, false});
 }
 NnKernel build_direct_oc_blocked(const ConvInputs& in) {
-  return build(in, false, false, true);
+  return build(in, {"direct_oc_blocked", false, false, true});
 }
 NnKernel build_direct_oc_unpadded(const ConvInputs& in) {
-  return build(in, true, false, false);
+  return build(in, {"direct_oc_unpadded", true, false, false});
 }
 NnKernel build_direct_oc_small(const ConvInputs& in) {
-  return build(in, false, true, false);
+  return build(in, {"direct_oc_small", false, true, false});
 }
 
 }  // namespace opforge::generators::conv

@@ -34,6 +34,8 @@ for isa in avx512 avx2; do
     bench scaled_dot_product_attention --attr causal=$causal --shape q=1,16,2048,64 \
       --shape k=1,16,2048,64 --shape v=1,16,2048,64 --reps 5
   done
-  bench scaled_dot_product_attention --shape q=1,16,1,64 --shape k=1,16,2048,64 \
-    --shape v=1,16,2048,64 --reps 20
+  for l in 1 16; do  # decode-shaped: a few queries against a long cache
+    bench scaled_dot_product_attention --shape q=1,16,$l,64 --shape k=1,16,2048,64 \
+      --shape v=1,16,2048,64 --reps 20
+  done
 done
