@@ -65,12 +65,14 @@ Expr exp2_nonpositive(const Expr& x) {
   }
   p = p * (r * r) + r + 1.0f;
   const Expr two_n = reinterpret<float>((reinterpret<int32_t>(t) + 127) << 23);
-  // x in [-inf, -125) -> 0 (2^n stays normal), on the bits (a float compare is unreliable for NaN
-  // under fast math); -125 is 0xc2fa0000
-  const Expr u = reinterpret<uint32_t>(x);
-  const Expr underflow = u > Internal::UIntImm::make(UInt(32), 0xc2fa0000u) &&
-                         u <= Internal::UIntImm::make(UInt(32), 0xff800000u);
-  return select(underflow, 0.0f, p * two_n);
+  // x in [-inf, -125) -> 0 (2^n stays normal)
+  return select(below_negative(x, -125.0f), 0.0f, p * two_n);
+}
+
+// A running or block max as the exps subtract it: 0 when it is -inf (every key masked so far:
+// each p is then exp(-inf) = 0) or +inf / NaN (which the scores carry through anyway).
+Expr finite_or_zero(const Expr& m) {
+  return select(dsl::is_finite(m), m, 0.0f);
 }
 
 // Tunables (descriptor schedule_params; the schedule comment says how they were chosen).
@@ -183,8 +185,7 @@ dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
   bm(ii, kb, qb, h, b) = max(bm(ii, kb, qb, h, b), s(ii, rj, kb, qb, h, b));
   const Expr bmv = bm(ii, kb, qb, h, b);
   Func p("p");
-  p(ii, jj, kb, qb, h, b) =
-      exp2_nonpositive(s(ii, jj, kb, qb, h, b) - select(dsl::is_finite(bmv), bmv, 0.0f));
+  p(ii, jj, kb, qb, h, b) = exp2_nonpositive(s(ii, jj, kb, qb, h, b) - finite_or_zero(bmv));
   Func ps("ps");
   ps(ii, kb, qb, h, b) = 0.0f;
   ps(ii, kb, qb, h, b) += p(ii, rj, kb, qb, h, b);
@@ -216,7 +217,7 @@ dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
     const auto at = [&](const Expr& x) { return st(ii, x, qb, h, b); };
     const Expr bk = bm(ii, rk, qb, h, b);
     const Expr mn = max(at(kM), bk);
-    const Expr mns = select(dsl::is_finite(mn), mn, 0.0f);
+    const Expr mns = finite_or_zero(mn);
     const Expr a = exp2_nonpositive(at(kM) - mns);
     const Expr c = select(dsl::is_finite(bk), exp2_nonpositive(bk - mns), 0.0f);
     const Expr l = at(kL) * at(kA) + ps(ii, rk, qb, h, b) * at(kC);
@@ -409,8 +410,7 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   mv(lane, l, h, b) = max(mv(lane, l, h, b), s(rj * vec + lane, l, h, b));
   Func m = across_lanes("m", mv, {l, h, b}, true);
   Func p("p");
-  p(j, l, h, b) =
-      exp2_nonpositive(s(j, l, h, b) - select(dsl::is_finite(m(l, h, b)), m(l, h, b), 0.0f));
+  p(j, l, h, b) = exp2_nonpositive(s(j, l, h, b) - finite_or_zero(m(l, h, b)));
   psv(lane, l, h, b) = 0.0f;
   psv(lane, l, h, b) += p(rj * vec + lane, l, h, b);
   Func ps = across_lanes("ps", psv, {l, h, b}, false);

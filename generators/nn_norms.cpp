@@ -17,6 +17,7 @@
 //   scratch row (4 KB at C = 1024, in L1) and scaled by 1/sum, instead of computing exp twice.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -70,19 +71,23 @@ const std::vector<float> cephes_exp_q = {1.9875691500e-4f, 1.3981999507e-3f, 8.3
 
 // exp(d) for d <= 0 as exp_reduced, plus its underflow: d < -87 gives 0.
 Expr exp_nonpositive_with(const Expr& d, const std::vector<float>& q, bool fma_reduction) {
-  // d in [-inf, -87) -> 0, tested on the bits: a float compare lost NaN (under fast math
-  // `NaN < -87` came out true and NaN became 0); NaN of either sign stays NaN through p.
-  // On the bits as signed integers: a negative float's bits grow, as an int32, with its
-  // magnitude (-0 is INT32_MIN, -inf 0xff800000); +0, the positive floats and NaN of either
-  // sign fall outside (-87, -inf]. AVX2 has no unsigned compare: the unsigned form took two
-  // more instructions per compare (see softmax's schedule comment for the measurement).
-  const Expr u = Halide::reinterpret<int32_t>(d);
-  const Expr underflow = u > Expr(int32_t(0xc2ae0000u)) &&  // -87.0f
-                         u <= Expr(int32_t(0xff800000u));   // -inf
-  return Halide::select(underflow, 0.0f, exp_reduced(d, q, fma_reduction));
+  // d in [-inf, -87) -> 0; NaN of either sign stays NaN through p.
+  return Halide::select(below_negative(d, -87.0f), 0.0f, exp_reduced(d, q, fma_reduction));
 }
 
 }  // namespace
+
+Expr below_negative(const Expr& x, float bound) {
+  // Tested on the bits: a float compare lost NaN (under fast math `NaN < -87` came out true and
+  // NaN became 0). As signed integers a negative float's bits grow with its magnitude (-0 is
+  // INT32_MIN, -inf 0xff800000); +0, the positive floats and NaN of either sign fall outside
+  // (bound, -inf]. AVX2 has no unsigned compare: the unsigned form took two more instructions
+  // per compare (see softmax's schedule comment for the measurement).
+  int32_t bits;
+  std::memcpy(&bits, &bound, sizeof bits);
+  const Expr u = Halide::reinterpret<int32_t>(x);
+  return u > Expr(bits) && u <= Expr(int32_t(0xff800000u));  // -inf
+}
 
 Expr exp_nonpositive(const Expr& d) {
   return exp_nonpositive_with(d, cephes_exp_q, false);

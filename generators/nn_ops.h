@@ -11,6 +11,11 @@ namespace opforge::generators {
 // d < -87 and -inf give 0, NaN stays NaN. Shared by softmax and attention.
 Halide::Expr exp_nonpositive(const Halide::Expr& d);
 
+// x in [-inf, bound) for a negative bound, false for NaN of either sign: the exps' underflow
+// test (nn_norms.cpp), on the bits as signed int32 (a float compare is unreliable for NaN under
+// fast math, and AVX2 has no unsigned compare).
+Halide::Expr below_negative(const Halide::Expr& x, float bound);
+
 // exp(d) in fp32, vectorized, about 1 ulp (2 at |d| near 88), on d clamped to [-87.01, 88.9]
 // (nn_norms.cpp): below -87.01 it gives exp(-87.01) = 1.6e-38 instead of 0 or a subnormal, from
 // 88.38 on +inf (the exact value overflows from 88.72); NaN in, NaN or a clamp bound out
