@@ -21,6 +21,8 @@ const dsl::Storage kBf16g{registry::DType::bf16, std::nullopt};
 const dsl::Storage kF16g{registry::DType::f16, std::nullopt};
 // bf16 optimizer states (Adam's m, v, v_max), fp32 var and gradients; and with bf16m.
 const dsl::Storage kBf16s{registry::DType::f32, std::nullopt, registry::DType::bf16};
+// fp16 narrow states (compress_ef's f16 output).
+const dsl::Storage kF16s{registry::DType::f32, std::nullopt, registry::DType::f16};
 const dsl::Storage kBf16ms{registry::DType::bf16, registry::DType::bf16, registry::DType::bf16};
 const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
@@ -158,6 +160,9 @@ std::vector<VariantSpec> optimizer_rows() {
       {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kBf16g},
       {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kF16g},
       {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kF16g},
+      // Gradient compression with error feedback: the compressed copy is the narrow state.
+      {&compress_ef(), {{"format", "bf16"}}, all, {}, {}, kBf16s},
+      {&compress_ef(), {{"format", "f16"}}, all, {}, {}, kF16s},
       // Multi-tensor forms: a whole model per call, per-tensor norms as segmented reductions.
       {&multi_tensor_apply_lamb(), {}, all, {}},
       {&multi_tensor_apply_lamb(), kUnscaleSkip, all, {}},

@@ -31,6 +31,8 @@ const dsl::OptimizerDecl& amp_update_scale();
 const dsl::OptimizerDecl& clip_by_global_norm();
 const dsl::OptimizerDecl& global_norm();
 const dsl::OptimizerDecl& accumulate_grad();
+// Gradient compression for data-parallel training.
+const dsl::OptimizerDecl& compress_ef();
 
 // Beyond TensorFlow.
 const dsl::OptimizerDecl& apply_adamw();

@@ -1,0 +1,1 @@
+"""opforge.torch.distributed: data-parallel training on torch.distributed with opforge kernels."""
