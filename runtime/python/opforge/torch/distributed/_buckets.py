@@ -128,7 +128,7 @@ class GroupBuckets:
             self.staging.pop(b)
         staging = send if self.stage == 2 else None
         if self.codec is not None:
-            send = self.codec.compress(send, b)
+            send = self.codec.compress(send, b, self._buffer(self.codec.wire_dtype)[:send.numel()])
         recv = self._buffer(send.dtype)[:send.numel()]
         while len(self.inflight) >= self.max_inflight:
             self.finish_one()
@@ -152,6 +152,7 @@ class GroupBuckets:
                 dst.add_(chunks[k])
             dst.div_(self.world)
         self._pool.append(ex.recv._base if ex.recv._base is not None else ex.recv)
-        if ex.staging is not None:
-            self._pool.append(ex.staging._base if ex.staging._base is not None else ex.staging)
+        for used in (ex.staging, ex.send if self.codec is not None else None):
+            if used is not None:
+                self._pool.append(used._base if used._base is not None else used)
         self.finished += 1

@@ -42,8 +42,8 @@ def consolidate(opt, to):
         part = opt._parts[gi]
         sharded, other = _shard_keys(opt, gi)
         if opt._onebit is not None and opt._onebit.compressing:
-            sharded = opt._onebit.full_states(gi)  # already whole on every rank
-            full = dict(sharded)
+            full = opt._onebit.full_states(gi)  # whole on every rank
+            other = dict(other, step=opt._onebit.step_value(gi))
         else:
             full = {}
             for key in sorted(sharded):

@@ -27,9 +27,10 @@ class Comm:
         self.broken = None
 
     def wire(self, t):
-        """gloo moves no bfloat16 (torch 1.13): its bits travel as int16."""
+        """gloo moves no bfloat16 (nor int16) in torch 1.13: its bits travel as float16
+        (moved, never added)."""
         if t.dtype == torch.bfloat16 and self.backend == "gloo":
-            return t.view(torch.int16)
+            return t.view(torch.float16)
         return t
 
     def at(self, where):

@@ -98,6 +98,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self._sync = True
         self._steps = 0
         self._in_backward = 0  # buckets launched from the hooks since the last step
+        self._gathered_bytes = 0
         self.last_step = {}  # seconds and bytes of the last step (bench_zero.py)
         bucket_elems = max(1, int(bucket_mb * 2 ** 20 // 4))
         self._check_params()
@@ -299,18 +300,26 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self._in_backward = 0
 
     def _all_gather(self, n):
-        works = []
         self._gathered_bytes = 0
-        for gi, part in enumerate(self._parts):
-            shard = self._shards[gi].data
-            for b in range(len(part.buckets)):
-                outs = [part.owned_view(self._flats[gi], b, k) for k in range(self.world_size)]
-                src = part.shard_view(shard, b)
-                self._comm.at(f"step {n}: all-gather of group {gi} bucket {b}")
-                works.append((b, dist.all_gather(outs, src, group=self._group, async_op=True)))
-                self._gathered_bytes += src.numel() * 4 * (self.world_size - 1)
-        for b, work in works:
-            self._comm.wait(work, f"the all-gather of parameters (bucket {b})")
+        works = []
+        for gi in range(len(self._parts)):
+            works += self.gather_into(gi, self._shards[gi].data, self._flats[gi],
+                                      f"step {n}: all-gather of parameters")
+        for what, work in works:
+            self._comm.wait(work, what)
+
+    def gather_into(self, gi, shard, flat, what):
+        """Starts the all-gather of every rank's `shard` of group gi into `flat`, bucket by
+        bucket; returns the (what, work) to wait for."""
+        part, works = self._parts[gi], []
+        for b in range(len(part.buckets)):
+            outs = [part.owned_view(flat, b, k) for k in range(self.world_size)]
+            src = part.shard_view(shard, b)
+            self._comm.at(f"{what} (group {gi} bucket {b})")
+            works.append((f"{what} (group {gi} bucket {b})",
+                          dist.all_gather(outs, src, group=self._group, async_op=True)))
+            self._gathered_bytes += src.numel() * src.element_size() * (self.world_size - 1)
+        return works
 
     def zero_grad(self, set_to_none=False):
         """Stage 1: the flat gradient buffers zeroed (the gradients stay their views; with
