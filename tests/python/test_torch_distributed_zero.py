@@ -48,26 +48,27 @@ def snapshot(m):
     return [p.detach().numpy().copy() for p in m.parameters()]
 
 
-def train_zero(rank, world, stage, steps, bucket_mb, same_data=False):
+def train_zero(rank, world, stage, steps, bucket_mb, clip=None):
     from opforge.torch.distributed import ZeroOptimizer
     m = model()
     opt = ZeroOptimizer(groups(m), "adamw", stage=stage, bucket_mb=bucket_mb, lr=1e-2,
-                        weight_decay=0.05, timeout=30)
+                        weight_decay=0.05, timeout=30, max_grad_norm=clip)
     out, stats = [], []
     for step in range(steps):
         opt.zero_grad()
-        loss_of(m, *batch(step, 0 if same_data else rank)).backward()
+        loss_of(m, *batch(step, rank)).backward()
         grads_left = [p.grad is not None for p in m.parameters()]
         opt.step()
         out.append(snapshot(m))
-        stats.append(dict(opt.last_step, grads_left=grads_left))
+        stats.append(dict(opt.last_step, grads_left=grads_left, norm=opt.last_grad_norm))
     shard_sizes = [int(v.numel()) for s in opt._inner.state.values() for k, v in s.items()
                    if k == "exp_avg"]
     return out, stats, shard_sizes
 
 
-def reference(world, steps):
-    """One process: opforge.torch.optim.AdamW on the gradients averaged over the ranks."""
+def reference(world, steps, clip=None):
+    """One process: opforge.torch.optim.AdamW on the gradients averaged over the ranks
+    (clipped by torch.nn.utils.clip_grad_norm_ when clip is set)."""
     m = model()
     opt = oo.AdamW(groups(m), lr=1e-2, weight_decay=0.05)
     out = []
@@ -82,16 +83,21 @@ def reference(world, steps):
             for r in range(1, world):
                 total.add_(grads[r][i])
             p.grad = total.div_(world)
+        if clip is not None:
+            norm = float(torch.nn.utils.clip_grad_norm_(m.parameters(), clip))
+            assert norm > clip  # the test clips
         opt.step()
         out.append(snapshot(m))
     return out
 
 
-@pytest.mark.parametrize("stage,world", [(1, 2), (2, 2), (1, 4), (2, 4)])
-def test_equals_one_process_on_averaged_gradients(stage, world):
+@pytest.mark.parametrize("stage,world,clip", [(1, 2, None), (2, 2, None), (1, 4, None),
+                                              (2, 4, None), (2, 2, 0.05)])
+def test_equals_one_process_on_averaged_gradients(stage, world, clip):
     steps = 3
-    res = values(run_ranks(train_zero, world, stage, steps, 0.0005))  # ~130-element buckets
-    ref = reference(world, steps)
+    # ~130-element buckets: several per parameter and parameters across buckets
+    res = values(run_ranks(train_zero, world, stage, steps, 0.0005, clip))
+    ref = reference(world, steps, clip)
     for step in range(steps):
         for r in range(1, world):
             for a, b in zip(res[0][0][step], res[r][0][step]):

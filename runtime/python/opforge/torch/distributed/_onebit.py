@@ -133,6 +133,11 @@ class OneBit:
                     view.zero_()
                 else:
                     view.copy_(p.grad)
+            if opt.max_grad_norm is not None:  # this rank's own gradient (see ZeroOptimizer)
+                norm = float(torch.linalg.vector_norm(st.grad))
+                opt.last_grad_norm = norm
+                if opt.max_grad_norm / (norm + 1e-6) < 1:
+                    st.grad.mul_(opt.max_grad_norm / (norm + 1e-6))
             if wd and not self.decoupled:  # torch.optim.Adam's L2 term
                 st.grad[:part.total].add_(opt._flats[gi], alpha=wd)
             torch.mul(st.m, beta1, out=st.work)

@@ -61,6 +61,10 @@ class ZeroOptimizer(torch.optim.Optimizer):
     "onebit" (1-bit Adam: adam/adamw only; see onebit_warmup, onebit_chunk).
     bucket_mb: gradient bucket size in MB of fp32. timeout: seconds any collective may take
     before every rank raises DistributedStepError naming the failed rank(s).
+    max_grad_norm: clip the averaged gradient to this global L2 norm (all groups, as
+    torch.nn.utils.clip_grad_norm_ over the model; DeepSpeed's gradient_clipping) before the
+    update; the norm before clipping is `last_grad_norm`. In 1-bit Adam's compressed phase
+    each rank clips its own gradient (no averaged gradient exists there).
 
     Every rank must construct it with the same parameters (shapes, order, groups): rank 0's
     parameter values are broadcast to the others. Parameters are dense fp32 CPU tensors.
@@ -69,7 +73,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, optimizer="adamw", stage=1, process_group=None,
                  compression=None, bucket_mb=25, *, timeout=300.0, onebit_warmup=100,
-                 onebit_chunk=2048, registry=None, isa=None, **hypers):
+                 onebit_chunk=2048, max_grad_norm=None, registry=None, isa=None, **hypers):
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ZeroOptimizer: torch.distributed is not initialized; call "
                                "torch.distributed.init_process_group first")
@@ -84,6 +88,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
                              f"optimizer 'adam' or 'adamw', not {cls.__name__}")
         if not bucket_mb > 0:
             raise ValueError(f"ZeroOptimizer: bucket_mb must be > 0, not {bucket_mb!r}")
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ValueError(f"ZeroOptimizer: max_grad_norm must be > 0, not {max_grad_norm!r}")
         if not timeout > 0:
             raise ValueError(f"ZeroOptimizer: timeout must be > 0 seconds, not {timeout!r}")
         self._constructing = True
@@ -97,6 +103,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.rank, self.world_size = self._comm.rank, self._comm.world
         self._sync = True
         self._steps = 0
+        self.max_grad_norm = max_grad_norm
+        self.last_grad_norm = None
         self._in_backward = 0  # buckets launched from the hooks since the last step
         self._gathered_bytes = 0
         self.last_step = {}  # seconds and bytes of the last step (bench_zero.py)
@@ -278,6 +286,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 self._comm.at(f"step {n}: waiting for the reduce-scatter of bucket "
                               f"{buckets.inflight[0].bucket}")
                 buckets.finish_one()
+        if self.max_grad_norm is not None:
+            self._clip(n)
         t1 = time.perf_counter()
         self._comm.at(f"step {n}: update")
         self._sync_hypers()
@@ -298,6 +308,21 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.last_step = dict(reduce_wait=t1 - t0, update=t2 - t1, all_gather=t3 - t2,
                               bytes_sent=sent, buckets_in_backward=self._in_backward)
         self._in_backward = 0
+
+    def _clip(self, n):
+        """Scales every shard's averaged gradient so that the global norm is at most
+        max_grad_norm (torch's clip_grad_norm_ factor: max / (norm + 1e-6), capped at 1)."""
+        sq = torch.zeros(1, dtype=torch.float64)
+        for shard in self._shards:
+            sq += torch.dot(shard.grad, shard.grad).double()
+        self._comm.at(f"step {n}: all-reduce of the gradient norm")
+        self._comm.run(lambda: dist.all_reduce(sq, group=self._group),
+                       "the all-reduce of the gradient norm")
+        self.last_grad_norm = float(sq.sqrt())
+        factor = self.max_grad_norm / (self.last_grad_norm + 1e-6)
+        if factor < 1:
+            for shard in self._shards:
+                shard.grad.mul_(factor)
 
     def _all_gather(self, n):
         self._gathered_bytes = 0
