@@ -264,3 +264,33 @@ def test_needs_an_initialized_process_group():
     from opforge.torch.distributed import ZeroOptimizer
     with pytest.raises(RuntimeError, match="init_process_group"):
         ZeroOptimizer(model().parameters())
+
+
+@pytest.mark.parametrize("numels,world,bucket", [([1], 1, 1), ([5, 17, 1000, 1], 4, 64),
+                                                 ([65543, 3], 2, 10000), ([0, 7], 3, 16)])
+def test_partition_layout(numels, world, bucket):
+    """The flat layout: parameters last to first on 16-element boundaries, buckets split
+    into equal slices, a rank's shard its slices back to back."""
+    from opforge.torch.distributed._partition import Partition
+    part = Partition(numels, world, bucket)
+    order = sorted(range(len(numels)), key=lambda i: part.offsets[i])
+    assert order == list(reversed(range(len(numels)))) or 0 in numels
+    for i in range(len(numels)):
+        assert part.offsets[i] % 16 == 0
+    covered = sorted((part.offsets[i], part.offsets[i] + n) for i, n in enumerate(numels))
+    for (_, end), (start, _) in zip(covered, covered[1:]):
+        assert end <= start  # no overlap
+    assert part.buckets[0][0] == 0
+    for (s0, l0), (s1, _) in zip(part.buckets, part.buckets[1:]):
+        assert s0 + l0 == s1
+    assert sum(length for _, length in part.buckets) == part.total >= max(e for _, e in covered)
+    assert all(length % (16 * world) == 0 for _, length in part.buckets)
+    flat = torch.arange(part.total, dtype=torch.float32)
+    shards = [part.shard_of(flat, r) for r in range(world)]
+    assert sum(s.numel() for s in shards) == part.total
+    assert torch.equal(part.flat_of(shards), flat)
+    for i, n in enumerate(numels):  # a parameter's elements in the buckets it lists
+        got = torch.cat([part.bucket_view(flat, b)[at:at + k]
+                         for b in part.param_buckets[i]
+                         for at, _, k in [part.part(i, b)]]) if n else torch.zeros(0)
+        assert torch.equal(got, flat[part.offsets[i]:part.offsets[i] + n])
