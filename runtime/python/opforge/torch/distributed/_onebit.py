@@ -5,6 +5,7 @@ Warm-up: `warmup` steps of the optimizer's own sharded Adam/AdamW (gradients ave
 fp32). Then the variance is frozen (gathered whole on every rank, the warm-up's bias
 correction 1 - beta2^t folded in) and each step communicates the momentum in 1 bit:
   worker: m_k = beta1 m + (1 - beta1) g_k (its local gradient); s = m_k + e_k;
+          (the sign code: `_signcode.py`, torch ops for now)
           sent: sign bits of s and one scale per chunk (mean |s|), e_k = s - decompressed;
   server (rank j for slice j, after an all-to-all): the mean of the K decompressed slices,
           compressed the same way with its own error e'_j, all-gathered;
@@ -23,7 +24,7 @@ DeepSpeed's do)."""
 import torch
 import torch.distributed as dist
 
-from . import compress
+from . import _signcode
 from .. import optim as _optim
 
 
@@ -68,7 +69,6 @@ class OneBit:
                     raise ValueError(f"ZeroOptimizer: compression='onebit' does not take "
                                      f"{key}=True (group {gi})")
         self.opt, self.warmup, self.chunk = opt, warmup, chunk
-        self.kw = dict(registry=registry, isa=isa)
         self.decoupled = opt._cls is _optim.AdamW
         reg = registry if registry is not None else _optim._base.default_registry()
         self.update_kernel = reg.select("onebit_adam_update", {}, isa)
@@ -142,8 +142,8 @@ class OneBit:
                 st.grad[:part.total].add_(opt._flats[gi], alpha=wd)
             torch.mul(st.m, beta1, out=st.work)
             st.work.add_(st.grad, alpha=1 - beta1)
-            compress.onebit_compress_ef(st.work, st.worker_err, chunk, bits=st.bits,
-                                        scale=st.scale, **self.kw)
+            _signcode.onebit_compress_ef(st.work, st.worker_err, chunk, bits=st.bits,
+                                        scale=st.scale)
             st.worker_err.index_fill_(0, st.pad, 0.0)
             comm.at(f"step {n}: 1-bit Adam all-to-all of group {gi}")
             works = [dist.all_to_all_single(st.recv_bits, st.bits, group=opt._group,
@@ -155,10 +155,10 @@ class OneBit:
             mean = st.work[:st.work.numel() // world]
             rb, rs = st.recv_bits.view(world, -1), st.recv_scale.view(world, -1)
             for k in range(world):
-                compress.onebit_decompress(rb[k], rs[k], chunk, mean, accumulate=k > 0,
-                                           weight=1.0 / world, **self.kw)
-            compress.onebit_compress_ef(mean, st.server_err, chunk, bits=st.server_bits,
-                                        scale=st.server_scale, **self.kw)
+                _signcode.onebit_decompress(rb[k], rs[k], chunk, mean, accumulate=k > 0,
+                                           weight=1.0 / world)
+            _signcode.onebit_compress_ef(mean, st.server_err, chunk, bits=st.server_bits,
+                                        scale=st.server_scale)
             mine = st.pad - comm.rank * mean.numel()
             st.server_err.index_fill_(0, mine[(mine >= 0) & (mine < mean.numel())], 0.0)
             comm.at(f"step {n}: 1-bit Adam all-gather of group {gi}")
@@ -168,7 +168,7 @@ class OneBit:
                                      group=opt._group, async_op=True)]
             for work in works:
                 comm.wait(work, "the 1-bit Adam all-gather of the momentum")
-            compress.onebit_decompress(st.bits, st.scale, chunk, st.m, **self.kw)
+            _signcode.onebit_decompress(st.bits, st.scale, chunk, st.m)
             st.m.index_fill_(0, st.pad, 0.0)
             comm.at(f"step {n}: 1-bit Adam update of group {gi}")
             flat = opt._flats[gi]
