@@ -98,10 +98,14 @@ NnKernel build_group_norm(const NnArgs& a) {
   // read-only statistics pass (DRAM) and its output pass (L2 reads, DRAM writes) are two
   // long phases per core, where a copy, and layer_norm's 4 KB rows (whose next row the L2
   // streamer fetches during the output pass), keep reads and writes in flight together (the likely
-  // cause: one core alone draws about half the copy's bandwidth, nn_norms.cpp's softmax note). Not
-  // tried for lack of time: overlapping the statistics of group g + 1 with the output of group g
-  // (software pipelining across the parallel loop), per-channel statistics combined exactly (Chan
-  // et al.) to make the second pass L1-resident.
+  // cause: one core alone draws about half the copy's bandwidth, nn_norms.cpp's softmax note).
+  // Not tried: per-channel statistics combined exactly (Chan et al.), an L1-resident pass 2.
+  // Tried and dropped: group g + 1 loaded during group g's output pass (y's value and x at the
+  // same place of the next pair in a Tuple scratch row per h, pairs in 2 or 8 contiguous
+  // blocks so the next pair is the thread's own). 1 thread, thread CPU time, load 9-13, model
+  // 207, four same-run rounds per ISA, cold: 0.91-1.00x this schedule's time on AVX-512,
+  // 0.95-0.99x on AVX2 (AVX-512: 69-73% of the copy against 65-71%); but the scratch row's stores
+  // cost 1.5-1.6x the time warm, 1.25x cold at 1 x 1280 x 16 x 16 (AVX-512, W = 16).
   // Tried (2 threads, cold, AVX-512, model 207, three alternating runs on the shared host
   // at load 7-10, where copy ratios moved +-15%): the pairs in 8 (or 2) contiguous blocks per
   // thread, the variance pass also loading the next pair's element at the same place (a
