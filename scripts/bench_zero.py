@@ -32,6 +32,7 @@ The CPU model and ISA head the output.
 
 import argparse
 import datetime
+import gc
 import os
 import socket
 import statistics
@@ -106,6 +107,7 @@ def run_config(rank, world, config, sizes, steps, stage):
                              rs_wait=ls.get("reduce_wait"), update=ls.get("update"),
                              all_gather=ls.get("all_gather")))
     del opt, net, model
+    gc.collect()  # the optimizer's hooks and the parameters' views form cycles: free it now
     return rows
 
 
@@ -168,6 +170,13 @@ def main():
                  for r in range(world)]
         for p in procs:
             p.start()
+        while queue.empty():  # rank 0's results, unless a rank died (e.g. out of memory)
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for p in procs:
+                    p.kill()
+                sys.exit(f"error: a rank of the {world}-rank run died (exit codes "
+                         f"{[p.exitcode for p in procs]}); try a smaller --scale")
+            time.sleep(0.5)
         results = queue.get()
         for p in procs:
             p.join()

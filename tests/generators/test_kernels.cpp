@@ -317,6 +317,8 @@ TEST_CASE("bf16 states: the reference rounding of the fp32 result, bit for bit")
     const registry::Descriptor d = reg->descriptor(e.variant);
     const std::string tag = storage_tag(d);
     if (d.kind != "bandwidth" || tag.back() != 's') continue;
+    // fp16 narrow states (f16s, compress_ef's): checked bit for bit by test_compress_ef.cpp.
+    if (tag.rfind("f16", 0) == 0) continue;
     // With a read pass (`_r`, loss-scaled rows) the kernel adds total*1e-30: s + g is then not
     // exact. The plain kernels of the same storage cover the rounding.
     if (d.op.find("_r") != std::string::npos) continue;

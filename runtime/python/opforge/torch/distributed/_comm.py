@@ -61,6 +61,7 @@ class Comm:
                f"failed after at most {self.timeout:g} s: {' '.join(str(error).split())}. "
                f"{self.health.diagnose(where)}")
         self.broken = msg
+        self.health.linger()
         raise DistributedStepError(msg) from error
 
     def run(self, fn, what):

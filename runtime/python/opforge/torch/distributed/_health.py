@@ -81,6 +81,13 @@ class Health:
             except RuntimeError:
                 pass
 
+    def linger(self):
+        """Rank 0 hosts the store (init_process_group's TCPStore): after a failure it stays
+        a while before raising, so that the others' diagnoses (two reads 4 beats apart) can
+        still read the store if rank 0's process exits on the error."""
+        if self.rank == 0 and self._store is not None:
+            time.sleep(8 * self.interval)
+
     def close(self):
         self._stop.set()
 
