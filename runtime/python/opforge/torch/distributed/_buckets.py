@@ -121,11 +121,12 @@ class GroupBuckets:
     def launch(self, b):
         """Starts bucket b's exchange (the caller keeps the global order)."""
         assert b == self.next_launch
-        send = (self.part.bucket_view(self.flat_grad, b) if self.stage == 1
-                else self.staging.pop(b, None))
-        if send is None:  # a bucket holding only empty parameters
-            send = self._staging(b)
-            self.staging.pop(b)
+        if self.stage == 1:
+            send = self.part.bucket_view(self.flat_grad, b)
+        else:  # (a bucket of empty parameters only has no staging buffer yet)
+            send = self.staging.pop(b, None)
+            if send is None:
+                send = self._buffer(torch.float32)[:self.part.buckets[b][1]].zero_()
         staging = send if self.stage == 2 else None
         if self.codec is not None:
             send = self.codec.compress(send, b, self._buffer(self.codec.wire_dtype)[:send.numel()])

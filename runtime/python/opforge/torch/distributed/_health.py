@@ -8,6 +8,7 @@ hung) or that reported an error.
 The store comes from torch.distributed's record of the group (a private table in torch
 1.13); where it cannot be found, or is not a TCPStore, errors still come but name no rank."""
 
+import datetime
 import threading
 import time
 
@@ -47,8 +48,8 @@ class Health:
         addr = _tcp_store(group)
         if addr is not None:
             try:
-                self._store = dist.TCPStore(addr[0], addr[1], is_master=False,
-                                            timeout=_timedelta(max(5.0, 8 * interval)),
+                wait = datetime.timedelta(seconds=max(5.0, 8 * interval))
+                self._store = dist.TCPStore(addr[0], addr[1], is_master=False, timeout=wait,
                                             wait_for_workers=False)
             except RuntimeError:
                 self._store = None
@@ -128,8 +129,3 @@ class Health:
         if not failed:
             return "every other rank is alive (the collective itself failed or timed out)"
         return "; ".join(failed)
-
-
-def _timedelta(seconds):
-    import datetime
-    return datetime.timedelta(seconds=seconds)

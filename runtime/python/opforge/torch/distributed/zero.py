@@ -15,6 +15,7 @@ Compression (fp16/bf16 with error feedback; 1-bit Adam) changes what step 1 send
 (`_codecs.py`, `_onebit.py`)."""
 
 import contextlib
+import time
 
 import torch
 import torch.distributed as dist
@@ -106,6 +107,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.max_grad_norm = max_grad_norm
         self.last_grad_norm = None
         self._in_backward = 0  # buckets launched from the hooks since the last step
+        self._next = 0  # the next bucket of self._order to launch
         self._gathered_bytes = 0
         self.last_step = {}  # seconds and bytes of the last step (bench_zero.py)
         bucket_elems = max(1, int(bucket_mb * 2 ** 20 // 4))
@@ -236,14 +238,6 @@ class ZeroOptimizer(torch.optim.Optimizer):
             self._buckets[gi].launch(b)
             self._next += 1
 
-    @property
-    def _next(self):
-        return getattr(self, "_next_bucket", 0)
-
-    @_next.setter
-    def _next(self, value):
-        self._next_bucket = value
-
     # -- step ---------------------------------------------------------------------------
     def _sync_hypers(self):
         for group, inner in zip(self.param_groups, self._inner.param_groups):
@@ -275,7 +269,6 @@ class ZeroOptimizer(torch.optim.Optimizer):
         return loss
 
     def _sharded_step(self):
-        import time
         t0 = time.perf_counter()
         n = self._steps + 1
         for buckets in self._buckets:
