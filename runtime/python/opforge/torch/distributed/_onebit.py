@@ -25,11 +25,9 @@ import torch
 import torch.distributed as dist
 
 from . import _signcode
+from ._partition import round_up
+from .zero import clip_factor
 from .. import optim as _optim
-
-
-def _round_up(n, m):
-    return (n + m - 1) // m * m
 
 
 class _GroupState:
@@ -95,7 +93,7 @@ class OneBit:
         opt, comm = self.opt, self.opt._comm
         self.groups = []
         for gi, part in enumerate(opt._parts):
-            st = _GroupState(_round_up(part.total, opt.world_size * self.chunk),
+            st = _GroupState(round_up(part.total, opt.world_size * self.chunk),
                              opt.world_size, self.chunk)
             live = torch.zeros(st.m.numel(), dtype=torch.bool)
             for off, n in zip(part.offsets, part.numels):
@@ -136,8 +134,9 @@ class OneBit:
             if opt.max_grad_norm is not None:  # this rank's own gradient (see ZeroOptimizer)
                 norm = float(torch.linalg.vector_norm(st.grad))
                 opt.last_grad_norm = norm
-                if opt.max_grad_norm / (norm + 1e-6) < 1:
-                    st.grad.mul_(opt.max_grad_norm / (norm + 1e-6))
+                factor = clip_factor(opt.max_grad_norm, norm)
+                if factor < 1:
+                    st.grad.mul_(factor)
             if wd and not self.decoupled:  # torch.optim.Adam's L2 term
                 st.grad[:part.total].add_(opt._flats[gi], alpha=wd)
             torch.mul(st.m, beta1, out=st.work)

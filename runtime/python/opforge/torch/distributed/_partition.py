@@ -14,7 +14,7 @@ import torch
 ALIGN = 16
 
 
-def _round_up(n, m):
+def round_up(n, m):
     return (n + m - 1) // m * m
 
 
@@ -31,13 +31,13 @@ class Partition:
         end = 0
         for i in reversed(range(len(self.numels))):
             self.offsets[i] = end
-            end = _round_up(end + self.numels[i], ALIGN)
+            end = round_up(end + self.numels[i], ALIGN)
         unit = world * ALIGN
-        step = _round_up(max(int(bucket_elems), 1), unit)
+        step = round_up(max(int(bucket_elems), 1), unit)
         self.buckets = []  # (start, length): length a multiple of world * ALIGN
         start = 0
         while start < max(end, 1):
-            self.buckets.append((start, min(step, _round_up(max(end, 1) - start, unit))))
+            self.buckets.append((start, min(step, round_up(max(end, 1) - start, unit))))
             start += self.buckets[-1][1]
         self.total = start
         self.slice_len = [length // world for _, length in self.buckets]

@@ -36,6 +36,11 @@ OPTIMIZERS = {
 COMPRESSIONS = (None, "fp16", "bf16", "onebit")
 
 
+def clip_factor(max_norm, norm):
+    """torch.nn.utils.clip_grad_norm_'s scale: max_norm / (norm + 1e-6), used when < 1."""
+    return max_norm / (norm + 1e-6)
+
+
 def _optimizer_class(optimizer):
     if isinstance(optimizer, str):
         cls = OPTIMIZERS.get(optimizer.lower())
@@ -141,13 +146,13 @@ class ZeroOptimizer(torch.optim.Optimizer):
             for k, v in inner.items():
                 if k != "params":
                     group.setdefault(k, v)
-        self._codec = None
         self._onebit = None
+        half = None
         if compression in ("fp16", "bf16"):
             from ._codecs import HalfCodec
-            self._codec = HalfCodec(compression, self.world_size, registry, isa)
+            half = HalfCodec(compression, self.world_size, registry, isa)
         for gi, group in enumerate(self.param_groups):
-            codec = None if self._codec is None else self._codec.for_group(self._parts[gi])
+            codec = None if half is None else half.for_group(self._parts[gi])
             self._buckets.append(GroupBuckets(
                 group["params"], self._parts[gi], stage, process_group, codec, self._comm,
                 (lambda s=self._shards[gi]: s.grad)))
@@ -312,7 +317,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self._comm.run(lambda: dist.all_reduce(sq, group=self._group),
                        "the all-reduce of the gradient norm")
         self.last_grad_norm = float(sq.sqrt())
-        factor = self.max_grad_norm / (self.last_grad_norm + 1e-6)
+        factor = clip_factor(self.max_grad_norm, self.last_grad_norm)
         if factor < 1:
             for shard in self._shards:
                 shard.grad.mul_(factor)
