@@ -1,6 +1,6 @@
 // Every NN op declaration the library ships (dsl/nn_op_decl.h), one file per family:
 // nn_norms.cpp (row-wise), nn_group_norm.cpp, nn_gelu.cpp, nn_silu.cpp, nn_matmul.cpp,
-// nn_conv2d.cpp, nn_attention.cpp.
+// nn_conv2d.cpp, nn_attention.cpp, nn_onebit.cpp.
 #pragma once
 
 #include "dsl/nn_op_decl.h"
@@ -49,5 +49,9 @@ const dsl::NnOpDecl& conv2d_bias_relu();
 const dsl::NnOpDecl& scaled_dot_product_attention();
 // The same with an additive float mask [L, S] (torch's float attn_mask), no causal attr.
 const dsl::NnOpDecl& scaled_dot_product_attention_masked();
+// 1-bit compression with error feedback over chunks (1-bit Adam): signs packed 32 per int32
+// word, one fp32 scale per chunk; and its (averaging) inverse (nn_onebit.cpp).
+const dsl::NnOpDecl& onebit_compress();
+const dsl::NnOpDecl& onebit_decompress();
 
 }  // namespace opforge::generators

@@ -88,6 +88,8 @@ std::vector<VariantSpec> nn_rows() {
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "true"}});
   add_all_algorithms(rows, scaled_dot_product_attention_masked(), {{"mask_dtype", "float32"}});
   add_all_algorithms(rows, scaled_dot_product_attention_masked(), {{"mask_dtype", "bool"}});
+  add_all_algorithms(rows, onebit_compress());
+  add_all_algorithms(rows, onebit_decompress());
   return rows;
 }
 

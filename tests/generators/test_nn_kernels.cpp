@@ -5,12 +5,14 @@
 // (attr "dtype"): every problem runs in each dtype; bf16 inputs are the fp32 draws rounded to
 // nearest even (ieee_half.h, written from IEEE 754, not the kernels' conversion), the reference
 // sees exactly those values, and bf16 outputs are widened exactly before the comparison.
-// bool inputs (a byte each) are true for 80% of the draws; the reference sees 1 or 0. An output
-// element is right when it is NaN where the reference's is NaN (an attention row whose keys
-// are all masked), else within the tolerance.
+// bool inputs (a byte each) are true for 80% of the draws; the reference sees 1 or 0. int32
+// inputs (1-bit codes' sign words) are uniform over all 2^32 bit patterns. An output element
+// is right when it is NaN where the reference's is NaN (an attention row whose keys are all
+// masked), else within the tolerance; int32 outputs (sign words) must be equal.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 
@@ -58,6 +60,8 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
   std::map<std::string, std::vector<float>> bufs;
   std::map<std::string, std::vector<uint16_t>> bf16_bufs;  // the bf16 tensors' bits
   std::map<std::string, std::vector<uint8_t>> bool_bufs;
+  std::map<std::string, std::vector<int32_t>> int_bufs;
+  std::uniform_int_distribution<int32_t> any_int(INT32_MIN, INT32_MAX);
   NnTensors in64;
   std::vector<Tensor> tensors;
   for (const auto& in : d.inputs) {
@@ -67,6 +71,13 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
     auto& b = bufs[in.name];
     b.resize(elements(shape));
     for (auto& v : b) v = u(rng);
+    if (in.dtype == registry::DType::i32) {
+      auto& w = int_bufs[in.name];
+      for (size_t i = 0; i < b.size(); ++i) w.push_back(any_int(rng));
+      tensors.push_back({in.name, w.data(), registry::DType::i32, shape});
+      in64[in.name].assign(w.begin(), w.end());
+      continue;
+    }
     if (in.dtype == registry::DType::b8) {
       auto& m = bool_bufs[in.name];
       for (float& v : b) m.push_back(v >= p.lo + 0.2 * (p.hi - p.lo)), v = m.back();
@@ -90,6 +101,12 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
       tensors.push_back({o.name, h.data(), registry::DType::bf16, out_shapes[j]});
       continue;
     }
+    if (o.dtype == registry::DType::i32) {
+      auto& w = int_bufs[o.name];
+      w.assign(elements(out_shapes[j]), 0x5a5a5a5a);  // a pattern no reference gives everywhere
+      tensors.push_back({o.name, w.data(), registry::DType::i32, out_shapes[j]});
+      continue;
+    }
     auto& b = bufs[o.name];
     b.assign(elements(out_shapes[j]), std::nanf(""));  // every element must be written
     tensors.push_back({o.name, b.data(), registry::DType::f32, out_shapes[j]});
@@ -110,8 +127,21 @@ bool check_problem(Kernel& k, const NnReference& ref, const NnProblem& p, unsign
   const auto [rtol, atol] =
       ref.tolerance ? ref.tolerance(p) : std::make_pair(d.tolerance.rtol, d.tolerance.atol);
   for (const auto& o : d.outputs) {
-    const auto& got = bufs.at(o.name);
     REQUIRE_MESSAGE(want.count(o.name), "reference gives no " << o.name);
+    if (o.dtype == registry::DType::i32) {  // exact
+      const auto& got = int_bufs.at(o.name);
+      const auto& w = want.at(o.name);
+      REQUIRE(w.size() == got.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (static_cast<double>(got[i]) == w[i]) continue;
+        worst = INFINITY;
+        worst_at = shapes_text(p.shapes, p.scalars) + o.name + "[" + std::to_string(i) + "]: got " +
+                   std::to_string(got[i]) + " want " + std::to_string(w[i]);
+        break;
+      }
+      continue;
+    }
+    const auto& got = bufs.at(o.name);
     const auto& w = want.at(o.name);
     REQUIRE(w.size() == got.size());
     for (size_t i = 0; i < got.size(); ++i) {

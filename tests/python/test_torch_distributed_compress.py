@@ -2,7 +2,9 @@
 (module docstring): s = grad + err in fp32; c = s rounded to nearest even (bf16 from the two
 neighbouring bf16 values in fp64; fp16 by NumPy's IEEE float16 cast); err = s - c, 0 where c
 is not finite. Bit for bit, over several error-feedback steps, odd sizes, every ISA the host
-runs; decompression through accumulate_grad; the refusals."""
+runs; decompression through accumulate_grad; the refusals. The 1-bit code (onebit_compress,
+onebit_decompress) against NumPy fp64: packing (numpy.packbits, little bit order), the
+chunks' scales (mean |s|), the error fed back over three rounds, the K-code average."""
 
 import numpy as np
 import pytest
@@ -201,3 +203,82 @@ def test_refusals_name_the_argument(reg):
     with pytest.raises(TypeError, match="^acc:"):
         cz.decompress_accumulate(g.half(), torch.zeros(8, dtype=torch.bfloat16), 0.5,
                                  registry=reg)
+
+
+# (n, chunk): one word, one chunk of several words, 17 chunks, the parallel path (G * C >=
+# 32768) with a ragged last block of chunks.
+ONEBIT = [(32, 32), (96, 32), (17 * 64, 64), (3 * 2048, 2048), (33 * 2048, 2048)]
+
+
+def onebit_ref(s, chunk):
+    """(packed bytes, scales, decoded) of fp64 s: 1 where s >= 0, scale = mean |s|."""
+    c = s.reshape(-1, chunk)
+    scale = np.abs(c).mean(axis=1)
+    decoded = np.where(c >= 0, 1.0, -1.0) * scale[:, None]
+    return np.packbits(s >= 0, bitorder="little"), scale, decoded.reshape(-1)
+
+
+@pytest.mark.parametrize("n,chunk", ONEBIT)
+def test_onebit_code_and_error_feedback(reg, isas, n, chunk):
+    for isa in isas:
+        rng = np.random.default_rng(n)
+        err, err_next = torch.zeros(n), torch.empty(n)
+        want_err = np.zeros(n)
+        for step in range(3):
+            x = rng.standard_normal(n).astype(np.float32)
+            x[::7] = 0.0  # zeros count as positive
+            x[1::11] = -0.0  # so does -0 (s >= 0)
+            if step == 0:
+                err.copy_(torch.from_numpy(-x[:n]))  # s = x - x = +0 exactly: positive
+            bits, scale = cz.onebit_compress(torch.from_numpy(x), err, err_next, chunk,
+                                             registry=reg, isa=isa)
+            s = x.astype(np.float64) + err.numpy()
+            want_bits, want_scale, decoded = onebit_ref(s, chunk)
+            np.testing.assert_array_equal(bits.view(torch.uint8).numpy(), want_bits,
+                                          err_msg=f"{isa} step {step}")
+            np.testing.assert_allclose(scale.numpy(), want_scale, rtol=2e-6, atol=0)
+            # s - decoded cancels where |s| is near the scale: atol of a few ulp of it.
+            np.testing.assert_allclose(err_next.numpy(), s - decoded, rtol=2e-6,
+                                       atol=4e-7 * max(1.0, want_scale.max()))
+            out = cz.onebit_decompress(bits, scale, chunk, registry=reg, isa=isa)
+            np.testing.assert_allclose(out.numpy(), decoded, rtol=1e-6, atol=0)
+            err, err_next = err_next, err
+
+
+@pytest.mark.parametrize("codes", [1, 2, 3, 4])
+def test_onebit_decompress_averages_codes(reg, isas, codes):
+    n, chunk = 5 * 64, 64
+    rng = np.random.default_rng(codes)
+    words = rng.integers(-2 ** 31, 2 ** 31, size=(codes, n // 32), dtype=np.int64)
+    bits = torch.from_numpy(words.astype(np.int32))
+    scale = torch.from_numpy(rng.uniform(0.1, 3.0, (codes, n // chunk)).astype(np.float32))
+    signs = np.unpackbits(bits.numpy().view(np.uint8), axis=1, bitorder="little")
+    want = (np.where(signs == 1, 1.0, -1.0).reshape(codes, -1, chunk)
+            * scale.numpy()[:, :, None].astype(np.float64)).sum(axis=0).reshape(-1) / codes
+    for isa in isas:
+        out = torch.full((n,), 7.0)
+        cz.onebit_decompress(bits, scale, chunk, out, weight=1.0 / codes, registry=reg, isa=isa)
+        # K fp32 terms of size <= 3 that may cancel: atol in ulps of the largest.
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, atol=3e-7 * codes,
+                                   err_msg=isa)
+
+
+def test_onebit_refusals_name_the_argument(reg):
+    x, e, o = torch.zeros(64), torch.zeros(64), torch.zeros(64)
+    with pytest.raises(ValueError, match="chunk: expected a positive multiple of 32"):
+        cz.onebit_compress(x, e, o, 48, registry=reg)
+    with pytest.raises(ValueError, match="x: 64 elements are not whole chunks of 128"):
+        cz.onebit_compress(x, e, o, 128, registry=reg)
+    with pytest.raises(ValueError, match="err_out: overlaps err"):
+        cz.onebit_compress(x, e, e, 32, registry=reg)
+    with pytest.raises(ValueError, match="err: expected shape"):
+        cz.onebit_compress(x, torch.zeros(32), o, 32, registry=reg)
+    with pytest.raises(TypeError, match="bits: expected dtype torch.int32"):
+        cz.onebit_compress(x, e, o, 32, bits=torch.zeros(8, dtype=torch.uint8), registry=reg)
+    bits, scale = cz.onebit_compress(x, e, o, 32, registry=reg)
+    with pytest.raises(ValueError, match="scale: expected 2 elements"):
+        cz.onebit_decompress(bits, torch.zeros(3), 32, registry=reg)
+    with pytest.raises(ValueError, match="out: expected 64 elements"):
+        cz.onebit_decompress(bits, scale, 32, torch.zeros(65), registry=reg)
+    with pytest.raises(ValueError, match="bits, scale: expected"):
+        cz.onebit_decompress(bits.view(1, 1, -1), scale, 32, registry=reg)

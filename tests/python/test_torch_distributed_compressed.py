@@ -164,33 +164,3 @@ def test_onebit_adam_equals_the_paper_in_one_process():
             k = int(np.prod(shape))
             np.testing.assert_allclose(got[0][t - 1][i].ravel(), var[off:off + k],
                                        rtol=1e-4, atol=1e-6, err_msg=f"step {t} param {i}")
-
-
-@pytest.mark.parametrize("n,chunk", [(8, 8), (40, 8), (1024, 64), (3 * 2048, 2048)])
-def test_sign_code_against_numpy(n, chunk):
-    """The 1-bit code (packing, scales, error feedback over three rounds, decompression)
-    against NumPy written from the definition."""
-    from opforge.torch.distributed import _signcode
-    rng = np.random.default_rng(n)
-    err = torch.zeros(n)
-    want_err = np.zeros(n)
-    for _ in range(3):
-        x = rng.standard_normal(n).astype(np.float32)
-        x[::7] = 0.0  # zeros count as positive
-        bits = torch.empty(n // 8, dtype=torch.uint8)
-        scale = torch.empty(n // chunk)
-        _signcode.onebit_compress_ef(torch.from_numpy(x), err, chunk, bits, scale)
-        s = x.astype(np.float64) + want_err
-        want_scale = np.abs(s.reshape(-1, chunk)).mean(axis=1)
-        want_bits = np.packbits(s >= 0, bitorder="little")
-        decoded = (np.where(s >= 0, 1.0, -1.0).reshape(-1, chunk) * want_scale[:, None])
-        want_err = s - decoded.reshape(-1)
-        np.testing.assert_array_equal(bits.numpy(), want_bits)
-        np.testing.assert_allclose(scale.numpy(), want_scale, rtol=1e-6)
-        np.testing.assert_allclose(err.numpy(), want_err, rtol=1e-5, atol=1e-6)
-        out = torch.full((n,), 2.0)
-        _signcode.onebit_decompress(bits, scale, chunk, out, accumulate=True, weight=0.5)
-        np.testing.assert_allclose(out.numpy(), 2.0 + 0.5 * decoded.reshape(-1), rtol=1e-6)
-        want_err = err.numpy().astype(np.float64)  # continue from the code's fp32 error
-    with pytest.raises(ValueError, match="multiple of 8"):
-        _signcode.onebit_compress_ef(torch.zeros(12), torch.zeros(12), 12, bits, scale)

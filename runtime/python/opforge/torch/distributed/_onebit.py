@@ -5,10 +5,11 @@ Warm-up: `warmup` steps of the optimizer's own sharded Adam/AdamW (gradients ave
 fp32). Then the variance is frozen (gathered whole on every rank, the warm-up's bias
 correction 1 - beta2^t folded in) and each step communicates the momentum in 1 bit:
   worker: m_k = beta1 m + (1 - beta1) g_k (its local gradient); s = m_k + e_k;
-          (the sign code: `_signcode.py`, torch ops for now)
-          sent: sign bits of s and one scale per chunk (mean |s|), e_k = s - decompressed;
-  server (rank j for slice j, after an all-to-all): the mean of the K decompressed slices,
-          compressed the same way with its own error e'_j, all-gathered;
+          sent: sign bits of s and one scale per chunk (mean |s|), e_k = s - decompressed
+          (one onebit_compress kernel pass, `compress.onebit_compress`);
+  server (rank j for slice j, after an all-to-all): the mean of the K decompressed slices
+          (one onebit_decompress pass over the K codes), compressed the same way with its
+          own error e'_j, all-gathered;
   every rank: m = the decompressed result (identical everywhere), then
           var = var (1 - lr wd) - lr / (1 - beta1^t) m / (sqrt(v) + eps)
           (onebit_adam_update, generators/rules; wd only for AdamW; Adam's L2 term is added
@@ -24,7 +25,7 @@ DeepSpeed's do)."""
 import torch
 import torch.distributed as dist
 
-from . import _signcode
+from . import compress
 from ._partition import round_up
 from .zero import clip_factor
 from .. import optim as _optim
@@ -36,15 +37,19 @@ class _GroupState:
     def __init__(self, n, world, chunk):
         self.m = torch.zeros(n)
         self.v = torch.zeros(n)
+        # The gradient, then (swapped with worker_err) the next error: the compress kernel
+        # writes the new error to a buffer of its own.
         self.grad = torch.zeros(n)
         self.work = torch.zeros(n)  # this rank's new momentum, then the server's mean
         self.worker_err = torch.zeros(n)
         self.server_err = torch.zeros(n // world)
-        self.bits = torch.zeros(n // 8, dtype=torch.uint8)
+        self.server_err_next = torch.zeros(n // world)
+        # Sign words: 32 signs per int32 (8 per byte in memory).
+        self.bits = torch.zeros(n // 32, dtype=torch.int32)
         self.scale = torch.zeros(n // chunk)
-        self.recv_bits = torch.zeros(n // 8, dtype=torch.uint8)
+        self.recv_bits = torch.zeros(n // 32, dtype=torch.int32)
         self.recv_scale = torch.zeros(n // chunk)
-        self.server_bits = torch.zeros(n // world // 8, dtype=torch.uint8)
+        self.server_bits = torch.zeros(n // world // 32, dtype=torch.int32)
         self.server_scale = torch.zeros(n // world // chunk)
         self.step = 0.0
         self.bias2 = 1.0  # 1 - beta2^t at the freeze (folded into v)
@@ -58,9 +63,9 @@ class OneBit:
         if not isinstance(warmup, int) or warmup < 1:
             raise ValueError(f"ZeroOptimizer: onebit_warmup must be an int >= 1 (the "
                              f"variance is frozen after it), not {warmup!r}")
-        if not isinstance(chunk, int) or chunk < 8 or chunk % 8:
-            raise ValueError(f"ZeroOptimizer: onebit_chunk must be a positive multiple of 8, "
-                             f"not {chunk!r}")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 32 or chunk % 32:
+            raise ValueError(f"ZeroOptimizer: onebit_chunk must be a positive multiple of 32 "
+                             f"(32 signs per word), not {chunk!r}")
         for gi, group in enumerate(opt.param_groups):
             for key in ("amsgrad", "maximize"):
                 if group.get(key):
@@ -68,8 +73,9 @@ class OneBit:
                                      f"{key}=True (group {gi})")
         self.opt, self.warmup, self.chunk = opt, warmup, chunk
         self.decoupled = opt._cls is _optim.AdamW
-        reg = registry if registry is not None else _optim._base.default_registry()
-        self.update_kernel = reg.select("onebit_adam_update", {}, isa)
+        self.registry = registry if registry is not None else _optim._base.default_registry()
+        self.isa = isa
+        self.update_kernel = self.registry.select("onebit_adam_update", {}, isa)
         self.compressing = False
         self.count = 0
         self.groups = []
@@ -141,8 +147,10 @@ class OneBit:
                 st.grad[:part.total].add_(opt._flats[gi], alpha=wd)
             torch.mul(st.m, beta1, out=st.work)
             st.work.add_(st.grad, alpha=1 - beta1)
-            _signcode.onebit_compress_ef(st.work, st.worker_err, chunk, bits=st.bits,
-                                        scale=st.scale)
+            code = dict(registry=self.registry, isa=self.isa)
+            compress.onebit_compress(st.work, st.worker_err, st.grad, chunk, st.bits, st.scale,
+                                     **code)
+            st.worker_err, st.grad = st.grad, st.worker_err  # the new error; grad is scratch
             st.worker_err.index_fill_(0, st.pad, 0.0)
             comm.at(f"step {n}: 1-bit Adam all-to-all of group {gi}")
             works = [dist.all_to_all_single(st.recv_bits, st.bits, group=opt._group,
@@ -152,12 +160,12 @@ class OneBit:
             for work in works:
                 comm.wait(work, "the 1-bit Adam all-to-all of the momentum")
             mean = st.work[:st.work.numel() // world]
-            rb, rs = st.recv_bits.view(world, -1), st.recv_scale.view(world, -1)
-            for k in range(world):
-                _signcode.onebit_decompress(rb[k], rs[k], chunk, mean, accumulate=k > 0,
-                                           weight=1.0 / world)
-            _signcode.onebit_compress_ef(mean, st.server_err, chunk, bits=st.server_bits,
-                                        scale=st.server_scale)
+            compress.onebit_decompress(st.recv_bits.view(world, -1),
+                                       st.recv_scale.view(world, -1), chunk, mean,
+                                       weight=1.0 / world, **code)
+            compress.onebit_compress(mean, st.server_err, st.server_err_next, chunk,
+                                     st.server_bits, st.server_scale, **code)
+            st.server_err, st.server_err_next = st.server_err_next, st.server_err
             mine = st.pad - comm.rank * mean.numel()
             st.server_err.index_fill_(0, mine[(mine >= 0) & (mine < mean.numel())], 0.0)
             comm.at(f"step {n}: 1-bit Adam all-gather of group {gi}")
@@ -167,14 +175,14 @@ class OneBit:
                                      group=opt._group, async_op=True)]
             for work in works:
                 comm.wait(work, "the 1-bit Adam all-gather of the momentum")
-            _signcode.onebit_decompress(st.bits, st.scale, chunk, st.m)
+            compress.onebit_decompress(st.bits, st.scale, chunk, st.m, **code)
             st.m.index_fill_(0, st.pad, 0.0)
             comm.at(f"step {n}: 1-bit Adam update of group {gi}")
             flat = opt._flats[gi]
             self.update_kernel(var=flat, m=st.m[:part.total], v=st.v[:part.total],
                                lr=lr / (1 - beta1 ** st.step), epsilon=eps,
                                decay=lr * wd if self.decoupled else 0.0)
-            per = st.bits.numel() + st.scale.numel() * 4
+            per = st.bits.numel() * 4 + st.scale.numel() * 4
             sent += 2 * per * (world - 1) // world
         opt.last_step = dict(bytes_sent=sent, buckets_in_backward=0)
 
