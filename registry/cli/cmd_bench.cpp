@@ -331,6 +331,12 @@ void print_one(const nlohmann::json& j) {
               j["bytes_per_call"].get<double>() / j["n"].get<double>());
 }
 
+// Every table names the machine it ran on (the ISA is in each variant's name); printed with
+// the results, so an error leaves stdout empty.
+void print_host() {
+  std::printf("%s\n", host_summary().c_str());
+}
+
 }  // namespace
 
 int cmd_bench(const Args& a) {
@@ -364,6 +370,7 @@ int cmd_bench(const Args& a) {
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
+      print_host();
       print_model(j);
     }
     return 0;
@@ -379,6 +386,7 @@ int cmd_bench(const Args& a) {
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
+      print_host();
       print_split(j);
     }
     return 0;
@@ -389,6 +397,7 @@ int cmd_bench(const Args& a) {
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
+      print_host();
       print_nn(j);
     }
     return 0;
@@ -402,6 +411,7 @@ int cmd_bench(const Args& a) {
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
+      print_host();
       print_one(j);
     }
     return 0;
@@ -411,6 +421,7 @@ int cmd_bench(const Args& a) {
   if (!given.empty() || a.has("attr")) throw UsageError("bench all takes no --scalar or --attr");
   nlohmann::json all = nlohmann::json::array();
   if (!a.has("json")) {
+    print_host();
     std::printf(
         "| op | variant | time (us) | GB/s | %% of same-traffic bandwidth kernel | rows/s |\n");
     std::printf("|---|---|---|---|---|---|\n");

@@ -59,15 +59,19 @@ Kernel& op_kernel(Registry& reg, const Args& a, const std::string& op) {
 }
 
 std::string host_summary() {
-  std::string model = "unknown CPU";
+  // The model name, and family / model numbers (a VM's name may be a generic "Xeon").
+  std::string model = "unknown CPU", family, number;
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
-    if (line.rfind("model name", 0) == 0 && colon != std::string::npos) {
-      model = line.substr(colon + 2);
-      break;
-    }
+    if (colon == std::string::npos || colon + 2 > line.size()) continue;
+    const std::string value = line.substr(colon + 2), key = line.substr(0, line.find('\t'));
+    if (key == "model name") model = value;
+    if (key == "cpu family") family = value;
+    if (key == "model") number = value;
+    if (line.empty() || key == "flags") break;  // the first processor's block is enough
   }
+  if (!family.empty() && !number.empty()) model += " (family " + family + " model " + number + ")";
   const CpuFeatures& c = cpu_features();
   std::string s = "host: " + model + ", CPU features:";
   for (const auto& f : c.visible) s += " " + f;

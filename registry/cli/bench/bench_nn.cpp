@@ -339,6 +339,7 @@ void print_nn(const nlohmann::json& j) {
 int bench_nn_all(const Args& a, Registry& reg) {
   nlohmann::json all = nlohmann::json::array();
   if (!a.has("json")) {
+    std::printf("%s\n", host_summary().c_str());  // the machine (each variant names its ISA)
     std::printf(
         "| op | problem | opforge (algorithm) | ms | GFLOP/s | GB/s | %% of bw kernel | oneDNN ms "
         "| oneDNN / opforge time |\n|---|---|---|---|---|---|---|---|---|\n");
