@@ -77,10 +77,22 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // re-stream a 128-channel group's weights from L3 for every pair of output rows).
       .algorithm("direct_oc_small",
                  "groups == 1 && ((" + std::string(kOH) + ") * (" + kOW +
-                     ") <= 64 || (KH * KW >= 9 && (" + kOH + ") * (" + kOW + ") <= 196))",
+                     ") <= 64 || (KH * KW >= 9 && (" + kOH + ") * (" + kOW + ") <= 196 && C < 64))",
                  7,
                  "direct_oc with a task per 32 output channels over all pixels (small outputs: "
-                 "7x7, or 14x14 with a 3x3 filter); AVX2 block 1 vector x 7x2 pixels",
+                 "7x7, or 14x14 with a 3x3 filter and C < 64); AVX2 block 1 vector x 7x2 pixels",
+                 with(conv::build_direct_oc_small))
+      // The same on 65-196 pixel outputs with 3x3 or larger filters and C >= 64, shipped for
+      // AVX-512 only (op_table.cpp): there AVX2 runs direct_oc_blocked, whose 2 vectors x 3x2
+      // block took 0.71-0.83x direct_oc_small's time (1 vector x 7x2) on four shapes (3x3
+      // stride 2 -> 14x14, 14x13, 12x12, 10x10; C 128-512; 2 threads, quiet host, Xeon family 6
+      // model 207, `opforge bench conv2d --isa avx2`), on AVX-512 0.98x-1.02x its time.
+      .algorithm("direct_oc_small_14x14",
+                 "groups == 1 && C >= 64 && KH * KW >= 9 && (" + std::string(kOH) + ") * (" + kOW +
+                     ") > 64 && (" + kOH + ") * (" + kOW + ") <= 196",
+                 7,
+                 "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
+                 "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
                  with(conv::build_direct_oc_small))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
@@ -128,6 +140,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_small_14x14", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;

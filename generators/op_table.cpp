@@ -48,16 +48,20 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
 
 // One row per algorithm of an NN op: the registry holds every algorithm, the runtime picks
 // by shape. An op with activations (NnOpDecl::activations) ships them in fp32 and in bf16.
+// `isas_of`: the algorithms shipped for some ISAs only (the rest for all).
 void add_all_algorithms(std::vector<VariantSpec>& rows, const dsl::NnOpDecl& decl,
-                        const dsl::AttrValues& attrs = {}) {
+                        const dsl::AttrValues& attrs = {},
+                        const std::map<std::string, std::vector<std::string>>& isas_of = {}) {
   std::vector<dsl::AttrValues> forms = {attrs};
   if (!decl.activation_tensors().empty()) {
     forms.push_back(attrs);
     forms.back()[dsl::kActivationDtypeAttr] = "bfloat16";
   }
   for (const auto& f : forms) {
-    for (const auto& a : decl.algorithms())
-      rows.push_back({&decl, f, kAllIsas, {}, {}, {}, a.name});
+    for (const auto& a : decl.algorithms()) {
+      const auto it = isas_of.find(a.name);
+      rows.push_back({&decl, f, it == isas_of.end() ? kAllIsas : it->second, {}, {}, {}, a.name});
+    }
   }
 }
 
@@ -65,8 +69,12 @@ std::vector<VariantSpec> nn_rows() {
   std::vector<VariantSpec> rows;
   add_all_algorithms(rows, bandwidth_copy());
   add_all_algorithms(rows, bandwidth_add());
-  add_all_algorithms(rows, conv2d());
-  add_all_algorithms(rows, conv2d_bias_relu());
+  // direct_oc_small_14x14 on AVX-512 only: AVX2 is faster with direct_oc_blocked there
+  // (measured: nn_conv2d.cpp).
+  const std::map<std::string, std::vector<std::string>> conv_isas = {
+      {"direct_oc_small_14x14", {"avx512"}}};
+  add_all_algorithms(rows, conv2d(), {}, conv_isas);
+  add_all_algorithms(rows, conv2d_bias_relu(), {}, conv_isas);
   // matmul: the transposes are compile-time (they pick the packing loads): one row each.
   for (const char* ta : {"false", "true"}) {
     for (const char* tb : {"false", "true"}) {

@@ -1,9 +1,9 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups), registered for
 // test_nn_kernels.cpp, which runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_blocked, winograd, depthwise) of both ops on every problem it applies
-// to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
-// padding 0 to 2, non-square filters.
+// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, winograd, depthwise) of both ops on
+// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
+// stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -59,6 +59,10 @@ std::vector<NnProblem> problems(bool bias) {
       // direct_oc_small (7x7 outputs, 14x14 with 3x3): channels off its 32-channel tasks.
       {2, 13, 13, 11, 45, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 1x1 stride 2: 7x6 output, batch 2
       {1, 9, 27, 25, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // 3x3 stride 2: 14x13 output, o tail 6
+      // direct_oc_small_14x14 (AVX-512; C >= 64, 3x3, 65-196 pixels): C off the 8-channel
+      // blocks, o off the 32-channel tasks; on AVX2 these run direct_oc_blocked.
+      {1, 67, 27, 25, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 14x13 output
+      {2, 64, 20, 17, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 10x9 output, batch 2
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));

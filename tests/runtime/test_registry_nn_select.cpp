@@ -1,4 +1,4 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_small >
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_small(_14x14) >
 // direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
 // descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
 // apply and of shapes that break the op's checks.
@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "host_isa.h"
 #include "opforge/runtime.hpp"
 #include "runtime/runtime_test_util.h"
 #include "test_registry.h"
@@ -30,8 +31,9 @@ struct Conv {
   }
 };
 
-std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, std::string> a = {}) {
-  return reg.select("conv2d", a, c.tensors, c.scalars).descriptor().algorithm.name;
+std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, std::string> a = {},
+                          const std::string& isa = "") {
+  return reg.select("conv2d", a, c.tensors, c.scalars, isa).descriptor().algorithm.name;
 }
 
 }  // namespace
@@ -49,6 +51,14 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   // 64 or more input channels: x read channel-blocked.
   CHECK(algorithm_for(*reg, Conv(1, 64, 29, 16, 64, 3, 2, 1)) == "direct_oc_blocked");
   CHECK(algorithm_for(*reg, Conv(1, 63, 29, 16, 63, 3, 2, 1)) == "direct_oc");
+  // 65-196 pixel outputs, 3x3, C >= 64: direct_oc_small's tasks on AVX-512, the
+  // channel-blocked x on AVX2 (faster there; nn_conv2d.cpp).
+  const Conv mid14(1, 64, 27, 16, 64, 3, 2, 1);  // 14x14 out
+  if (opforge::testing::host_isas(*reg).runs("avx512"))
+    CHECK(algorithm_for(*reg, mid14, {}, "avx512") == "direct_oc_small_14x14");
+  CHECK(algorithm_for(*reg, mid14, {}, "avx2") == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, Conv(1, 64, 13, 16, 64, 3, 2, 1), {}, "avx2") ==
+        "direct_oc_small");  // 7x7 out: small on both
   // Pad 0 with an output of at least 7 x 2: x read in place.
   Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
   down.scalars["pad_h"] = down.scalars["pad_w"] = 0;
