@@ -47,6 +47,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .check(std::string(kOH) + " >= 1 && " + kOW + " >= 1",
              "the (dilated) filter is larger than the padded input: the output would be empty");
 
+  // Output pixels per image, for the small-output algorithms' conditions.
+  const std::string pixels = "(" + std::string(kOH) + ") * (" + kOW + ")";
   // One builder per algorithm for both ops: the flag adds bias + ReLU to its output stage.
   auto with = [bias_relu](dsl::NnKernel (*build)(const conv::ConvInputs&)) {
     return
@@ -76,8 +78,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // pixels, its weights packed per task and reused from L2 (direct_oc's row-pair tasks
       // re-stream a 128-channel group's weights from L3 for every pair of output rows).
       .algorithm("direct_oc_small",
-                 "groups == 1 && ((" + std::string(kOH) + ") * (" + kOW +
-                     ") <= 64 || (KH * KW >= 9 && (" + kOH + ") * (" + kOW + ") <= 196 && C < 64))",
+                 "groups == 1 && (" + pixels + " <= 64 || (KH * KW >= 9 && " + pixels +
+                     " <= 196 && C < 64))",
                  7,
                  "direct_oc with a task per 32 output channels over all pixels (small outputs: "
                  "7x7, or 14x14 with a 3x3 filter and C < 64); AVX2 block 1 vector x 7x2 pixels",
@@ -87,13 +89,13 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // block took 0.71-0.83x direct_oc_small's time (1 vector x 7x2) on four shapes (3x3
       // stride 2 -> 14x14, 14x13, 12x12, 10x10; C 128-512; 2 threads, quiet host, Xeon family 6
       // model 207, `opforge bench conv2d --isa avx2`), on AVX-512 0.98x-1.02x its time.
-      .algorithm("direct_oc_small_14x14",
-                 "groups == 1 && C >= 64 && KH * KW >= 9 && (" + std::string(kOH) + ") * (" + kOW +
-                     ") > 64 && (" + kOH + ") * (" + kOW + ") <= 196",
-                 7,
-                 "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
-                 "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
-                 with(conv::build_direct_oc_small))
+      .algorithm(
+          "direct_oc_small_14x14",
+          "groups == 1 && C >= 64 && KH * KW >= 9 && " + pixels + " > 64 && " + pixels + " <= 196",
+          7,
+          "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
+          "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
+          with(conv::build_direct_oc_small))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1",

@@ -74,7 +74,7 @@ class OneBit:
         self.opt, self.warmup, self.chunk = opt, warmup, chunk
         self.decoupled = opt._cls is _optim.AdamW
         self.registry = registry if registry is not None else _optim._base.default_registry()
-        self.isa = isa
+        self.code = dict(registry=self.registry, isa=isa)  # the sign-code kernels' keywords
         self.update_kernel = self.registry.select("onebit_adam_update", {}, isa)
         self.compressing = False
         self.count = 0
@@ -147,7 +147,7 @@ class OneBit:
                 st.grad[:part.total].add_(opt._flats[gi], alpha=wd)
             torch.mul(st.m, beta1, out=st.work)
             st.work.add_(st.grad, alpha=1 - beta1)
-            code = dict(registry=self.registry, isa=self.isa)
+            code = self.code
             compress.onebit_compress(st.work, st.worker_err, st.grad, chunk, st.bits, st.scale,
                                      **code)
             st.worker_err, st.grad = st.grad, st.worker_err  # the new error; grad is scratch

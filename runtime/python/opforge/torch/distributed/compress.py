@@ -149,7 +149,7 @@ def onebit_decompress(bits, scale, chunk, out=None, weight=1.0, *, registry=None
         raise ValueError(f"bits, scale: expected [K, n/32] and [K, n/chunk] (or both 1-D), got "
                          f"shapes {tuple(bits.shape)} and {tuple(scale.shape)}")
     codes = bits.shape[0] if bits.dim() == 2 else 1
-    if codes == 0 or scale.shape[0] == 0 and bits.dim() == 2:
+    if codes == 0:
         raise ValueError("bits, scale: expected at least one code (K >= 1)")
     n = bits.numel() // codes * 32
     groups = _chunks(chunk, n, "bits")
