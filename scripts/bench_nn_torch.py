@@ -40,9 +40,9 @@ MB, evicts what the previous call left; --warm skips it. GFLOP/s counts the desc
 cost.flops ("-" for memory-bound ops, whose GB/s from cost.bytes is in --json).
 
 torch.matmul goes to the BLAS that Debian's libblas.so.3 alternative points at (torch is built
-with BLAS_INFO=generic); with only libblas3 installed that is netlib's reference BLAS, serial
-and untuned, and the header line says so. For a tuned GEMM peer install libopenblas0-pthread
-(it registers a higher-priority alternative). conv2d goes to oneDNN (torch's mkldnn).
+with BLAS_INFO=generic): OpenBLAS, which scripts/setup.sh installs (with only libblas3 it is
+netlib's untuned reference BLAS); the header line names it (bench_env.blas_summary). conv2d
+goes to oneDNN (torch's mkldnn).
 
 --write-docs also writes the table, with the date, command, CPU and ISA, into this script's
 section of scripts/BENCHMARKS.md (between <!-- begin bench_nn_torch --> and its end).
@@ -146,24 +146,6 @@ def parse_dims(name, text):
     if not dims or any(d < 0 for d in dims):
         raise ValueError(f"--shape {name}={text}: expected D0,D1,... (integers >= 0)")
     return dims
-
-
-def loaded_blas():
-    """The BLAS library this process mapped (torch links libblas.so.3), resolved."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "/" in line}
-    except OSError:
-        return ""
-    hits = sorted(p for p in paths if "blas" in os.path.basename(p).lower()
-                  or os.path.basename(p).startswith("libmkl_"))
-    return ", ".join(os.path.realpath(p) for p in hits)
-
-
-def blas_note(blas):
-    if "/blas/libblas.so" in blas:
-        return "netlib reference BLAS (libblas3): torch.matmul is untuned here"
-    return blas or "unknown"
 
 
 def make_evictor(warm):
@@ -417,7 +399,7 @@ def main():
         "caches": "warm" if args.warm else "cold",
         "evict_bytes": evict_bytes,
         "reps": args.reps,
-        "blas": loaded_blas(),
+        "blas": bench_env.blas_summary(),
         "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
     }
@@ -430,7 +412,7 @@ def main():
               + (f"cold caches ({evict_bytes >> 20} MB eviction before each timed call)"
                  if evict else "warm caches")
               + f", medians of {args.reps} interleaved reps; torch BLAS: "
-              f"{blas_note(info['blas'])}", flush=True)
+              f"{info['blas']}", flush=True)
         for i, op in enumerate(ops):
             r = bench_op(of, registry, op, args, evict, seed=SEED + i)
             results.append(r)
@@ -467,7 +449,7 @@ def main():
         notes = [f"torch {info['torch_version']} eager, same tensors; threads: {args.threads} "
                  f"(torch {info['torch_threads']}); OMP_WAIT_POLICY={info['omp_wait_policy']}; "
                  f"{info['caches']} caches; medians of {args.reps} interleaved reps; "
-                 f"torch BLAS: {blas_note(info['blas'])}"]
+                 f"torch BLAS: {info['blas']}"]
         path = bench_docs.write_section("bench_nn_torch", table, ", ".join(isas), notes=notes)
         print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
 

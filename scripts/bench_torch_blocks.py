@@ -15,16 +15,22 @@ Blocks (inference, fp32, torch.inference_mode):
   --small shrinks both (sequence 64, 16x16 latents) for a quick look.
 
 Variants, each on its own deep copy of the same weights:
-  eager    torch fp32 as written (Debian's torch: Linear/matmul on the generic BLAS).
+  eager    torch fp32 as written: Linear and matmul on the BLAS Debian's libblas.so.3 points
+           at (OpenBLAS, installed by scripts/setup.sh; netlib's reference BLAS without it),
+           Conv2d on oneDNN (torch's mkldnn).
   onednn   torch.utils.mkldnn.to_mkldnn on the copy's Linear and Conv2d modules (oneDNN
-           modules, dense tensors in and out; MultiheadAttention's own projections stay, its
-           forward reads them as dense weights), the rest eager.
+           modules, dense tensors in and out; MultiheadAttention's own projections and its
+           attention matmuls stay on the BLAS, its forward reads them as dense weights), the
+           rest eager.
   opforge  opforge.torch.patch(copy): every module opforge has a kernel for (the report is
            printed), the rest eager.
 Every variant is checked against eager in fp64 (max |err| / max |ref| printed); timing is
 interleaved (the order rotates between reps), medians of --reps forwards, with the Python
-overhead of each path included. The header names the CPU model, the ISA opforge selects and
-torch's thread and BLAS configuration.
+overhead of each path included. Unless --no-thp, the script re-executes itself with
+glibc's malloc on transparent huge pages (bench_env.use_thp: fresh activations fault 2 MB
+pages, not 4 KB ones), the same for all three variants. The header names the CPU model, the
+ISA opforge selects, torch's thread and BLAS configuration (OpenBLAS gets the same thread
+count) and the malloc setting.
 """
 
 import argparse
@@ -139,14 +145,20 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-thp", action="store_true",
+                    help="keep glibc's default malloc (4 KB page faults on every fresh "
+                         "activation; see bench_env.use_thp)")
     args = ap.parse_args()
+    malloc = "glibc default malloc" if args.no_thp else bench_env.use_thp()
     torch.set_num_threads(args.threads)
+    bench_env.set_blas_threads(args.threads)
+    torch.ones(2, 2) @ torch.ones(2, 2)  # loads the BLAS, for the header
     reg = opforge.open()
     reg.set_num_threads(args.threads)
     isa = reg.select("layer_norm").isa
     results = {}
     print(f"# CPU: {cpu_model()}; opforge ISA {isa}; torch {torch.__version__}, "
-          f"{args.threads} threads")
+          f"{args.threads} threads; torch BLAS: {bench_env.blas_summary()}; malloc: {malloc}")
     for name, (model, x, what) in blocks(args.small).items():
         if args.block not in ("all", name):
             continue

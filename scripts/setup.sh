@@ -20,6 +20,10 @@ packages=(
   # Debian's /usr/bin/python3 with numpy, torch (CPU) and pytest: .npy interop and torch
   # comparisons in the tests, scripts/bench_*.py; tests that need them say 'skipped' without.
   python3 python3-numpy python3-torch python3-pytest
+  # OpenBLAS: Debian's torch calls the BLAS of the libblas.so.3 alternative, netlib's untuned
+  # reference BLAS unless this registers its own (higher priority); the torch peers of the
+  # bench scripts (torch.matmul, nn.Linear, MultiheadAttention) are then a tuned GEMM
+  libopenblas0-pthread
 )
 case "${1:-}" in
   --list) printf '%s\n' "${packages[@]}"; exit 0 ;;
