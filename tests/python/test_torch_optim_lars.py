@@ -33,7 +33,12 @@ def test_transformer_block_200_steps(reg, nesterov, fused):
     each with its own trust ratio."""
     X, Y = oc.transformer_data()
     ref_model, model = oc.transformer_block().to(F64), oc.transformer_block()
-    kwargs = dict(lr=1.0, weight_decay=1e-3, nesterov=nesterov)
+    # lr 0.5: at lr 1.0 the trajectory turns unstable near step 123 (momentum) or 180
+    # (nesterov, GELU block), and from there any fp32 run, opforge's or the reference
+    # optimizer's own in fp32, drifts up to 1.6e-3 from fp64, which of them depending on the
+    # BLAS kernels' rounding (OpenBLAS Haswell vs AVX-512 ones). At 0.5 both stay within
+    # 2.6e-7 of fp64 over the 200 steps with every OpenBLAS kernel set tried.
+    kwargs = dict(lr=0.5, weight_decay=1e-3, nesterov=nesterov)
     ref = oc.train(ref_model, RefLARS(ref_model.parameters(), **kwargs), 200, X.to(F64),
                    Y.to(F64))
     got = oc.train(model, oo.LARS(model.parameters(), fused=fused, **kwargs), 200, X, Y)
