@@ -72,17 +72,17 @@ def blas_summary():
     return blas or "unknown"
 
 
-def use_thp():
-    """Re-executes this script with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 when THP is
-    available (madvise or always) and the variable is unset; returns what malloc runs with,
-    for a header line."""
+def use_thp(enable=True):
+    """Re-executes this script with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 when `enable`, THP
+    is available (madvise or always) and the variable is unset; returns what malloc runs
+    with, for a header line."""
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
             thp = f.read().split("[", 1)[1].split("]", 1)[0]
     except (OSError, IndexError):
         thp = "unknown"
     tunables = os.environ.get("GLIBC_TUNABLES")
-    if tunables is None and thp in ("madvise", "always"):
+    if enable and tunables is None and thp in ("madvise", "always"):
         os.environ["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
         os.execv(sys.executable, [sys.executable] + sys.argv)
     return f"THP {thp}, GLIBC_TUNABLES={tunables or '(unset)'}"

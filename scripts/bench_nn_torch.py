@@ -31,13 +31,14 @@ Before timing, one call of each is compared: |opforge - torch| <= atol + rtol*|t
 selected variant's tolerance (which is stated against an fp64 reference, so torch's own fp32
 error counts against it too); the worst err/tol ratio is printed. A sanity check, not the tests.
 
-Timing: both thread pools get --threads (torch.set_num_threads, opforge_set_num_threads), with
-OMP_WAIT_POLICY=passive set before torch loads (see bench_env.py). Calls are interleaved
-(the order alternating between reps), each timed alone with time.perf_counter_ns; medians of
---reps. Caches are cold like `opforge bench` (registry/cli/bench/bench_nn.cpp): before each
-timed call a read+write pass over 2 x L3 as glibc's sysconf reports it, clamped to [64, 256]
-MB, evicts what the previous call left; --warm skips it. GFLOP/s counts the descriptor's
-cost.flops ("-" for memory-bound ops, whose GB/s from cost.bytes is in --json).
+Timing: the thread pools get --threads (torch.set_num_threads, OpenBLAS's own,
+opforge_set_num_threads), with OMP_WAIT_POLICY=passive set before torch loads (see
+bench_env.py). Calls are interleaved (the order alternating between reps), each timed alone with
+time.perf_counter_ns; medians of --reps. Caches are cold like `opforge bench`
+(registry/cli/bench/bench_nn.cpp): before each timed call a read+write pass over 2 x L3 as
+glibc's sysconf reports it, clamped to [64, 256] MB, evicts what the previous call left; --warm
+skips it. GFLOP/s counts the descriptor's cost.flops ("-" for memory-bound ops, whose GB/s from
+cost.bytes is in --json).
 
 torch.matmul goes to the BLAS that Debian's libblas.so.3 alternative points at (torch is built
 with BLAS_INFO=generic): OpenBLAS, which scripts/setup.sh installs (with only libblas3 it is
@@ -383,6 +384,7 @@ def main():
     # that reads it when the pool starts, opforge_set_num_threads the rest.
     os.environ.setdefault("HL_NUM_THREADS", str(args.threads))
     torch.set_num_threads(args.threads)
+    bench_env.set_blas_threads(args.threads)  # OpenBLAS's own pool (torch's matmul)
 
     os.environ["OPFORGE_LIBRARY"] = lib  # read when the package first loads the library
     of = None

@@ -149,10 +149,9 @@ def main():
                     help="keep glibc's default malloc (4 KB page faults on every fresh "
                          "activation; see bench_env.use_thp)")
     args = ap.parse_args()
-    malloc = "glibc default malloc" if args.no_thp else bench_env.use_thp()
+    malloc = bench_env.use_thp(not args.no_thp)
     torch.set_num_threads(args.threads)
     bench_env.set_blas_threads(args.threads)
-    torch.ones(2, 2) @ torch.ones(2, 2)  # loads the BLAS, for the header
     reg = opforge.open()
     reg.set_num_threads(args.threads)
     isa = reg.select("layer_norm").isa
