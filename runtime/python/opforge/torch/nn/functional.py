@@ -1,6 +1,7 @@
 """The functional core of opforge.torch.nn: torch.nn.functional's signatures, run by opforge
 NN kernels on fp32 CPU tensors (inference: see `_require_no_grad`). Each returns a fresh
-tensor; inputs are made contiguous when they are not (a copy, as torch's CPU kernels do).
+tensor (on transparent huge pages when large: _alloc.py says why); inputs are made
+contiguous when they are not (a copy, as torch's CPU kernels do).
 
 The memory-bound ops (norms, softmax, gelu, silu, silu_mul) also take bfloat16 activations:
 a bf16 input selects the kernel variant with bf16 activations (attr "dtype"), which computes
@@ -11,6 +12,7 @@ import math
 
 import torch
 
+from opforge.torch.nn._alloc import empty
 from opforge.torch.optim._base import default_registry
 
 _kernels = {}  # (op, attrs, registry id) -> Kernel: selection once per op and attrs
@@ -84,7 +86,7 @@ def _kernel(op, attrs=None, registry=None):
 
 
 def _call(kernel, out_shape, out_name, dtype=torch.float32, **args):
-    out = torch.empty(out_shape, dtype=dtype)
+    out = empty(out_shape, dtype)
     kernel.call(args, **{out_name: out})
     return out
 
@@ -141,8 +143,8 @@ def _add_norm(what, x, residual, normalized_shape, weight, bias, eps, registry):
         raise ValueError(f"{what}: input {tuple(x.shape)} and residual "
                          f"{tuple(residual.shape)} differ")
     k = _kernel(what, _same_dtype(what, ("input", x), ("residual", residual)), registry)
-    total = torch.empty(rows.shape, dtype=x.dtype)
-    y = torch.empty(rows.shape, dtype=x.dtype)
+    total = empty(rows.shape, x.dtype)
+    y = empty(rows.shape, x.dtype)
     args = dict(x=rows, residual=residual.view(rows.shape), gamma=gamma, eps=float(eps))
     if what == "add_layer_norm":
         args["beta"] = beta
@@ -245,7 +247,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
                 dilation_w=dw, groups=groups)
     reg = registry or default_registry()
     kernel = reg.select_for("conv2d", args)
-    y = torch.empty((x.shape[0], w.shape[0], oh, ow), dtype=torch.float32)
+    y = empty((x.shape[0], w.shape[0], oh, ow))
     kernel.call(args, y=y)
     if bias is not None:
         y += _f32("conv2d: bias", bias).view(1, -1, 1, 1)
