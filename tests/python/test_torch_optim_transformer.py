@@ -33,9 +33,11 @@ CASES = {
     "Adadelta": (torch.optim.Adadelta, oo.Adadelta, dict(lr=0.2), 1e-4),
     "Lion": (RefLion, oo.Lion, dict(lr=1e-4, weight_decay=0.1), 2e-3),
     "LAMB": (RefLAMB, oo.LAMB, dict(lr=1e-3, weight_decay=0.01), 1e-4),
-    # lr 3e-4: at 1e-3 with a tiny eps, torch fp32 itself drifts from fp64 by ~1e-4 of the
-    # loss after ~100 steps (g/sqrt(v) on near-zero v), so rounding alone would decide.
-    "RMSprop": (torch.optim.RMSprop, oo.RMSprop, dict(lr=3e-4, momentum=0.5, centered=True),
+    # lr 2e-4: at 1e-3 with a tiny eps, torch fp32 itself drifts from fp64 by ~1e-4 of the
+    # loss after ~100 steps (g/sqrt(v) on near-zero v), so rounding alone would decide; at
+    # 3e-4 it still drifted 2.1e-4 with OpenBLAS's Haswell kernels under torch (opforge 4.8e-7
+    # from fp64). At 2e-4 torch, opforge and fp64 agree within 4.3e-7 with every kernel set.
+    "RMSprop": (torch.optim.RMSprop, oo.RMSprop, dict(lr=2e-4, momentum=0.5, centered=True),
                 1e-4),
     "Adamax": (torch.optim.Adamax, oo.Adamax, dict(lr=2e-3), 1e-4),
 }
