@@ -75,7 +75,8 @@ def blas_summary():
 def use_thp(enable=True):
     """Re-executes this script with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 when `enable`, THP
     is available (madvise or always) and the variable is unset; returns what malloc runs
-    with, for a header line."""
+    with, for a header line. (Reads the THP mode itself, as opforge.torch.nn._alloc.thp_mode
+    does: this module runs before torch, which that one imports.)"""
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
             thp = f.read().split("[", 1)[1].split("]", 1)[0]

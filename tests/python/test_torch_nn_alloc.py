@@ -8,14 +8,6 @@ from opforge.torch.nn import _alloc  # noqa: E402
 from opforge.torch.nn import functional as F  # noqa: E402
 
 
-def thp_mode():
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            return f.read().split("[", 1)[1].split("]", 1)[0]
-    except (OSError, IndexError):
-        return "unknown"
-
-
 def anon_huge_kb(start, end):
     """AnonHugePages (kB) of the mappings of this process overlapping [start, end)."""
     total, overlaps = 0, False
@@ -35,7 +27,7 @@ def test_small_tensors_are_left_alone():
     assert not _alloc.advise_huge(t)
 
 
-@pytest.mark.skipif(thp_mode() not in ("madvise", "always"),
+@pytest.mark.skipif(_alloc.thp_mode() not in ("madvise", "always"),
                     reason="transparent huge pages are off on this machine")
 def test_large_output_lands_on_huge_pages():
     # 64 MB: over glibc's largest mmap threshold, so its own mapping, faulted in below.

@@ -33,6 +33,15 @@ def _load_madvise():
 _madvise = _load_madvise()
 
 
+def thp_mode():
+    """The kernel's transparent huge page mode: 'always', 'madvise', 'never' (or 'unknown')."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[", 1)[1].split("]", 1)[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
 def advise_huge(t):
     """Asks the kernel to back tensor t's whole 2 MB-aligned pages with huge pages; returns
     whether it was asked and agreed (False: too small, no madvise, or refused)."""
