@@ -132,6 +132,8 @@ Halide::Type halide_type(registry::DType t) {
       return Halide::Int(64);
     case registry::DType::b8:
       return Halide::UInt(8);  // a byte per element (torch.bool); kernels test != 0
+    case registry::DType::u8:
+      return Halide::UInt(8);  // codes of 8-bit optimizer states (dsl/quant8.h)
   }
   return Halide::Float(32);
 }

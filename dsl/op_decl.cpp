@@ -105,8 +105,11 @@ OptimizerDecl& OptimizerDecl::add_arg(ArgDecl a) {
   return *this;
 }
 
-OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d, Condition when) {
-  return add_arg({n, Input::Role::state, d, registry::DType::f32, std::move(when)});
+OptimizerDecl& OptimizerDecl::state(const std::string& n, const std::string& d, Condition when,
+                                    registry::DType dtype) {
+  if (dtype != registry::DType::f32 && !(dtype == registry::DType::u8 && kind() == "bandwidth"))
+    fail("state '" + n + "': a state is float32 (uint8 in bandwidth kernels only)");
+  return add_arg({n, Input::Role::state, d, dtype, std::move(when)});
 }
 OptimizerDecl& OptimizerDecl::grad(const std::string& n, const std::string& d) {
   return add_arg({n, Input::Role::gradient, d, registry::DType::f32, {}});
@@ -114,6 +117,22 @@ OptimizerDecl& OptimizerDecl::grad(const std::string& n, const std::string& d) {
 OptimizerDecl& OptimizerDecl::scalar(const std::string& n, const std::string& d, Condition when,
                                      std::optional<double> default_value) {
   return add_arg({n, Input::Role::scalar, d, registry::DType::f32, std::move(when), default_value});
+}
+OptimizerDecl& OptimizerDecl::quantizable(const std::string& n, bool is_signed) {
+  bool first = true;
+  for (const auto& a : args_) {
+    if (a.role != Input::Role::state) continue;
+    if (a.name == n) {
+      if (first) fail("quantizable: '" + n + "' is the first state (the parameter)");
+      if (!quantizable_.emplace(n, is_signed).second) fail("quantizable: '" + n + "' twice");
+      return *this;
+    }
+    first = false;
+  }
+  fail("quantizable: no state '" + n + "' (declare it first)");
+}
+bool OptimizerDecl::has_quantizable_states() const {
+  return !quantizable_.empty();
 }
 OptimizerDecl& OptimizerDecl::result(const std::string& n, const std::string& d, Condition when) {
   return add_arg({n, Input::Role::result, d, registry::DType::f32, std::move(when)});
@@ -170,6 +189,7 @@ OptimizerDecl& OptimizerDecl::grad_scaling() {
     const Expr found = c.sum_all(bad) > 0.f || nonzero(c[kFoundInf]);
     if (skip) {
       for (auto& [name, e] : u) e = dsl::select(found, c[name], e);
+      c.skip_when(found);
     }
     u.push_back({kFoundInf, dsl::select(found, 1.f, 0.f)});
     return u;
@@ -337,7 +357,8 @@ void narrow_states(std::vector<ArgDecl>& args, UpdateFn& update, registry::DType
 }  // namespace
 
 std::string Storage::tag() const {
-  return registry::storage_tag(grad, model, state);
+  if (!quant) return registry::storage_tag(grad, model, state);
+  return registry::quantized_storage_tag(grad, model, *quant == QuantMap::linear, block);
 }
 
 Storage Storage::from_tag(const std::string& tag) {
@@ -350,8 +371,21 @@ Storage Storage::from_tag(const std::string& tag) {
     }
   }
   if (tag == "f32") return {};
+  // 8-bit states: "<gradient part>q8s" or "...q8ls", then an optional block size.
+  for (const char* q : {"q8s", "q8ls"}) {
+    const size_t at = tag.find(q);
+    if (at == std::string::npos) continue;
+    Storage s = at == 0 ? Storage{} : from_tag(tag.substr(0, at));
+    const std::string rest = tag.substr(at + std::string(q).size());
+    if (s.state || s.quant || rest.find_first_not_of("0123456789") != std::string::npos) break;
+    s.quant = std::string(q) == "q8s" ? QuantMap::dynamic : QuantMap::linear;
+    if (!rest.empty()) s.block = std::stoi(rest);
+    if (s.tag() == tag) return s;
+    break;
+  }
   throw std::invalid_argument("unknown storage '" + tag +
-                              "' (f32, bf16m, f16m, bf16g, f16g, bf16s, bf16ms, bf16gs)");
+                              "' (f32, bf16m, f16m, bf16g, f16g, bf16s, bf16ms, bf16gs; 8-bit "
+                              "states: q8s, q8ls, bf16gq8s, bf16mq8s, q8s<block>)");
 }
 
 OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& name) const {
@@ -370,7 +404,11 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     if (a.role == Input::Role::gradient) a.dtype = s.grad;
   }
   if (s.state) narrow_states(d.args_, d.update_, *s.state);  // before the model copy is added
-  if (!s.model) return d;
+  if (s.quant && s.state) fail("8-bit states exclude narrow states");
+  if (s.quant && !has_quantizable_states()) fail("8-bit storage: no state is quantizable()");
+  if (s.quant && (multi_tensor_ || s.block < 16 || s.block % 16))
+    fail("8-bit storage: dense single-tensor ops, blocks a multiple of 16 elements");
+  if (!s.model) return s.quant ? d.quantize_states(*s.quant, s.block) : d;
   size_t last_state = 0;
   std::string master;
   for (size_t k = 0; k < d.args_.size(); ++k) {
@@ -403,7 +441,34 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     }
     return u;  // a missing master update is reported by the pipeline builder
   };
-  return d;
+  return s.quant ? d.quantize_states(*s.quant, s.block) : d;
+}
+
+OptimizerDecl& OptimizerDecl::quantize_states(QuantMap map, int block) {
+  size_t last_state = 0;
+  std::vector<ArgDecl> scales;
+  for (size_t k = 0; k < args_.size(); ++k) {
+    ArgDecl& a = args_[k];
+    if (a.role != Input::Role::state) continue;
+    last_state = k;
+    auto q = quantizable_.find(a.name);
+    if (q == quantizable_.end()) continue;
+    a.dtype = registry::DType::u8;
+    a.quant = StateQuant{map, q->second};
+    a.description += " (8-bit codes of the " + a.quant->name() + " map, blockwise)";
+    scales.push_back(ArgDecl{absmax_arg(a.name), Input::Role::block_scale,
+                             "absmax of each block of " + std::to_string(block) + " elements of " +
+                                 a.name + " (its codes scale), in place",
+                             registry::DType::f32, a.when});
+  }
+  for (const auto& a : scales) {
+    for (const auto& x : args_) {
+      if (x.name == a.name) fail("already has an argument '" + a.name + "'");
+    }
+  }
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(last_state) + 1, scales.begin(),
+               scales.end());
+  return *this;
 }
 
 }  // namespace opforge::dsl

@@ -25,6 +25,7 @@
 
 #include "dsl/math.h"
 #include "dsl/op_decl_base.h"
+#include "dsl/quant8.h"
 #include "opforge/descriptor.h"
 
 namespace opforge::dsl {
@@ -49,6 +50,8 @@ struct ArgDecl {
   // Scalars: the values a call may pass (opforge/scalar_domain.h), written into the
   // descriptor and checked by the runtime. Every scalar is finite unless declared otherwise.
   std::string domain = "finite";
+  // uint8 states of the 8-bit storage (Storage::quant): the map their codes index.
+  std::optional<StateQuant> quant;
 };
 
 // How a variant stores its tensors (arithmetic is always fp32). The default is all fp32.
@@ -65,18 +68,32 @@ struct ArgDecl {
 // read with an exact cast, updated in fp32, rounded to nearest even (NaN stays NaN) when
 // stored. The first state is never narrowed, and its update reads the fp32 new states, before
 // they are rounded.
+// With `quant` set (exclusive with `state`), every state the declaration marks quantizable()
+// is stored in 8 bits, blockwise (dsl/quant8.h): a uint8 code per element, in place under the
+// state's own name, and an fp32 argument "<state>_absmax" (role block_scale, in place) with
+// one absmax per `block` elements, placed after the last state argument. The pipeline
+// dequantizes each block, updates in fp32, and requantizes with the block's new absmax in the
+// same pass; the first state's update reads the new states before they are quantized.
 struct Storage {
   registry::DType grad = registry::DType::f32;
   std::optional<registry::DType> model;
   std::optional<registry::DType> state;
-  bool is_f32() const { return grad == registry::DType::f32 && !model && !state; }
+  std::optional<QuantMap> quant;
+  int block = kDefaultQuantBlock;
+  bool is_f32() const { return grad == registry::DType::f32 && !model && !state && !quant; }
   // "f32"; "bf16m" / "f16m" (narrow gradients and model copy, fp32 master and states);
   // "bf16g" / "f16g" (narrow gradients only); a trailing "s" for narrow states: "bf16s" (fp32
   // var and gradients), "bf16ms" (bf16m with bf16 states). A C identifier fragment used in
-  // variant ids (registry::storage_tag).
+  // variant ids (registry::storage_tag). 8-bit states: "q8s" (dynamic map), "q8ls" (linear),
+  // after the gradient part ("bf16gq8s", "bf16mq8s"), with the block size appended when it is
+  // not 256 ("q8s64").
   std::string tag() const;
   static Storage from_tag(const std::string& tag);  // throws std::invalid_argument
 };
+// The block-scale argument of quantized state `state`.
+inline std::string absmax_arg(const std::string& state) {
+  return state + "_absmax";
+}
 // The name of the model-copy argument in master-weights mode.
 inline constexpr const char* kModelArg = "model";
 // The chunk -> model tensor table of the multi-tensor form.
@@ -114,6 +131,11 @@ class UpdateContext {
   // select on it keeps only the cheap branch (sqrt instead of a scalar pow per element).
   void fast_path(const Expr& condition) const;
   const std::vector<Expr>& fast_paths() const { return *fast_paths_; }
+  // Records that every state keeps its old value where `condition` (a scalar) holds: the
+  // update already selects the old values, and 8-bit states keep their codes and absmax
+  // (requantizing the dequantized old block need not give them back).
+  void skip_when(const Expr& condition) const { *skip_ = condition; }
+  const Expr& skip_condition() const { return *skip_; }
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   double attr_float(const std::string& name) const;
@@ -127,6 +149,7 @@ class UpdateContext {
   Reducer reducer_;
   // Shared with copies made by with_values().
   std::shared_ptr<std::vector<Expr>> fast_paths_ = std::make_shared<std::vector<Expr>>();
+  std::shared_ptr<Expr> skip_ = std::make_shared<Expr>();
 };
 
 using Updates = std::vector<std::pair<std::string, Expr>>;  // state -> new value
@@ -137,9 +160,16 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   explicit OptimizerDecl(std::string name);
 
   // Arguments, in the op's argument order (the kernel's and the C API's order too).
-  OptimizerDecl& state(const std::string& name, const std::string& description,
-                       Condition when = {});
+  // `dtype`: uint8 for the raw byte states of bandwidth kernels (an op's 8-bit states come
+  // from quantizable() and the storage).
+  OptimizerDecl& state(const std::string& name, const std::string& description, Condition when = {},
+                       registry::DType dtype = registry::DType::f32);
   OptimizerDecl& grad(const std::string& name, const std::string& description);
+  // Marks a declared state as storable in 8 bits (Storage::quant) with a signed map (values
+  // of either sign: momenta) or an unsigned one (second moments). The first state (the
+  // parameter) never is.
+  OptimizerDecl& quantizable(const std::string& state, bool is_signed);
+  bool has_quantizable_states() const;
   OptimizerDecl& scalar(const std::string& name, const std::string& description,
                         Condition when = {}, std::optional<double> default_value = {});
   OptimizerDecl& scalar_i64(const std::string& name, const std::string& description);
@@ -215,7 +245,10 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
  private:
   std::vector<std::string> argument_names() const override;
   OptimizerDecl& add_arg(ArgDecl a);
+  // with_storage's 8-bit part: quantizable states become uint8 codes, absmax args added.
+  OptimizerDecl& quantize_states(QuantMap map, int block);
   std::vector<ArgDecl> args_;
+  std::map<std::string, bool> quantizable_;  // state -> signed map
   UpdateFn update_;
   UpdateFn unscaled_update_;  // update_ before grad_scaling() wrapped it
   bool sparse_ = false;

@@ -4,12 +4,14 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "dsl/elementwise_schedule.h"
+#include "dsl/quant8.h"
 
 namespace opforge::dsl {
 
@@ -63,6 +65,7 @@ namespace {
 // the conditions the update asked to be specialized on.
 struct NewValues {
   std::vector<Expr> states, results;
+  Expr skip;  // where every state keeps its value (UpdateContext::skip_when); may be undefined
 };
 NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>& values,
                         Reducer reducer, std::vector<Expr>* fast_paths = nullptr,
@@ -89,10 +92,15 @@ NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>&
     // fp32 kernels store a narrow state (the master-weights model copy) in its own type; the
     // update already converted it (dsl/math.h to_storage). The fp64 golden keeps fp64.
     const Halide::Type stored = halide_type(dtypes.at(s));
-    const bool narrow = compute == Halide::Float(32) && stored.bits() == 16;
+    // Raw byte states (bandwidth kernels) too; 8-bit quantized states stay fp32 here: the
+    // blockwise pass encodes them.
+    const bool quantized = decl.storage().quant && stored == Halide::UInt(8);
+    const bool narrow = compute == Halide::Float(32) &&
+                        (stored.bits() == 16 || (stored == Halide::UInt(8) && !quantized));
     return Halide::cast(narrow ? stored : compute, it->second);
   };
   NewValues out;
+  out.skip = ctx.skip_condition();
   for (const auto& s : states) out.states.push_back(value_of(s, "state"));
   for (const auto& r : results) out.results.push_back(value_of(r, "result"));
   return out;
@@ -130,9 +138,12 @@ Func exact_func(const std::string& name) {
 // exact cast: arithmetic stays fp32); results are read at their one element, where they are
 // used, and the multi-tensor chunk table is left out. Returns the first elementwise tensor:
 // every one has the same extent (the runtime checks it), its extents give the element count.
-std::string bind_tensors(const OptimizerDecl& decl, const std::vector<std::string>& results,
-                         const Bindings& in, const std::vector<Expr>& at,
+std::string bind_tensors(const ResolvedOp& op, const Bindings& in, const std::vector<Expr>& at,
                          std::map<std::string, Expr>& values) {
+  const OptimizerDecl& decl = op.as_optimizer();
+  const std::vector<std::string>& results = op.results;
+  std::map<std::string, const ArgDecl*> args;
+  for (const auto& a : op.args) args[a.name] = &a;
   std::string first;
   for (const auto& [name, f] : in.tensors) {
     if (name == kSegmentsArg && decl.is_multi_tensor()) continue;
@@ -140,8 +151,16 @@ std::string bind_tensors(const OptimizerDecl& decl, const std::vector<std::strin
       values[name] = f(0);
       continue;
     }
+    const ArgDecl* a = args.count(name) ? args.at(name) : nullptr;
+    if (a && a->role == Input::Role::block_scale) continue;  // read with its state's codes
     if (first.empty()) first = name;
     Expr v = f(at);
+    if (a && a->quant) {
+      // An 8-bit state: its code's map value times its block's absmax.
+      const Expr block = at[0] / decl.storage().block;
+      values[name] = decode8(*a->quant, v, in.compute) * in.tensors.at(absmax_arg(name))(block);
+      continue;
+    }
     values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
   }
   if (first.empty()) fail(decl.name(), "has no elementwise tensor");
@@ -212,13 +231,160 @@ void define_results(const OptimizerDecl& decl, const std::vector<std::string>& r
   }
 }
 
+// The 8-bit storage's binding: element `e` of block `b` (index b*block + e) of every tensor,
+// each 8-bit state decoded once into "dequantized_<state>"(e, b) (its map value, decode8,
+// times the block's absmax, which is loop-invariant along e). Two dims, so that the block index is a
+// loop variable rather than a division Halide would turn into a gather per vector.
+void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const Var& b,
+                  std::map<std::string, Expr>& values, std::vector<Func>& dequantized) {
+  const int B = op.as_optimizer().storage().block;
+  std::map<std::string, const ArgDecl*> args;
+  for (const auto& a : op.args) args[a.name] = &a;
+  Expr n;  // the element count
+  for (const auto& [name, f] : in.tensors) {
+    const Input::Role role = args.at(name)->role;
+    if (!n.defined() && role != Input::Role::result && role != Input::Role::block_scale)
+      n = in.extents.at(name)[0];
+  }
+  for (const auto& [name, f] : in.tensors) {
+    const ArgDecl& a = *args.at(name);
+    if (a.role == Input::Role::result) {
+      values[name] = f(0);
+      continue;
+    }
+    if (a.role == Input::Role::block_scale) continue;
+    // Clamped: bounds inference takes a whole block for the last one (it cannot bound
+    // i % block), whose elements past the end are computed and never stored. likely() makes
+    // Halide peel the clamp off the steady-state loop (clamped vectors are gathers).
+    const Expr v = f(Halide::min(Halide::likely(b * B + e), n - 1));
+    if (a.quant) {
+      Func deq = exact_func("dequantized_" + name);
+      deq(e, b) = decode8(*a.quant, v, in.compute) * in.tensors.at(absmax_arg(name))(b);
+      dequantized.push_back(deq);
+      values[name] = deq(e, b);
+      continue;
+    }
+    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
+  }
+}
+
+// A NaN of type t, from its bits: Halide's simplifier folds float NaN constants.
+Expr quiet_nan(const Halide::Type& t) {
+  return t.bits() == 64 ? Halide::reinterpret(t, Expr(static_cast<uint64_t>(0x7ff8000000000000ULL)))
+                        : Halide::reinterpret(t, Expr(static_cast<uint32_t>(0x7fc00000u)));
+}
+
+// The 8-bit states' blockwise requantization (Storage::quant). `states` are the new values in
+// output_order (fp32; the golden's fp64), computed once into `new_states`; per block b,
+// `block_lanes`(l, b) takes the 16-lane maxima of |new value| (NaN counted as inf) and
+// `block_scale`(b) holds each quantized state's new absmax (NaN when a value in the block is
+// not finite) and its reciprocal (0 for an all-zero block). `out` stores the codes of the
+// quantized states, `absmax_out`(b) the new absmaxes; a skipped step keeps both as they were.
+struct Blockwise {
+  Func values, lanes, scales, absmax_out;
+  Halide::RDom r;
+  std::vector<Func> dequantized;  // the old 8-bit states' values, per element
+};
+Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewValues& nv,
+                           const std::string& first, Func out, const Var& i, const Var& e,
+                           const Var& eb) {
+  const OptimizerDecl& decl = op.as_optimizer();
+  const int B = decl.storage().block;
+  const Halide::Type t = in.compute;
+  const std::vector<std::string> states = output_order(op);
+  std::map<std::string, const ArgDecl*> args;
+  for (const auto& a : op.args) args[a.name] = &a;
+  std::vector<size_t> q;  // positions of the quantized states in `states`
+  for (size_t k = 0; k < states.size(); ++k) {
+    if (args.at(states[k])->quant) q.push_back(k);
+  }
+  Blockwise w{exact_func("new_states"), exact_func("block_lanes"), exact_func("block_scale"),
+              exact_func("updated_absmax"), Halide::RDom(0, B / 16, "block_r")};
+  define_values(w.values, {e, eb}, nv.states);
+  // Element `at` of block `blk`.
+  auto value = [&](size_t k, const Expr& at, const Expr& blk) {
+    return states.size() == 1 ? Expr(w.values(at, blk))
+                              : Expr(w.values(at, blk)[static_cast<int>(k)]);
+  };
+  const Expr n = in.extents.at(first)[0];
+  Var l("l"), b("b");
+  const Expr x = b * B + w.r * 16 + l;
+  const Expr inf = Halide::Internal::make_const(t, std::numeric_limits<double>::infinity());
+  std::vector<Expr> zeros, maxima;
+  for (size_t k : q) {
+    // The tail block's lanes past the end read its last element and count 0.
+    const Expr v = value(k, Halide::min(w.r * 16 + l, n - 1 - b * B), b);
+    const Expr mag = dsl::select(dsl::is_nan(v), inf, Halide::abs(v));
+    zeros.push_back(Halide::cast(t, 0));
+    maxima.push_back(dsl::select(x < n, mag, Halide::cast(t, 0)));
+  }
+  define_values(w.lanes, {l, b}, zeros);
+  std::vector<Expr> acc;
+  for (size_t j = 0; j < q.size(); ++j) {
+    const Expr old = q.size() == 1 ? Expr(w.lanes(l, b)) : Expr(w.lanes(l, b)[static_cast<int>(j)]);
+    acc.push_back(Halide::max(old, maxima[j]));
+  }
+  define_values(w.lanes, {l, b}, acc);
+  Halide::RDom rl(0, 16, "lane_r");
+  std::vector<Expr> scale, absmax;
+  for (size_t j = 0; j < q.size(); ++j) {
+    const Expr lane =
+        q.size() == 1 ? Expr(w.lanes(rl, b)) : Expr(w.lanes(rl, b)[static_cast<int>(j)]);
+    const Expr m = Halide::maximum(lane);
+    absmax.push_back(dsl::select(dsl::is_finite(m), m, quiet_nan(t)));
+  }
+  for (size_t j = 0; j < q.size(); ++j) {
+    scale.push_back(absmax[j]);
+    scale.push_back(dsl::select(absmax[j] > 0, Halide::cast(t, 1) / absmax[j], Halide::cast(t, 0)));
+  }
+  define_values(w.scales, {b}, scale);
+  auto scale_at = [&](size_t j, int part, const Expr& blk) {
+    return Expr(w.scales(blk)[static_cast<int>(2 * j + part)]);
+  };
+  // Codes for the quantized states, new values for the others.
+  std::vector<Expr> stored;
+  for (size_t k = 0, j = 0; k < states.size(); ++k) {
+    if (j < q.size() && q[j] == k) {
+      const ArgDecl& a = *args.at(states[k]);
+      Expr code = encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B));
+      // The golden keeps codes as fp64 values, like every tensor it sees.
+      if (t != Halide::Float(32)) code = Halide::cast(t, code);
+      if (nv.skip.defined()) code = Halide::select(nv.skip, in.tensors.at(states[k])(i), code);
+      stored.push_back(code);
+      ++j;
+    } else {
+      stored.push_back(value(k, i % B, i / B));
+    }
+  }
+  define_values(out, {i}, stored);
+  std::vector<Expr> new_absmax;
+  for (size_t j = 0; j < q.size(); ++j) {
+    Expr a = scale_at(j, 0, b);
+    if (nv.skip.defined())
+      a = Halide::select(nv.skip, in.tensors.at(absmax_arg(states[q[j]]))(b), a);
+    new_absmax.push_back(a);
+  }
+  define_values(w.absmax_out, {b}, new_absmax);
+  return w;
+}
+
 Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
                         const std::map<std::string, int64_t>& sched) {
   const OptimizerDecl& decl = op.as_optimizer();
   Var i("i");
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
   const std::vector<std::string>& results = op.results;
-  const std::string first_tensor = bind_tensors(decl, results, in, {i}, values);
+  const std::string first_tensor = bind_tensors(op, in, {i}, values);
+  // 8-bit states: the update runs on (element, block) (bind_blocked); the reduction pass,
+  // if any, on i.
+  const bool quantized = decl.storage().quant.has_value();
+  Var qe("qe"), qb("qb");
+  std::vector<Func> dequantized;
+  std::map<std::string, Expr> update_values = values;
+  if (quantized) {
+    update_values = {in.scalars.begin(), in.scalars.end()};
+    bind_blocked(op, in, qe, qb, update_values, dequantized);
+  }
 
   // Whole-tensor reductions, fused into one pass: the update is evaluated once to collect
   // every reduced term, the terms become one Tuple-valued sum (fp64) computed at root, and
@@ -242,8 +408,10 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     red.define_sum(total, {}, {}, [&](size_t k) { return red.element(term, k, {r}); });
     size_t next = 0;
     Reducer read = [&](const Expr&, bool, bool) { return red.element(total, next++, {}); };
-    new_values = state_updates(op, values, read, nullptr, in.compute);
+    new_values = state_updates(op, update_values, read, nullptr, in.compute);
     def.reduction_reads = red.reads(in);
+  } else if (quantized) {
+    new_values = state_updates(op, update_values, red.collector(), nullptr, in.compute);
   }
   Func values_func = exact_func("new_values");
   if (values_first && !new_values.states.empty()) {
@@ -254,14 +422,29 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
                                  : Expr(values_func(i)[static_cast<int>(k)]);
     }
   }
-  // An op without states (global_norm) only reduces: `out` stays undefined.
-  if (!new_values.states.empty()) {
+  std::optional<Blockwise> blockwise;
+  if (decl.storage().quant) {
+    if (values_first) fail(decl.name(), "new_values_first() takes f32 ops");
+    blockwise = define_blockwise(op, in, new_values, first_tensor, out, i, qe, qb);
+    def.block_scales = blockwise->absmax_out;
+    def.algorithm = algorithm_text(std::vector<Func>{out, blockwise->absmax_out});
+  } else if (!new_values.states.empty()) {
+    // An op without states (global_norm) only reduces: `out` stays undefined.
     define_values(out, {i}, new_values.states);
     def.algorithm = algorithm_text(out);
   }
   define_results(decl, results, new_values.results, in, def);
   if (!in.scheduled) {
     if (in.root_reductions && !red.terms.empty()) total.compute_root();
+    if (blockwise) blockwise->values.compute_root(), blockwise->scales.compute_root();
+    return def;
+  }
+  if (blockwise) blockwise->dequantized = dequantized;
+  if (blockwise) {
+    if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
+    ElementwiseSchedule::apply_blockwise(out, blockwise->absmax_out, blockwise->values,
+                                         blockwise->lanes, blockwise->scales,
+                                         blockwise->dequantized, i, decl.storage().block, sched);
     return def;
   }
   if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
@@ -321,7 +504,7 @@ Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func ou
   const Func& segments = in.tensors.at(kSegmentsArg);
   const Expr K = in.extents.at(kSegmentsArg)[0];
   std::map<std::string, Expr> values = {in.scalars.begin(), in.scalars.end()};
-  const Expr C = in.extents.at(bind_tensors(decl, results, in, {c, k}, values))[0];
+  const Expr C = in.extents.at(bind_tensors(op, in, {c, k}, values))[0];
 
   Reductions red;
   std::vector<Expr> fast_paths;
@@ -378,6 +561,7 @@ std::vector<std::string> reduction_reads(const ResolvedOp& op) {
   std::map<std::string, Expr> values;
   for (const auto& a : op.args) {
     Expr v = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
+    if (a.quant) v = Halide::cast(Halide::Float(32), v);  // 8-bit codes stand for fp32 values
     values[a.name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v) : v;
   }
   CallNames calls;
@@ -413,10 +597,12 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   r.schedule_recipe = decl.sparse()            ? "sparse_rows"
                       : decl.is_multi_tensor() ? "multi_tensor"
                                                : ElementwiseSchedule::recipe_name();
-  r.schedule_summary = decl.sparse() ? ElementwiseSchedule::sparse_summary(r.schedule_params)
-                       : decl.is_multi_tensor()
-                           ? ElementwiseSchedule::multi_tensor_summary(r.schedule_params)
-                           : ElementwiseSchedule::summary(r.schedule_params);
+  r.schedule_summary =
+      decl.sparse()            ? ElementwiseSchedule::sparse_summary(r.schedule_params)
+      : decl.is_multi_tensor() ? ElementwiseSchedule::multi_tensor_summary(r.schedule_params)
+      : decl.storage().quant
+          ? ElementwiseSchedule::blockwise_summary(r.schedule_params, decl.storage().block)
+          : ElementwiseSchedule::summary(r.schedule_params);
   if (!scheduled) r.schedule_params.clear(), r.schedule_recipe.clear(), r.schedule_summary.clear();
 
   // Arguments in declaration order, named like the op's arguments.
@@ -435,14 +621,19 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
       ImageParam im(t, dims, a.name);
       const bool one = a.role == Input::Role::result;  // one element
       const bool multi = decl.is_multi_tensor();       // (C, K) = (2048, 512)
+      const bool scales = a.role == Input::Role::block_scale;
       for (int d = 0; d < dims; ++d) {
-        im.dim(d).set_estimate(0, one                               ? 1
+        im.dim(d).set_estimate(0, one      ? 1
+                                  : scales ? (1 << 20) / decl.storage().block
                                   : multi && a.name == kSegmentsArg ? 512
                                   : multi                           ? (d == 0 ? 2048 : 512)
                                   : d == 0 && dims == 2             ? 128
                                                                     : 1 << 20);
         in.extents[a.name].push_back(im.dim(d).extent());
       }
+      // 8-bit states: the runtime passes every buffer from element 0; known to Halide, a
+      // vector's block index (i / block) folds to one scalar instead of a gather.
+      if (decl.storage().quant && scheduled) im.dim(0).set_min(0);
       in.tensors[a.name] = im;
       r.arguments.push_back(im);
     }
@@ -453,6 +644,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
     const bool scalar = a.role == Input::Role::scalar;
     r.inputs.push_back(
         {a.name, a.role, a.dtype, scalar ? 0 : -1, a.description, {}, scalar ? a.domain : ""});
+    if (a.quant) r.inputs.back().quant_map = a.quant->name();
   }
   for (const auto& a : decl.attrs()) {
     r.attrs.push_back(
@@ -474,6 +666,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   for (size_t k = 0; k < buffers.size(); ++k) {
     Halide::OutputImageParam ob = buffers[k];
     const int dims = ob.dimensions();
+    if (decl.storage().quant && scheduled && k == 0) ob.dim(0).set_min(0);  // the Tuple's
     for (int d = 0; d < dims; ++d) {
       ob.dim(d).set_estimate(0, decl.is_multi_tensor() ? (d == 0 ? 2048 : 512)
                                 : d == 0 && dims == 2  ? 128
@@ -483,10 +676,27 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
     r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, t, dims});
     r.outputs.push_back({states[k], ob.name(), states[k], t, -1, {}});
   }
-  // Results after the states, in declaration order: one element each.
-  const std::vector<std::string>& results = op.results;
   std::vector<Func> outs;
   if (out.defined()) outs.push_back(out);
+  // 8-bit states' absmaxes after the states, overwriting their block_scale arguments.
+  if (def.block_scales.defined()) {
+    std::vector<std::string> quantized;
+    for (const auto& s : states) {
+      if (dtypes.at(s) == registry::DType::u8) quantized.push_back(s);
+    }
+    const auto scale_buffers = def.block_scales.output_buffers();
+    for (size_t k = 0; k < scale_buffers.size(); ++k) {
+      Halide::OutputImageParam ob = scale_buffers[k];
+      ob.dim(0).set_estimate(0, (1 << 20) / decl.storage().block);
+      if (scheduled && k == 0) ob.dim(0).set_min(0);
+      const std::string arg = absmax_arg(quantized.at(k));
+      r.kernel_args.push_back({ob.name(), KernelArg::Kind::output_buffer, registry::DType::f32, 1});
+      r.outputs.push_back({arg, ob.name(), arg, registry::DType::f32, -1, {}});
+    }
+    outs.push_back(def.block_scales);
+  }
+  // Results after the states, in declaration order: one element each.
+  const std::vector<std::string>& results = op.results;
   for (size_t k = 0; k < def.results.size(); ++k) {
     Halide::OutputImageParam ob = def.results[k].output_buffer();
     ob.dim(0).set_estimate(0, 1);

@@ -59,6 +59,10 @@ struct Definition {
   // One output Func per result (OptimizerDecl::results order), "result_<name>"(i), one
   // element: outputs of the pipeline besides `out`.
   std::vector<Halide::Func> results;
+  // 8-bit states (Storage::quant): "updated_absmax"(b), each quantized state's new absmax per
+  // block (a Tuple when there are several, in output_order), overwriting its "<state>_absmax"
+  // argument in place. Undefined otherwise.
+  Halide::Func block_scales;
 };
 
 // Defines `out` (the new states, a Tuple when there are several) from the declaration and

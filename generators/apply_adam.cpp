@@ -69,6 +69,8 @@ dsl::OptimizerDecl tf_adam_decl(const std::string& name) {
 const dsl::OptimizerDecl& apply_adam() {
   static const dsl::OptimizerDecl d =
       tf_adam_decl("apply_adam")
+          .quantizable("m", true)
+          .quantizable("v", false)
           .summary(
               "Adam, TensorFlow convention (bias correction folded into lr_t), in place; the "
               "divide by sqrt(v) + epsilon uses a refined reciprocal (within 2 ulp)")
@@ -144,6 +146,9 @@ const dsl::OptimizerDecl& apply_adamw() {
           .state("m", "First moment (exp_avg), in place")
           .state("v", "Second moment (exp_avg_sq), in place")
           .state("v_max", "Running maximum of v (max_exp_avg_sq), in place", amsgrad)
+          .quantizable("m", true)
+          .quantizable("v", false)
+          .quantizable("v_max", false)
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
           .scalar("beta1", "First moment decay")

@@ -15,6 +15,7 @@ const dsl::OptimizerDecl& apply_lion() {
               "m = beta2*m + (1-beta2)*grad")
           .state("var", "Variable to update, in place")
           .state("m", "Momentum, in place")
+          .quantizable("m", true)
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
           .scalar("beta1", "Interpolation factor for the update")

@@ -13,6 +13,7 @@ const dsl::OptimizerDecl& apply_momentum() {
               "use_nesterov: var -= grad * lr + accum * momentum * lr")
           .state("var", "Variable to update, in place")
           .state("accum", "Momentum accumulator, in place")
+          .quantizable("accum", true)
           .scalar("lr", "Learning rate")
           .grad("grad", "The gradient")
           .scalar("momentum", "Momentum factor")

@@ -24,6 +24,12 @@ const dsl::Storage kBf16s{registry::DType::f32, std::nullopt, registry::DType::b
 // fp16 narrow states (compress_ef's f16 output).
 const dsl::Storage kF16s{registry::DType::f32, std::nullopt, registry::DType::f16};
 const dsl::Storage kBf16ms{registry::DType::bf16, registry::DType::bf16, registry::DType::bf16};
+// 8-bit blockwise states, blocks of 256: fp32 var and gradients, or bf16m's master and copy.
+const dsl::Storage kQ8{registry::DType::f32, std::nullopt, std::nullopt, dsl::QuantMap::dynamic};
+const dsl::Storage kQ8Linear{registry::DType::f32, std::nullopt, std::nullopt,
+                             dsl::QuantMap::linear};
+const dsl::Storage kBf16mQ8{registry::DType::bf16, registry::DType::bf16, std::nullopt,
+                            dsl::QuantMap::dynamic};
 const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
 // The optimizer rows given their storage, followed by the bandwidth kernels they are
@@ -219,6 +225,19 @@ std::vector<VariantSpec> optimizer_rows() {
       {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16ms},
       {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16ms},
       {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16ms},
+      // 8-bit blockwise states (dsl/quant8.h): dynamic map, and the linear map for Adam.
+      {&apply_adam(), {}, all, {}, {}, kQ8},
+      {&apply_adam(), {}, all, {}, {}, kQ8Linear},
+      {&apply_adam(), kUnscaleSkip, all, {}, {}, kQ8},
+      {&apply_adam(), {}, all, {}, {}, kBf16mQ8},
+      {&apply_adamw(), {}, all, {}, {}, kQ8},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kQ8},
+      {&apply_adamw(), {}, all, {}, {}, kQ8Linear},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kQ8Linear},
+      {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16mQ8},
+      {&apply_lion(), {}, all, {}, {}, kQ8},
+      {&apply_momentum(), {}, all, {}, {}, kQ8},
+      {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kQ8},
       // Loss scaling fused into the step (OptimizerDecl::grad_scaling): gradients times
       // inv_scale, found_inf, and the skipped step.
       {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16m},
@@ -262,17 +281,24 @@ const dsl::OptimizerDecl& bandwidth_for(const dsl::ResolvedOp& op) {
     grads += a.role == registry::Input::Role::gradient ||
              (a.role == registry::Input::Role::tensor && a.name != dsl::kSegmentsArg);
   }
+  int byte_states = 0;  // 8-bit states: raw bytes in the bandwidth kernel
+  for (const auto& a : op.args) {
+    byte_states += a.role == registry::Input::Role::state && a.dtype == registry::DType::u8;
+  }
   const dsl::Storage& s = decl.storage();
   if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too
   const dsl::OptimizerDecl& bw =
-      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(op).size()));
-  if (s.is_f32()) return bw;
+      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(op).size()), byte_states);
+  dsl::Storage plain = s;  // the byte states already stand for the 8-bit ones
+  plain.quant.reset();
+  if (plain.is_f32()) return bw;
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<dsl::OptimizerDecl>> made;
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = made[bw.name() + "_" + s.tag()];
+  auto& slot = made[bw.name() + "_" + plain.tag()];
   if (!slot)
-    slot = std::make_unique<dsl::OptimizerDecl>(bw.with_storage(s, bw.name() + "_" + s.tag()));
+    slot =
+        std::make_unique<dsl::OptimizerDecl>(bw.with_storage(plain, bw.name() + "_" + plain.tag()));
   return *slot;
 }
 

@@ -53,6 +53,7 @@ const dsl::OptimizerDecl& sparse_adam();
 // Read-modify-write kernel with the traffic of an op with `states` states and `grads`
 // gradients, after a read pass over `reduce_reads` tensors (ops with norms): the bandwidth
 // ceiling benchmarks compare that op with.
-const dsl::OptimizerDecl& bandwidth(int states, int grads, int reduce_reads = 0);
+const dsl::OptimizerDecl& bandwidth(int states, int grads, int reduce_reads = 0,
+                                    int byte_states = 0);
 
 }  // namespace opforge::generators

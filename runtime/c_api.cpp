@@ -59,6 +59,8 @@ opforge::registry::DType to_dtype(int d) {
       return DType::i64;
     case OPFORGE_BOOL:
       return DType::b8;
+    case OPFORGE_U8:
+      return DType::u8;
   }
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }

@@ -316,7 +316,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   // same scalars. Everything above was checked once, on the whole tensors.
   const int64_t n =
       a.elements[d.shape.same_shape.empty() ? 0 : slot_of(slots, d.shape.same_shape[0])];
-  const int64_t chunk = slice_length(n, chunk_elements, call_limit(d));
+  int64_t chunk = slice_length(n, chunk_elements, call_limit(d));
+  // 8-bit states: every slice starts on a block boundary and takes its blocks' scales.
+  const int64_t block = d.shape.block;
+  if (block > 0 && chunk < n) chunk = std::max(block, chunk - chunk % block);
   uint8_t* base[kMaxArgs];
   int64_t bytes[kMaxArgs];
   for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
@@ -327,6 +330,11 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
     const int64_t len = std::min(chunk, n - off);
     for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
       if (l.result[k]) continue;
+      if (tensor_inputs_[k]->role == registry::Input::Role::block_scale) {
+        bufs[k].host = base[k] + off / block * bytes[k];
+        l.dims[k][0].extent = static_cast<int32_t>((len + block - 1) / block);
+        continue;
+      }
       bufs[k].host = base[k] + off * bytes[k];
       l.dims[k][0].extent = static_cast<int32_t>(len);
     }

@@ -84,11 +84,25 @@ bool dense_layout(const Slots& s, const CallArgs& a, Layout& l) {
   const Descriptor& d = s.d;
   const size_t first = d.shape.same_shape.empty() ? 0 : slot_of(s, d.shape.same_shape[0]);
   const std::vector<int64_t> shape0 = shape_of(*a.t_at[first]);
+  const int64_t n = a.elements[first], block = d.shape.block;
   for (size_t k = 0; k < s.tensors.size(); ++k) {
+    if (s.tensors[k]->role == Input::Role::block_scale) {
+      // One fp32 scale per block of the flattened tensors, any shape.
+      const int64_t want = block > 0 ? (n + block - 1) / block : 0;
+      if (a.elements[k] != want) {
+        throw op_error(d, std::string("argument '") + a.t_at[k]->name + "' has " +
+                              std::to_string(a.elements[k]) + " elements, expected ceil(" +
+                              std::to_string(n) + " / " + std::to_string(block) +
+                              ") = " + std::to_string(want) + " (one float32 scale per block of " +
+                              std::to_string(block) + " elements of '" + a.t_at[first]->name +
+                              "')");
+      }
+      continue;
+    }
     if (!l.result[k] && k != first)
       require_shape(s, a, k, shape0, "'" + std::string(a.t_at[first]->name) + "' has shape");
   }
-  if (a.elements[first] == 0) return false;
+  if (n == 0) return false;
   for (size_t k = 0; k < s.tensors.size(); ++k) {
     l.dims[k][0] = {0, l.result[k] ? 1 : 0, 1, 0};  // the extent is set per slice
     l.rank[k] = 1;

@@ -42,6 +42,7 @@ inline halide_type_t halide_type_of(registry::DType t) {
     case DType::i64:
       return {halide_type_int, 64, 1};
     case DType::b8:
+    case DType::u8:
       return {halide_type_uint, 8, 1};
   }
   return {halide_type_float, 32, 1};

@@ -417,16 +417,22 @@ std::string storage_tag(const Descriptor& d) {
   auto narrow = [](DType t) { return t == DType::f16 || t == DType::bf16; };
   DType grad = DType::f32;
   std::optional<DType> model, state;
+  std::string quant_map;    // of the 8-bit states, if any
   bool first_state = true;  // the parameter (or fp32 master): never narrowed
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::gradient && grad == DType::f32) grad = in.dtype;
     if (in.role != registry::Input::Role::state) continue;
+    if (in.dtype == DType::u8 && quant_map.empty()) quant_map = in.quant_map;
     if (in.name == "model" && narrow(in.dtype)) {
       model = in.dtype;
     } else if (!first_state && narrow(in.dtype)) {
       state = in.dtype;
     }
     first_state = false;
+  }
+  if (!quant_map.empty()) {
+    return registry::quantized_storage_tag(grad, model, quant_map.rfind("linear", 0) == 0,
+                                           d.shape.block);
   }
   return registry::storage_tag(grad, model, state);
 }

@@ -169,8 +169,9 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   bool pass = false;
   for (const auto& in : r.inputs) pass = pass || in.role == registry::Input::Role::state;
   for (const auto& in : r.inputs) {
-    // Results (one element per call) move no bytes per element.
-    if (in.role == registry::Input::Role::scalar || in.role == registry::Input::Role::result)
+    // Results (one element per call) move no bytes per element; block scales 4 per block.
+    if (in.role == registry::Input::Role::scalar || in.role == registry::Input::Role::result ||
+        in.role == registry::Input::Role::block_scale)
       continue;
     if (d.is_multi_tensor() && in.name == dsl::kSegmentsArg) {  // one entry per chunk
       r.shape.segments = in.name;
@@ -191,10 +192,15 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   r.shape.max_elements = kMaxElementsPerCall;
   // Slices of the flattened tensors may be updated by separate calls when every output
   // element depends only on the same element of the inputs: dense, no whole-tensor reduction.
-  r.shape.splittable =
-      !d.sparse() && v.pipeline.reduction_reads.empty() && !has_reduction(v.pipeline.pipeline);
-  // Flat buffers of many tensors in one call: no per-tensor reduction, or segmented ones.
-  r.shape.multi_tensor = !d.sparse() && (d.is_multi_tensor() || !v.pipeline.per_tensor_reductions);
+  // 8-bit states reduce within blocks only: slices that start on a block boundary are fine.
+  const bool quantized = d.storage().quant.has_value();
+  if (quantized) r.shape.block = d.storage().block;
+  r.shape.splittable = !d.sparse() && v.pipeline.reduction_reads.empty() &&
+                       (quantized || !has_reduction(v.pipeline.pipeline));
+  // Flat buffers of many tensors in one call: no per-tensor reduction, or segmented ones (a
+  // block of 8-bit states must not straddle two tensors: single tensors only, for now).
+  r.shape.multi_tensor =
+      !d.sparse() && !quantized && (d.is_multi_tensor() || !v.pipeline.per_tensor_reductions);
   // A reduction pass reads its tensors once more before the update.
   for (const auto& name : v.pipeline.reduction_reads) {
     for (const auto& in : r.inputs) {
@@ -203,7 +209,8 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   }
   for (const auto& o : r.outputs) {
     const registry::Input* in = r.find_input(o.aliases);
-    if (!in || in->role != registry::Input::Role::result)
+    if (!in || (in->role != registry::Input::Role::result &&
+                in->role != registry::Input::Role::block_scale))
       written_bytes += registry::dtype_bytes(o.dtype);
   }
   r.traffic = {read_bytes, written_bytes};

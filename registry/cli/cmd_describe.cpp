@@ -173,8 +173,13 @@ int cmd_describe(const Args& a) {
       std::string dt;
       for (const auto& in : v.inputs) {
         if (in.role != registry::Input::Role::scalar && in.dtype != registry::DType::f32)
-          dt +=
-              std::string(dt.empty() ? "" : ", ") + in.name + " " + registry::dtype_name(in.dtype);
+          dt += std::string(dt.empty() ? "" : ", ") + in.name + " " +
+                registry::dtype_name(in.dtype) +
+                (in.quant_map.empty() ? "" : " codes (" + in.quant_map + " map)");
+      }
+      if (v.shape.block > 0) {  // 8-bit states: their absmaxes
+        dt += "; one float32 absmax per " + std::to_string(v.shape.block) +
+              " elements in each *_absmax";
       }
       storages.insert(storage_tag(v) + " (" + attrs_text(v.attr_values()) + "): " + join(names) +
                       "; " + dt);

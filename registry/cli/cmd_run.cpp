@@ -34,6 +34,7 @@ registry::DType dtype_of(const npy::Array& arr, const std::string& name, const s
   if (arr.descr == "<i4") return registry::DType::i32;
   if (arr.descr == "<i8") return registry::DType::i64;
   if (arr.descr == "|b1") return registry::DType::b8;
+  if (arr.descr == "|u1") return registry::DType::u8;
   if (arr.descr == "<V2" || arr.descr == "|V2") return registry::DType::bf16;
   if (arr.descr == kRawBits) {
     throw UsageError("--in " + name + ": " + file +
@@ -60,6 +61,8 @@ std::string descr_of(registry::DType t, const std::string& output, const std::st
       return "<i8";
     case registry::DType::b8:
       return "|b1";
+    case registry::DType::u8:
+      return "|u1";
     default:
       throw std::runtime_error("output '" + output + "' has dtype " + registry::dtype_name(t) +
                                ", which .npy cannot hold");

@@ -20,6 +20,7 @@ std::optional<DType> parse_dtype(const std::string& s) {
 int dtype_bytes(DType t) {
   switch (t) {
     case DType::b8:
+    case DType::u8:
       return 1;
     case DType::f16:
     case DType::bf16:
@@ -46,6 +47,13 @@ std::string storage_tag(DType grad, std::optional<DType> model, std::optional<DT
   }
   if (state) t += (t.empty() || *state != grad ? short_name(*state) : "") + "s";
   return t.empty() ? "f32" : t;
+}
+
+std::string quantized_storage_tag(DType grad, std::optional<DType> model, bool linear_map,
+                                  int64_t block) {
+  std::string t = storage_tag(grad, model, std::nullopt);
+  t = (t == "f32" ? "" : t) + (linear_map ? "q8ls" : "q8s");
+  return block == 256 ? t : t + std::to_string(block);
 }
 
 const char* role_name(Input::Role r) {

@@ -61,10 +61,11 @@ void check_alias(const Descriptor& d, const std::string& origin, size_t i,
   std::string ptr = child(child("/outputs", i), "aliases");
   const Input* in = d.find_input(out.aliases);
   if (!in) fail(origin, ptr, quote(out.aliases) + " names no input");
-  if (in->role != Input::Role::state && in->role != Input::Role::result) {
+  if (in->role != Input::Role::state && in->role != Input::Role::result &&
+      in->role != Input::Role::block_scale) {
     fail(origin, ptr,
          "input " + quote(in->name) + " has role " + role_name(in->role) +
-             "; only state and result inputs can be aliased");
+             "; only state, result and block_scale inputs can be aliased");
   }
   if (in->dtype != out.dtype) {
     fail(origin, child(child("/outputs", i), "dtype"),
@@ -157,8 +158,24 @@ void check_shape(const Descriptor& d, const std::string& origin) {
     if (!in) fail(origin, ptr, quote(name) + " names no input");
     if (in->role == Input::Role::scalar) fail(origin, ptr, quote(name) + " is a scalar input");
     if (in->role == Input::Role::result) fail(origin, ptr, quote(name) + " is a result input");
+    if (in->role == Input::Role::block_scale)
+      fail(origin, ptr, quote(name) + " is a block_scale input (ceil(n / block) elements)");
     if (!seen.insert(name).second) fail(origin, ptr, quote(name) + " is listed twice");
   }
+  bool scales = false;
+  for (const Input& in : d.inputs) {
+    if (in.role != Input::Role::block_scale) continue;
+    scales = true;
+    if (in.dtype != DType::f32)
+      fail(origin, "/inputs", "block_scale input " + quote(in.name) + " must be float32");
+  }
+  if (scales != (d.shape.block > 0)) {
+    fail(origin, "/shape/block",
+         scales ? "block_scale inputs need shape.block > 0"
+                : "shape.block without block_scale inputs");
+  }
+  if (scales && (!d.shape.elementwise || d.shape.multi_tensor || !d.shape.segments.empty()))
+    fail(origin, "/shape/block", "block_scale inputs are for dense single-tensor ops");
   if (d.shape.multi_tensor && !d.shape.elementwise) {
     fail(origin, "/shape/multi_tensor",
          "a sparse-rows op (elementwise false) cannot be multi_tensor");

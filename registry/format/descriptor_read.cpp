@@ -38,6 +38,14 @@ Input parse_input(const std::string& origin, const json& j, const std::string& p
     in.default_value = o.number("default");
     if (!std::isfinite(*in.default_value)) o.fail_at("default", "not a finite number");
   }
+  if (o.field("quant_map", false)) {
+    in.quant_map = o.str("quant_map");
+    const bool known = in.quant_map == "dynamic_signed" || in.quant_map == "dynamic_unsigned" ||
+                       in.quant_map == "linear_signed" || in.quant_map == "linear_unsigned";
+    if (!known) o.fail_at("quant_map", "unknown map '" + in.quant_map + "'");
+    if (in.role != Input::Role::state || in.dtype != DType::u8)
+      o.fail_at("quant_map", "only a uint8 state has a quant_map");
+  }
   o.finish();
   return in;
 }
@@ -105,6 +113,7 @@ ShapeConstraints parse_shape(const std::string& origin, const json& j, const std
   if (o.field("splittable", false)) s.splittable = o.boolean("splittable");
   if (o.field("multi_tensor", false)) s.multi_tensor = o.boolean("multi_tensor");
   s.segments = o.opt_str("segments");
+  if (o.field("block", false)) s.block = o.integer("block", 1, std::numeric_limits<int32_t>::max());
   if (o.field("named_dims", false)) s.named_dims = o.boolean("named_dims");
   if (s.named_dims || o.field("checks", false)) {
     const json& checks = o.array("checks");

@@ -16,6 +16,7 @@ ojson input_json(const Input& in) {
   j["description"] = in.description;
   if (!in.dims.empty()) j["dims"] = in.dims;
   if (!in.domain.empty()) j["domain"] = in.domain;
+  if (!in.quant_map.empty()) j["quant_map"] = in.quant_map;
   if (in.default_value) j["default"] = *in.default_value;
   return j;
 }
@@ -54,6 +55,7 @@ ojson shape_json(const ShapeConstraints& s) {
   j["splittable"] = s.splittable;
   j["multi_tensor"] = s.multi_tensor;
   if (!s.segments.empty()) j["segments"] = s.segments;
+  if (s.block > 0) j["block"] = s.block;
   if (s.named_dims) {
     j["named_dims"] = true;
     j["checks"] = ojson::array();

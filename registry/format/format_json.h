@@ -171,13 +171,15 @@ std::string safe_path(Obj& o, const std::string& key);
 // Enum names
 
 inline const char* const kDTypeNames[] = {"float16", "bfloat16", "float32", "float64",
-                                          "int32",   "int64",    "bool"};
+                                          "int32",   "int64",    "bool",    "uint8"};
 inline const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
-                                DType::i32, DType::i64,  DType::b8};
+                                DType::i32, DType::i64,  DType::b8,  DType::u8};
 
-inline const char* const kRoleNames[] = {"state", "gradient", "tensor", "scalar", "result"};
-inline const Input::Role kRoles[] = {Input::Role::state, Input::Role::gradient, Input::Role::tensor,
-                                     Input::Role::scalar, Input::Role::result};
+inline const char* const kRoleNames[] = {"state",  "gradient", "tensor",
+                                         "scalar", "result",   "block_scale"};
+inline const Input::Role kRoles[] = {Input::Role::state,  Input::Role::gradient,
+                                     Input::Role::tensor, Input::Role::scalar,
+                                     Input::Role::result, Input::Role::block_scale};
 
 inline const char* const kAttrTypeNames[] = {"bool", "int", "float", "string"};
 inline const Attr::Type kAttrTypes[] = {Attr::Type::boolean, Attr::Type::integer, Attr::Type::real,

@@ -47,7 +47,11 @@ struct Call {
         continue;
       }
       const bool result = in.role == registry::Input::Role::result;
-      const size_t count = result ? 1 : n;
+      // 8-bit states: codes, and one absmax per block (block_scale).
+      const size_t block = static_cast<size_t>(d.shape.block);
+      const size_t count = result                                          ? 1
+                           : in.role == registry::Input::Role::block_scale ? (n + block - 1) / block
+                                                                           : n;
       dtype[in.name] = in.dtype;
       bytes[in.name].resize(count * registry::dtype_bytes(in.dtype));
       if (in.role == registry::Input::Role::gradient) grads.push_back(in.name);
@@ -74,6 +78,9 @@ struct Call {
         std::memcpy(p + 2 * i, &h, 2);
         break;
       }
+      case DType::u8:  // an 8-bit state's code, from x in (0, 1)
+        p[i] = static_cast<uint8_t>(x * 255);
+        break;
       default: {
         const uint16_t h = ref_f16_bits(x);
         std::memcpy(p + 2 * i, &h, 2);
@@ -87,6 +94,7 @@ struct Call {
       std::memcpy(&x, p + 4 * i, 4);
       return x;
     }
+    if (dtype.at(name) == DType::u8) return p[i];
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
     return dtype.at(name) == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);

@@ -195,9 +195,15 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
 
 // `variant` empty: the variant select() picks for (op, attrs, isa); else that variant by id.
 // The rows test_kernels checks element by element against the fp64 reference.
+// 8-bit states (q8 storage) and the bandwidth kernels with byte states that stand for them have
+// their own checks: test_quant8_states.cpp.
 bool is_dense_optimizer(const generators::VariantSpec& row) {
   const auto* d = dynamic_cast<const dsl::OptimizerDecl*>(row.decl);
-  return d && !d->sparse() && !d->is_multi_tensor();
+  if (!d || d->sparse() || d->is_multi_tensor() || row.storage.quant) return false;
+  for (const auto& a : d->args()) {
+    if (a.dtype == registry::DType::u8) return false;
+  }
+  return true;
 }
 
 void check_variant(Registry& reg, const std::string& op, const Attrs& attrs, const std::string& isa,

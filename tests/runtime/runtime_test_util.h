@@ -69,6 +69,9 @@ inline void store_element(uint8_t* p, registry::DType t, int64_t i, float x) {
     case DType::b8:
       p[i] = x != 0;
       break;
+    case DType::u8:
+      p[i] = static_cast<uint8_t>(x);
+      break;
   }
 }
 

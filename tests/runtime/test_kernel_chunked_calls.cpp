@@ -27,14 +27,18 @@ using registry::Input;
 // Seeded arguments of any dense op, as raw bytes in each tensor's dtype: states in [0.1, 1)
 // (second moments stay positive), other tensors in [-1, 1); scalars 0.5, integer scalars 1
 // (as `bench`). Copies compare byte for byte; views() points into this object.
+// 8-bit states: codes over all 256 values, and block_scale tensors of ceil(n / block)
+// absmaxes in [0.1, 1).
 struct DenseArgs {
   std::vector<std::vector<uint8_t>> bytes;  // one per tensor input, descriptor order
   std::vector<std::string> names;
   std::vector<DType> dtypes;
+  std::vector<int64_t> lengths;  // n, or ceil(n / block) for a block_scale
+  std::vector<bool> scales;
   std::vector<ScalarView> scalars;
-  int64_t n;
+  int64_t n, block;
 
-  DenseArgs(const Descriptor& d, int64_t n_, unsigned seed) : n(n_) {
+  DenseArgs(const Descriptor& d, int64_t n_, unsigned seed) : n(n_), block(d.shape.block) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> pos(0.1f, 1.f), sym(-1.f, 1.f);
     for (const Input& in : d.inputs) {
@@ -43,12 +47,15 @@ struct DenseArgs {
         scalars.push_back({in.name.c_str(), integer ? 1.0 : 0.5});
         continue;
       }
+      const bool scale = in.role == Input::Role::block_scale;
       names.push_back(in.name);
       dtypes.push_back(in.dtype);
-      std::vector<uint8_t> b(static_cast<size_t>(n) * registry::dtype_bytes(in.dtype));
-      for (int64_t i = 0; i < n; ++i) {
-        const float x = in.role == Input::Role::state ? pos(rng) : sym(rng);
-        store_element(b.data(), in.dtype, i, x);
+      scales.push_back(scale);
+      lengths.push_back(scale ? (n + block - 1) / block : n);
+      std::vector<uint8_t> b(static_cast<size_t>(lengths.back()) * registry::dtype_bytes(in.dtype));
+      for (int64_t i = 0; i < lengths.back(); ++i) {
+        const float x = in.role == Input::Role::state || scale ? pos(rng) : sym(rng);
+        store_element(b.data(), in.dtype, i, in.dtype == DType::u8 ? x * 255 : x);
       }
       bytes.push_back(std::move(b));
     }
@@ -57,7 +64,7 @@ struct DenseArgs {
   std::vector<TensorView> views() {
     std::vector<TensorView> v;
     for (size_t k = 0; k < bytes.size(); ++k) {
-      v.push_back({names[k].c_str(), bytes[k].data(), dtypes[k], &n, 1});
+      v.push_back({names[k].c_str(), bytes[k].data(), dtypes[k], &lengths[k], 1});
     }
     return v;
   }
@@ -72,13 +79,18 @@ void call_chunks(Kernel& k, DenseArgs& a, int64_t chunk) {
   k.call_chunked(v.data(), v.size(), a.scalars.data(), a.scalars.size(), chunk);
 }
 // The slicing done by hand: one plain call() per slice, pointers offset.
+// With 8-bit states the slices start on block boundaries (the runtime rounds the chunk down
+// to whole blocks, at least one) and take their blocks' scales.
 void call_slices_by_hand(Kernel& k, DenseArgs& a, int64_t chunk) {
+  if (a.block > 0 && chunk < a.n) chunk = std::max(a.block, chunk - chunk % a.block);
   for (int64_t off = 0; off < a.n; off += chunk) {
     int64_t len = std::min(chunk, a.n - off);
+    int64_t blocks = a.block > 0 ? (len + a.block - 1) / a.block : 0;
     std::vector<TensorView> v = a.views();
     for (size_t t = 0; t < v.size(); ++t) {
-      v[t].data = a.bytes[t].data() + off * registry::dtype_bytes(a.dtypes[t]);
-      v[t].shape = &len;
+      const int64_t at = a.scales[t] ? off / a.block : off;
+      v[t].data = a.bytes[t].data() + at * registry::dtype_bytes(a.dtypes[t]);
+      v[t].shape = a.scales[t] ? &blocks : &len;
     }
     k.call(v.data(), v.size(), a.scalars.data(), a.scalars.size());
   }
@@ -126,7 +138,7 @@ double value_at(const DenseArgs& a, size_t t, int64_t i) {
 std::string beyond_tolerance(const Descriptor& d, const DenseArgs& a, const DenseArgs& b) {
   for (size_t t = 0; t < a.bytes.size(); ++t) {
     const double ulp = a.dtypes[t] == DType::bf16 ? std::ldexp(1.0, -7) : 0;
-    for (int64_t i = 0; i < a.n; ++i) {
+    for (int64_t i = 0; i < a.lengths[t]; ++i) {
       const double x = value_at(a, t, i), y = value_at(b, t, i);
       if (std::isnan(x) && std::isnan(y)) continue;
       const double allowed =
@@ -342,8 +354,9 @@ TEST_CASE("descriptors: splittable exactly for dense ops without whole-tensor re
       const bool master = storage_tag(d).find('m') != std::string::npos;
       for (const auto& in : d.inputs) {
         // Results (found_inf, global_norm) are one element, not per-element traffic.
+        // Block scales (8-bit states' absmaxes) are 4 bytes per block, left out of traffic.
         if (in.role == Input::Role::scalar || in.role == Input::Role::result ||
-            (master && in.name == "model"))
+            in.role == Input::Role::block_scale || (master && in.name == "model"))
           continue;
         once += registry::dtype_bytes(in.dtype);
       }

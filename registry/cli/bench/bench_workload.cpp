@@ -71,8 +71,18 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
       buffers.push_back(std::move(b));
       continue;
     }
-    if (t != registry::DType::f32 && t != registry::DType::f16 && t != registry::DType::bf16) {
-      throw std::runtime_error(in.name + ": dense workloads hold f32, f16 or bf16 tensors");
+    if (in.role == registry::Input::Role::block_scale) {  // absmaxes in [0.1, 1)
+      blocks = (n + d.shape.block - 1) / d.shape.block;
+      Buffer b(std::aligned_alloc(64, ((blocks * 4 + 63) / 64) * 64));
+      if (!b) throw std::runtime_error("out of memory for " + in.name);
+      for (int64_t k = 0; k < blocks; ++k) static_cast<float*>(b.get())[k] = u(rng);
+      tensors.push_back({in.name.c_str(), b.get(), t, &blocks, 1});
+      buffers.push_back(std::move(b));
+      continue;
+    }
+    if (t != registry::DType::f32 && t != registry::DType::f16 && t != registry::DType::bf16 &&
+        t != registry::DType::u8) {
+      throw std::runtime_error(in.name + ": dense workloads hold f32, f16, bf16 or uint8 tensors");
     }
     const size_t size = static_cast<size_t>(registry::dtype_bytes(t));
     const size_t bytes = ((static_cast<size_t>(n) * size + 63) / 64) * 64;
@@ -82,6 +92,8 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
       const float x = u(rng);
       if (t == registry::DType::f32) {
         static_cast<float*>(b.get())[i] = x;
+      } else if (t == registry::DType::u8) {  // 8-bit codes: any of the 256
+        static_cast<uint8_t*>(b.get())[i] = static_cast<uint8_t>(x * 255.f);
       } else {
         static_cast<uint16_t*>(b.get())[i] =
             t == registry::DType::bf16 ? bf16_bits(x) : f16_bits_normal(x);
@@ -125,6 +137,11 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
   size_t t = 0;
   for (const auto& in : op.inputs) {
     if (in.role == registry::Input::Role::scalar) continue;
+    // 8-bit states' absmaxes: 4 bytes per block, which the bandwidth kernel leaves out.
+    if (in.role == registry::Input::Role::block_scale) {
+      ++t;
+      continue;
+    }
     (in.role == registry::Input::Role::state ? states : others).push_back(&w.tensors.at(t++));
   }
   size_t s = 0, o = 0;

@@ -40,6 +40,7 @@ struct Workload {
   int64_t n;
   const int64_t one = 1;  // the shape of results (found_inf, ...)
   int64_t chunks = 0;     // multi-tensor forms: the chunk table's length
+  int64_t blocks = 0;     // 8-bit states: the absmax tensors' length, ceil(n / block)
 
   Workload(const registry::Descriptor& d, int64_t n_, const std::map<std::string, double>& given);
   Workload(const Workload&) = delete;

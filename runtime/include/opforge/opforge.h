@@ -30,7 +30,8 @@ enum opforge_dtype {
   OPFORGE_F64 = 3,
   OPFORGE_I32 = 4,
   OPFORGE_I64 = 5,
-  OPFORGE_BOOL = 6 /* one byte per element: 0 false, else true */
+  OPFORGE_BOOL = 6, /* one byte per element: 0 false, else true */
+  OPFORGE_U8 = 7    /* one byte per element, unsigned: codes of 8-bit optimizer states */
 };
 
 /* A tensor argument, named as in the op's descriptor. The data must be C-contiguous.

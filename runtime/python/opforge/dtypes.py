@@ -1,21 +1,21 @@
 """Element types: the C ABI's codes (enum opforge_dtype), the descriptor's names and the
 NumPy / torch types that carry them."""
 
-F16, BF16, F32, F64, I32, I64, BOOL = range(7)  # enum opforge_dtype
+F16, BF16, F32, F64, I32, I64, BOOL, U8 = range(8)  # enum opforge_dtype
 
 # Descriptor dtype name -> C ABI code.
 CODES = {"float16": F16, "bfloat16": BF16, "float32": F32, "float64": F64, "int32": I32,
-         "int64": I64, "bool": BOOL}
+         "int64": I64, "bool": BOOL, "uint8": U8}
 NAMES = {code: name for name, code in CODES.items()}
 
 # NumPy dtype name -> descriptor name. NumPy has no bfloat16: uint16 arrays carry bf16 bits
 # and are accepted where the descriptor wants bfloat16 (see tensors.py).
 NUMPY = {"float16": "float16", "float32": "float32", "float64": "float64", "int32": "int32",
-         "int64": "int64", "bool": "bool"}
+         "int64": "int64", "bool": "bool", "uint8": "uint8"}
 # torch dtype str() -> descriptor name.
 TORCH = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32",
          "torch.float64": "float64", "torch.int32": "int32", "torch.int64": "int64",
-         "torch.bool": "bool"}
+         "torch.bool": "bool", "torch.uint8": "uint8"}
 
 
 def numpy_dtype(name):

@@ -54,8 +54,9 @@ TEST_CASE("describe --json: every variant's descriptor") {
   const json v = parse_json(r);
   REQUIRE(v.is_array());
   // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 12 mixed precision (bf16m,
-  // f16m, bf16s, bf16ms), 12 with loss scaling (10 of them bf16m, f16m or bf16ms)
-  CHECK(v.size() == 33);
+  // f16m, bf16s, bf16ms), 12 with loss scaling (10 of them bf16m, f16m or bf16ms), 8 with 8-bit
+  // states (q8s, q8ls, bf16mq8s, q8s with loss scaling)
+  CHECK(v.size() == 41);
   int autoscheduled = 0, mixed = 0;
   for (const auto& d : v) autoscheduled += d.at("schedule").at("recipe") == "adams2019";
   CHECK(autoscheduled == 1);
@@ -64,15 +65,17 @@ TEST_CASE("describe --json: every variant's descriptor") {
     const std::string id = d.at("variant");
     const bool mp = id.find("__f32__") == std::string::npos;
     bool copy = false;  // master weights: fp32 var + model copy
-    for (const char* tag : {"__bf16m__", "__f16m__", "__bf16ms__"})
+    for (const char* tag : {"__bf16m__", "__f16m__", "__bf16ms__", "__bf16mq8s__"})
       copy = copy || id.find(tag) != std::string::npos;
+    // 8-bit states: m_absmax and v_absmax
+    const bool q8 = id.find("q8s__") != std::string::npos || id.find("q8ls__") != std::string::npos;
     mixed += mp;
     // + the write-only model copy, + inv_scale (unscale), + found_inf (unscale or skip)
     const bool unscale = id.find("__unscale_1") != std::string::npos;
     const bool skip = id.find("__skip_if_nonfinite_1") != std::string::npos;
-    CHECK(d.at("inputs").size() == 10u + copy + unscale + (unscale || skip));
+    CHECK(d.at("inputs").size() == 10u + copy + unscale + (unscale || skip) + 2 * q8);
   }
-  CHECK(mixed == 22);
+  CHECK(mixed == 30);
 }
 
 TEST_CASE("describe: an unknown op exits 1 naming it") {

@@ -203,7 +203,10 @@ TEST_CASE("run: every bf16 variant of the registry runs from the command line") 
         args.insert(args.end(), {"--scalar", in.name + "=" + (integer ? "1" : "0.5")});
         continue;
       }
-      std::vector<int64_t> shape = {in.role == registry::Input::Role::result ? 1 : 64};
+      // 64 elements; results one; an 8-bit state's absmaxes one per block: ceil(64 / 256).
+      const bool one =
+          in.role == registry::Input::Role::result || in.role == registry::Input::Role::block_scale;
+      std::vector<int64_t> shape = {one ? 1 : 64};
       if (d.shape.named_dims) {
         shape.clear();
         for (const auto& dim : in.dims) {
@@ -221,6 +224,11 @@ TEST_CASE("run: every bf16 variant of the registry runs from the command line") 
           break;
         case registry::DType::f32:
           a = npy::from_f32(half, shape);
+          break;
+        case registry::DType::u8:  // 8-bit state codes
+          a.descr = "|u1";
+          a.shape = shape;
+          a.data.assign(static_cast<size_t>(n), 200);
           break;
         default:
           FAIL("input " << in.name << " has a dtype this test does not write");

@@ -21,7 +21,8 @@ struct FormatError : std::runtime_error {
 };
 
 // b8: one byte per element, 0 false, anything else true (torch.bool, NumPy bool_).
-enum class DType { f16, bf16, f32, f64, i32, i64, b8 };
+// u8: one byte per element, an unsigned integer (the codes of 8-bit optimizer states).
+enum class DType { f16, bf16, f32, f64, i32, i64, b8, u8 };
 const char* dtype_name(DType t);                         // "float32", ...
 std::optional<DType> parse_dtype(const std::string& s);  // accepts the names dtype_name gives
 int dtype_bytes(DType t);
@@ -31,12 +32,20 @@ int dtype_bytes(DType t);
 // when the copy's dtype c differs) or "<g>g" (narrow gradients only), then "s" for narrow states
 // ("<s>s" when their dtype differs from the gradients'): bf16m, f16g, bf16s, bf16ms.
 std::string storage_tag(DType grad, std::optional<DType> model, std::optional<DType> state);
+// The same with 8-bit blockwise states: the gradient/model part ("" for fp32), then "q8s"
+// (dynamic map) or "q8ls" (linear map), then the block size unless it is 256: q8s, bf16mq8s,
+// q8ls64.
+std::string quantized_storage_tag(DType grad, std::optional<DType> model, bool linear_map,
+                                  int64_t block);
 
 // One argument of the op, in the op's (TensorFlow) argument order.
 struct Input {
   // result: a one-element tensor (any rank) the call reads and overwrites in place, outside
   // the elementwise shape: a flag or a statistic of the whole call (found_inf, global_norm).
-  enum class Role { state, gradient, tensor, scalar, result };
+  // block_scale: an fp32 tensor the call reads and overwrites in place, one element per
+  // ShapeConstraints::block elements of the same_shape tensors (ceil(n / block) in all): the
+  // absmax of each block of an 8-bit state.
+  enum class Role { state, gradient, tensor, scalar, result, block_scale };
   std::string name;
   Role role = Role::tensor;
   DType dtype = DType::f32;
@@ -51,6 +60,9 @@ struct Input {
   // Scalars: the value a caller that names none uses (a rule's `hyper lr = 0.01`); absent
   // for scalars every call must give (the C++ ops').
   std::optional<double> default_value;
+  // uint8 states (8-bit optimizer states): the map their codes index, "dynamic_signed",
+  // "dynamic_unsigned", "linear_signed" or "linear_unsigned"; "" otherwise.
+  std::string quant_map;
 };
 const char* role_name(Input::Role r);  // "state", "gradient", "tensor", "scalar", "result"
 
@@ -170,6 +182,8 @@ struct ShapeConstraints {
   // elementwise is false and there are no indices.
   bool named_dims = false;
   std::vector<ShapeCheck> checks;
+  // Elements per element of each block_scale tensor (8-bit states' blocks); 0: none.
+  int64_t block = 0;
 };
 
 struct Tolerance {

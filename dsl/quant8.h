@@ -1,0 +1,49 @@
+// 8-bit blockwise state storage (Dettmers et al., "8-bit Optimizers via Block-wise
+// Quantization", ICLR 2022): a state is kept as one uint8 code per element plus one fp32 absmax
+// per block of B elements; code c stands for map[c] * absmax. The maps (256 fp32 values, sorted,
+// code = index; values computed in fp64 and rounded to fp32):
+//   dynamic signed   for i = 0..6 the 2^i values +-10^(i-6) * (0.1 + 0.9 (j + 0.5) / 2^i),
+//                    plus 0 and 1.0 (bitsandbytes' create_dynamic_map(signed=True));
+//   dynamic unsigned the same with 2^(i+1) values per decade and no negatives (signed=False);
+//   linear signed    (c - 127) / 127 for c <= 254, map[255] = 1.0 (never produced);
+//   linear unsigned  c / 255.
+// Decoding is computed (exact for every code; a table lookup would be a gather per vector).
+// Encoding finds the nearest map value arithmetically (no table search): the dynamic map's decade from compares against the fp32 midpoints between
+// decades, then the linear bin inside it; within a decade the midpoints between neighbours are
+// the bin edges. fp32 rounding may pick the neighbour when a value lies within a few ulps of a
+// midpoint.
+#pragma once
+
+#include <Halide.h>
+
+#include <array>
+#include <string>
+
+namespace opforge::dsl {
+
+enum class QuantMap { dynamic, linear };
+// Elements per absmax unless a variant says otherwise (the paper's and bitsandbytes' B).
+inline constexpr int kDefaultQuantBlock = 256;
+
+// One quantized state's map: kind and sign.
+struct StateQuant {
+  QuantMap map = QuantMap::dynamic;
+  bool is_signed = true;
+  // "dynamic_signed", "dynamic_unsigned", "linear_signed", "linear_unsigned": the descriptor's
+  // Input::quant_map.
+  std::string name() const;
+  // The 256 map values, sorted.
+  std::array<float, 256> table() const;
+};
+
+// map[code] for a uint8 code Expr, in `compute` (fp32 kernels; fp64 for the golden, which gets
+// the same fp32 values widened).
+Halide::Expr decode8(const StateQuant& q, const Halide::Expr& code,
+                     const Halide::Type& compute = Halide::Float(32));
+
+// The code of the map value nearest y, y in [-1, 1] (|y| <= 1: the value over the block's
+// absmax; unsigned maps take y >= 0). Any float type; the result is UInt(8). NaN y gives an
+// unspecified code (its block's absmax is NaN).
+Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y);
+
+}  // namespace opforge::dsl

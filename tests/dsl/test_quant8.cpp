@@ -1,0 +1,160 @@
+// dsl/quant8: the four 8-bit maps against tables written here from their definitions
+// (Dettmers et al. 2022's dynamic map, bitsandbytes' create_dynamic_map; the linear maps), and
+// decode8 / encode8 JIT-compiled (16 and 8 lanes, and scalar) against them: every code decodes
+// to its table value exactly, and every value encodes to the nearest table value, except where
+// it lies within a few fp32 ulps of the midpoint between two (either neighbour is then right).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "dsl/quant8.h"
+
+namespace opforge::dsl {
+namespace {
+
+// The map from its definition, fp64 values rounded to fp32, sorted.
+std::vector<float> expected_map(const StateQuant& q) {
+  std::vector<double> v;
+  if (q.map == QuantMap::linear) {
+    for (int c = 0; c < 256; ++c) {
+      v.push_back(q.is_signed ? (c == 255 ? 1.0 : (c - 127) / 127.0) : c / 255.0);
+    }
+  } else {
+    for (int i = 0; i < 7; ++i) {
+      const int per = q.is_signed ? 1 << i : 1 << (i + 1);
+      for (int j = 0; j < per; ++j) {
+        const double x = std::pow(10.0, i - 6) * (0.1 + 0.9 * (j + 0.5) / per);
+        v.push_back(x);
+        if (q.is_signed) v.push_back(-x);
+      }
+    }
+    v.push_back(0.0);
+    v.push_back(1.0);
+    std::sort(v.begin(), v.end());
+  }
+  std::vector<float> out;
+  for (double x : v) out.push_back(static_cast<float>(x));
+  return out;
+}
+
+const std::array<StateQuant, 4> kMaps = {
+    StateQuant{QuantMap::dynamic, true}, StateQuant{QuantMap::dynamic, false},
+    StateQuant{QuantMap::linear, true}, StateQuant{QuantMap::linear, false}};
+
+template <typename In, typename Out>
+std::vector<Out> realize(const std::vector<In>& in,
+                         Halide::Expr (*f)(const StateQuant&, const Halide::Expr&),
+                         const StateQuant& q, int width) {
+  Halide::Buffer<In> b(const_cast<In*>(in.data()), static_cast<int>(in.size()));
+  Halide::ImageParam p(Halide::type_of<In>(), 1, "x");
+  Halide::Var i("i");
+  Halide::Func out("out");
+  out(i) = Halide::cast(Halide::type_of<Out>(), f(q, p(i)));
+  if (width > 1) out.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
+  p.set(b);
+  Halide::Buffer<Out> r = out.realize({static_cast<int>(in.size())});
+  return std::vector<Out>(r.data(), r.data() + in.size());
+}
+
+Halide::Expr decode_f32(const StateQuant& q, const Halide::Expr& c) {
+  return decode8(q, c);
+}
+
+TEST_CASE("quant8 maps: 256 sorted values as defined, 0 and 1 included") {
+  for (const StateQuant& q : kMaps) {
+    CAPTURE(q.name());
+    const std::array<float, 256> t = q.table();
+    const std::vector<float> want = expected_map(q);
+    REQUIRE(want.size() == 256);
+    for (int c = 0; c < 256; ++c) CHECK_MESSAGE(t[c] == want[c], "code " << c);
+    CHECK(std::is_sorted(t.begin(), t.end()));
+    CHECK(std::count(t.begin(), t.end(), 0.f) >= 1);
+    CHECK(t[255] == 1.f);
+  }
+  // The paper's layout: 127 negatives, zero at 127, the smallest magnitude 0.55e-6.
+  const std::array<float, 256> s = StateQuant{QuantMap::dynamic, true}.table();
+  CHECK(s[127] == 0.f);
+  CHECK(s[126] < 0.f);
+  CHECK(s[128] == static_cast<float>(0.55e-6));
+  CHECK(s[0] == -s[254]);
+}
+
+TEST_CASE("decode8: every code gives its map value exactly, on every vector width") {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+  for (const StateQuant& q : kMaps) {
+    const std::vector<float> want = expected_map(q);
+    for (int width : {1, 8, 16}) {
+      CAPTURE(q.name());
+      CAPTURE(width);
+      const std::vector<float> got = realize<uint8_t, float>(codes, decode_f32, q, width);
+      int wrong = 0;
+      for (int c = 0; c < 256; ++c) {
+        if (got[c] == want[c]) continue;
+        if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("encode8: the nearest map value, up to fp32 rounding at the midpoints") {
+  std::mt19937 rng(20);
+  for (const StateQuant& q : kMaps) {
+    const std::vector<float> table = expected_map(q);
+    std::vector<float> y;
+    // Every map value, the midpoints between neighbours and 2 ulps either side of them,
+    // and random values spread over every decade.
+    for (int c = 0; c < 256; ++c) y.push_back(table[c]);
+    for (int c = 0; c + 1 < 256; ++c) {
+      float m = static_cast<float>((static_cast<double>(table[c]) + table[c + 1]) / 2);
+      y.push_back(m);
+      y.push_back(std::nextafter(std::nextafter(m, 2.f), 2.f));
+      y.push_back(std::nextafter(std::nextafter(m, -2.f), -2.f));
+    }
+    std::uniform_real_distribution<double> expo(-7.5, 0), unit(0, 1);
+    for (int k = 0; k < 20000; ++k) {
+      const float mag = static_cast<float>(k % 2 ? std::pow(10.0, expo(rng)) : unit(rng));
+      y.push_back(q.is_signed && k % 3 == 0 ? -mag : mag);
+    }
+    y.push_back(0.f);
+    y.push_back(1.f);
+    if (q.is_signed) y.push_back(-1.f);
+    for (int width : {1, 16}) {
+      CAPTURE(q.name());
+      CAPTURE(width);
+      const std::vector<uint8_t> got = realize<float, uint8_t>(y, encode8, q, width);
+      int wrong = 0, ties = 0;
+      for (size_t k = 0; k < y.size(); ++k) {
+        // The nearest value in fp64; a tie band of 4 ulps of y around each midpoint.
+        int best = 0;
+        for (int c = 1; c < 256; ++c) {
+          if (std::fabs(static_cast<double>(table[c]) - y[k]) <
+              std::fabs(static_cast<double>(table[best]) - y[k]))
+            best = c;
+        }
+        if (got[k] == best || table[got[k]] == table[best]) continue;
+        const double d_got = std::fabs(static_cast<double>(table[got[k]]) - y[k]);
+        const double d_best = std::fabs(static_cast<double>(table[best]) - y[k]);
+        const double band = 4 * std::fabs(std::nextafter(y[k], 2.f) - y[k]);
+        if (d_got - d_best <= 2 * band) {
+          ++ties;
+        } else {
+          ++wrong;
+          if (wrong <= 5)
+            MESSAGE("y=" << y[k] << " got code " << int(got[k]) << " (" << table[got[k]]
+                         << ") want " << best << " (" << table[best] << ")");
+        }
+      }
+      CHECK(wrong == 0);
+      CHECK(ties <= 3 * 255);  // only the values placed next to midpoints may tie
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opforge::dsl
