@@ -194,6 +194,15 @@ struct Rule {
   // `storage f32, bf16m`: the tensor storages built (dsl::Storage tags; empty: f32 only).
   std::vector<std::string> storages;
   SourceLoc storage_loc;
+  // `quantizable m signed, v unsigned`: the states an 8-bit storage (q8s, q8ls) keeps as
+  // blockwise codes, each with a signed or unsigned map (OptimizerDecl::quantizable).
+  struct Quantizable {
+    std::string state;
+    bool is_signed = true;
+    SourceLoc loc;  // the state's name
+  };
+  std::vector<Quantizable> quantizable;
+  SourceLoc quantizable_loc;
   // The forms a rule derives by declaration (rule_decl.h); each loc is its line's keyword, or
   // line 0 without the line.
   // `loss_scaling`: OptimizerDecl::grad_scaling() (attrs unscale, skip_if_nonfinite, scalar

@@ -140,7 +140,7 @@ std::string formula_of(const Rule& rule) {
   while (std::getline(lines, line)) {
     bool declaration = false;
     for (const char* prefix : {"optimizer ", "state ", "input ", "hyper ", "attr ", "storage ",
-                               "loss_scaling", "sparse", "autoschedule"}) {
+                               "quantizable ", "loss_scaling", "sparse", "autoschedule"}) {
       declaration = declaration || line.rfind(prefix, 0) == 0;
     }
     if (!declaration && !line.empty()) out += (out.empty() ? "" : "; ") + line;
@@ -162,6 +162,7 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
       .reference("rule file " + origin)
       .formula(formula_of(*rule));
   for (const auto& s : rule->states) d.state(s.name, "state, updated in place");
+  for (const auto& q : rule->quantizable) d.quantizable(q.state, q.is_signed);
   for (const auto& in : rule->inputs) d.grad(in.name, "input tensor");
   for (const auto& h : rule->hypers) d.scalar(h.name, with_default(h), {}, h.default_value);
   for (const auto& a : rule->attrs) {

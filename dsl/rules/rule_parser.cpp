@@ -18,16 +18,16 @@ namespace {
 constexpr int kMaxDepth = 200;
 
 const std::vector<std::string>& keywords() {
-  static const std::vector<std::string> k = {"optimizer", "state",        "input",  "hyper",
-                                             "attr",      "storage",      "let",    "true",
-                                             "false",     "loss_scaling", "sparse", "autoschedule"};
+  static const std::vector<std::string> k = {
+      "optimizer", "state", "input",        "hyper",  "attr",         "storage",    "let",
+      "true",      "false", "loss_scaling", "sparse", "autoschedule", "quantizable"};
   return k;
 }
 
 const std::vector<std::string>& declaration_keywords() {
-  static const std::vector<std::string> k = {"state",        "input",   "hyper",
-                                             "attr",         "storage", "let",
-                                             "loss_scaling", "sparse",  "autoschedule"};
+  static const std::vector<std::string> k = {"state",        "input",      "hyper",        "attr",
+                                             "storage",      "let",        "loss_scaling", "sparse",
+                                             "autoschedule", "quantizable"};
   return k;
 }
 
@@ -189,6 +189,7 @@ class Parser {
   void parse_name_list(Rule& rule, NameKind kind);
   void parse_hyper(Rule& rule);
   void parse_storage(Rule& rule);
+  void parse_quantizable(Rule& rule);
   void parse_form(SourceLoc& loc, const char* keyword);
   void parse_autoschedule(Rule& rule);
   void check_forms(const Rule& rule) const;
@@ -311,6 +312,8 @@ Rule Parser::parse() {
       parse_attr(rule);
     } else if (word == "storage") {
       parse_storage(rule);
+    } else if (word == "quantizable") {
+      parse_quantizable(rule);
     } else if (word == "loss_scaling") {
       parse_form(rule.loss_scaling_loc, "loss_scaling");
     } else if (word == "sparse") {
@@ -381,6 +384,43 @@ void Parser::parse_storage(Rule& rule) {
   expect_eol("',' or end of line");
 }
 
+// `quantizable m signed, v unsigned`: declared states after the first (the parameter), each
+// once, with the sign of its 8-bit map.
+void Parser::parse_quantizable(Rule& rule) {
+  if (rule.quantizable_loc.line > 0) {
+    fail(cur_.loc, "a rule has one 'quantizable' line, at " + at_line_col(rule.quantizable_loc));
+  }
+  rule.quantizable_loc = cur_.loc;
+  advance();
+  while (true) {
+    if (cur_.kind != Tok::ident) fail(cur_.loc, "expected a state name, got " + describe(cur_));
+    const auto it = symbols_.find(cur_.text);
+    if (it == symbols_.end() || it->second.kind != NameKind::state) {
+      fail(cur_.loc, "'" + cur_.text + "' is not a state declared above (a 'state' line)");
+    }
+    if (!rule.states.empty() && rule.states.front().name == cur_.text) {
+      fail(cur_.loc, "'" + cur_.text + "' is the first state (the parameter): it stays fp32");
+    }
+    for (const auto& q : rule.quantizable) {
+      if (q.state == cur_.text) fail(cur_.loc, "state '" + cur_.text + "' is listed twice");
+    }
+    Rule::Quantizable q{cur_.text, true, cur_.loc};
+    advance();
+    if (cur_.kind != Tok::ident || (cur_.text != "signed" && cur_.text != "unsigned")) {
+      fail(cur_.loc,
+           "expected 'signed' (values of either sign: momenta) or 'unsigned' "
+           "(second moments) after '" +
+               q.state + "', got " + describe(cur_));
+    }
+    q.is_signed = cur_.text == "signed";
+    rule.quantizable.push_back(q);
+    advance();
+    if (cur_.kind != Tok::comma) break;
+    advance();
+  }
+  expect_eol("',' or end of line");
+}
+
 // `loss_scaling` or `sparse`: a line of its own, once.
 void Parser::parse_form(SourceLoc& loc, const char* keyword) {
   if (loc.line > 0) {
@@ -435,6 +475,21 @@ void Parser::check_forms(const Rule& rule) const {
   }
   if (std::any_of(rule.storages.begin(), rule.storages.end(), storage_adds_model)) {
     taken.push_back({"model", {"storage", rule.storage_loc}});
+  }
+  const bool eight_bit = std::any_of(rule.storages.begin(), rule.storages.end(),
+                                     [](const std::string& t) { return t.find("q8") != t.npos; });
+  if (eight_bit && rule.quantizable.empty()) {
+    fail(rule.storage_loc,
+         "an 8-bit storage (q8s, q8ls) needs a 'quantizable' line naming the "
+         "states it stores in 8 bits, e.g. 'quantizable m signed'");
+  }
+  std::vector<std::string> absmax_names;  // kept alive for `taken`
+  absmax_names.reserve(rule.quantizable.size());
+  if (eight_bit) {
+    for (const auto& q : rule.quantizable) absmax_names.push_back(q.state + "_absmax");
+    for (const auto& n : absmax_names) {
+      taken.push_back({n.c_str(), {"quantizable", rule.quantizable_loc}});
+    }
   }
   for (const std::string& name : symbol_order_) {
     for (const auto& [taken_name, by] : taken) {
@@ -947,8 +1002,9 @@ const std::vector<std::string>& isa_names() {
 }
 
 const std::vector<std::string>& storage_tags() {
-  static const std::vector<std::string> k = {"f32",  "bf16m",  "f16m",  "bf16g",  "f16g", "bf16s",
-                                             "f16s", "bf16ms", "f16ms", "bf16gs", "f16gs"};
+  static const std::vector<std::string> k = {"f32",   "bf16m", "f16m",   "bf16g",   "f16g",
+                                             "bf16s", "f16s",  "bf16ms", "f16ms",   "bf16gs",
+                                             "f16gs", "q8s",   "q8ls",   "bf16mq8s"};
   return k;
 }
 
@@ -974,6 +1030,12 @@ std::string canonical_rule_text(const Rule& rule) {
     out += "attr " + a.name + " = " + value + description(a.description) + "\n";
   }
   if (!rule.storages.empty()) out += "storage " + join(rule.storages) + "\n";
+  if (!rule.quantizable.empty()) {
+    std::string q;
+    for (const auto& s : rule.quantizable)
+      q += (q.empty() ? "" : ", ") + s.state + (s.is_signed ? " signed" : " unsigned");
+    out += "quantizable " + q + "\n";
+  }
   if (rule.loss_scaling()) out += "loss_scaling\n";
   if (rule.sparse()) out += "sparse\n";
   if (rule.autoschedule()) {

@@ -6,7 +6,9 @@
 //     input grad                          tensors read only (gradients)
 //     hyper lr = 0.01 "learning rate"     run-time fp32 scalar with a default (and a description)
 //     attr  nesterov = false "..."        compile-time: true / false, or a number
-//     storage f32, bf16m                  tensor storages built (default f32)
+//     storage f32, bf16m                  tensor storages built (default f32; q8s, q8ls: 8-bit
+//                                         states, blockwise, for those `quantizable` names)
+//     quantizable m signed                states an 8-bit storage quantizes (signed / unsigned map)
 //     loss_scaling                        grad_scaling(): unscale / skip_if_nonfinite variants
 //     sparse                              also sparse_<name>, the indexed-row form
 //     autoschedule avx512                 Adams2019 twins "<variant>__auto" (bare: every ISA)

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -421,7 +422,68 @@ TEST_CASE("rules: every storage a rule may list is a dsl::Storage tag") {
     CAPTURE(tag);
     CHECK(dsl::Storage::from_tag(tag).tag() == tag);
   }
-  CHECK(dsl::rules::storage_tags().size() == 11);
+  CHECK(dsl::rules::storage_tags().size() == 14);
+}
+
+// A rule's `quantizable` line and an 8-bit storage: the q8s variant keeps m as codes plus an
+// absmax per 256 elements, and from the same starting values (the fp32 variant's states set to
+// the dequantized ones) gives the fp32 variant's var, and new states within half a code step
+// of the fp32 variant's (the map's gaps are at most 1/127 of the absmax apart... plus rounding).
+TEST_CASE("rules: a quantizable line gives 8-bit states that follow the fp32 variant") {
+  TempDir t;
+  const fs::path rule = t.path / "q8.rule";
+  std::ofstream(rule) << "optimizer q8_rule\n  state var, m\n  input grad\n"
+                      << "  hyper lr = 0.01\n  storage f32, q8s\n  quantizable m signed\n"
+                      << "  m = 0.9 * m + sign(grad) * sqrt(abs(grad))\n"
+                      << "  var = var - lr * m\n";
+  build(t.path / "reg", t.path / "cache", {"q8_rule"}, {rule.string()});
+  auto reg = Registry::open((t.path / "reg").string());
+  Kernel& q8 = reg->select("q8_rule", {{"storage", "q8s"}}, "avx2");
+  Kernel& f32 = reg->select("q8_rule", {}, "avx2");
+  const registry::Descriptor& d = q8.descriptor();
+  CHECK(d.shape.block == 256);
+  CHECK(d.find_input("m")->dtype == registry::DType::u8);
+  CHECK(d.find_input("m")->quant_map == "dynamic_signed");
+  CHECK(d.find_input("m_absmax")->role == registry::Input::Role::block_scale);
+  const int64_t n = 1000, blocks = 4;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> var(n), grad(n), absmax(blocks, 0.5f);
+  std::vector<uint8_t> codes(n);
+  for (int64_t i = 0; i < n; ++i) var[i] = u(rng), grad[i] = u(rng), codes[i] = rng() % 256;
+  // The fp32 variant starts from the decoded states: the map's values, as written in SCHEMA.md.
+  std::vector<double> map;
+  for (int i = 0; i < 7; ++i) {
+    for (int j = 0; j < (1 << i); ++j) {
+      const double x = std::pow(10.0, i - 6) * (0.1 + 0.9 * (j + 0.5) / (1 << i));
+      map.push_back(static_cast<float>(x));
+      map.push_back(static_cast<float>(-x));
+    }
+  }
+  map.push_back(0);
+  map.push_back(1);
+  std::sort(map.begin(), map.end());
+  std::vector<float> var32 = var, m32(n);
+  for (int64_t i = 0; i < n; ++i) m32[i] = static_cast<float>(map[codes[i]] * absmax[i / 256]);
+  const std::map<std::string, double> s = {{"lr", 0.01}};
+  q8.call({{"var", var.data(), registry::DType::f32, {n}},
+           {"m", codes.data(), registry::DType::u8, {n}},
+           {"m_absmax", absmax.data(), registry::DType::f32, {blocks}},
+           {"grad", grad.data(), registry::DType::f32, {n}}},
+          s);
+  f32.call({{"var", var32.data(), registry::DType::f32, {n}},
+            {"m", m32.data(), registry::DType::f32, {n}},
+            {"grad", grad.data(), registry::DType::f32, {n}}},
+           s);
+  for (int64_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    REQUIRE(std::fabs(var[i] - var32[i]) <= 1e-6f * std::fabs(var32[i]) + 1e-7f);
+    // Block b's absmax is max |new m| over the block.
+    const double a = absmax[i / 256];
+    REQUIRE(a >= std::fabs(m32[i]) * (1 - 1e-6));
+    // Dynamic map: neighbours near y are at most 0.9 / 64 of the absmax apart (the top decade).
+    REQUIRE(std::fabs(map[codes[i]] * a - m32[i]) <= (0.9 / 128 + 1e-6) * a);
+  }
 }
 
 TEST_CASE("rules: an unchanged rule is a cache hit, an edit is a miss naming the algorithm") {
