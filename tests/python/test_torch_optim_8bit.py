@@ -133,6 +133,47 @@ def test_steps_match_the_fp64_8bit_reference(reg, kind, cls, decoupled, amsgrad,
     assert flips <= total // 100, (flips, total)
 
 
+def test_lion_steps_match_the_fp64_8bit_reference(reg):
+    """Lion (lion_pytorch.py's update) with exp_avg in 8 bits, step by step as above."""
+    torch.manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
+    lr, (b1, b2), wd = 1e-3, (0.9, 0.99), 0.1
+    opt = oo.Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd, state_bits=8)
+    table = ref_map("dynamic", True)
+    f32 = lambda x: float(np.float32(x))  # noqa: E731
+    for step in range(1, 8):
+        before = {}
+        for p in params:
+            p.grad = torch.randn(p.shape)
+            st = opt.state[p]
+            if st:
+                codes = st["exp_avg_codes"].numpy().astype(np.int64)
+                absmax = st["exp_avg_absmax"].numpy().astype(np.float64)
+            else:
+                codes = np.full(p.numel(), 127)
+                absmax = np.zeros(math.ceil(p.numel() / BLOCK))
+            before[p] = (p.detach().numpy().astype(np.float64), codes, absmax,
+                         p.grad.numpy().astype(np.float64))
+        opt.step()
+        for p in params:
+            p0, codes, absmax, g = before[p]
+            m = table[codes] * np.repeat(absmax, BLOCK)[:p.numel()]
+            c = f32(b1) * m + (1 - f32(b1)) * g
+            want = p0 * (1 - f32(lr) * f32(wd)) - f32(lr) * np.sign(c)
+            # sign(c) may flip where c is within fp32 rounding of 0: those few are left out
+            sure = np.abs(c) > 1e-5
+            assert sure.sum() >= 0.99 * p.numel()
+            np.testing.assert_allclose(p.detach().numpy()[sure], want[sure], rtol=1e-6,
+                                       atol=1e-7)
+            m_new = f32(b2) * m + (1 - f32(b2)) * g
+            want_codes, want_absmax, margin = ref_quantize(m_new, table)
+            st = opt.state[p]
+            np.testing.assert_allclose(st["exp_avg_absmax"].numpy(), want_absmax, rtol=2e-6)
+            got = st["exp_avg_codes"].numpy().astype(np.int64)
+            off = got != want_codes
+            assert np.all(margin[off] < 1e-5)
+
+
 def test_state_dict_is_torch_layout_and_loads_both_ways(reg):
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
@@ -216,6 +257,8 @@ def test_bad_arguments(reg):
         oo.Adam(p, state_bits=4)
     with pytest.raises(ValueError, match="quant_map must be 'dynamic' or 'linear'"):
         oo.AdamW(p, state_bits=8, quant_map="nf4")
+    with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 16"):
+        oo.Lion(p, state_bits=16)
     with pytest.raises(ValueError, match="master_weights=True"):
         oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.bfloat16))], state_bits=8,
                 master_weights=True)

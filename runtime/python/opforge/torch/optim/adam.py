@@ -2,8 +2,8 @@
 
 import torch
 
-from . import _state8
-from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper, fold_grad, folds
+from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
+from ._state8 import EightBitStates
 
 
 def adam(kernel, var, m, v, grad, *, step, lr, beta1, beta2, eps, weight_decay=0.0,
@@ -27,7 +27,7 @@ def adam(kernel, var, m, v, grad, *, step, lr, beta1, beta2, eps, weight_decay=0
     call_kernel(kernel, args, layout)
 
 
-class Adam(ElementwiseOptimizer):
+class Adam(EightBitStates, ElementwiseOptimizer):
     """torch.optim.Adam with its arguments and defaults; the L2 weight_decay term is added to
     a copy of the gradient. fused=True (default): one kernel call per group over flat
     buffers (the parameters and their gradients become views of them); False: one call per
@@ -49,15 +49,7 @@ class Adam(ElementwiseOptimizer):
                  differentiable=False, fused=None, master_weights=False, registry=None,
                  isa=None, state_bits=32, quant_map="dynamic"):
         check_hyper("learning rate", lr)
-        if state_bits not in (32, 8):
-            raise ValueError(f"state_bits must be 32 or 8, got {state_bits!r}")
-        if quant_map not in _state8.STORAGE:
-            raise ValueError(f"quant_map must be 'dynamic' or 'linear', got {quant_map!r}")
-        if state_bits == 8 and master_weights:
-            raise ValueError("state_bits=8 with master_weights=True: no such kernel is built "
-                             "(8-bit states take float32 parameters here)")
-        self._state_bits = state_bits
-        self._quant_map = quant_map
+        self._init_state_bits(state_bits, quant_map, master_weights)
         check_hyper("epsilon value", eps)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
@@ -106,85 +98,27 @@ class Adam(ElementwiseOptimizer):
         return self.kernel("apply_adamw", dict(self._attrs(group), unscale=True,
                                                skip_if_nonfinite=True), optional=True)
 
-    # 8-bit states ------------------------------------------------------------------------
+    # 8-bit states (_state8.EightBitStates) --------------------------------------------------
 
-    def _q8_slots(self, group):
-        """(kernel argument, torch key, signed map) of the 8-bit states."""
-        slots = [("m", "exp_avg", True), ("v", "exp_avg_sq", False)]
+    def q8_slots(self, group):
+        slots = [("m", "exp_avg"), ("v", "exp_avg_sq")]
         if group["amsgrad"]:
-            slots.append(("v_max", "max_exp_avg_sq", False))
+            slots.append(("v_max", "max_exp_avg_sq"))
         return slots
 
-    def _q8_table(self, signed):
-        return _state8.quant_map(self._quant_map, signed)
-
-    def group_ready(self, group):
-        return self._state_bits == 32 and super().group_ready(group)
-
-    def group_step(self, group, ready=False):
-        if self._state_bits == 32:
-            return super().group_step(group, ready)
+    def q8_fold(self, group):
         # maximize and the L2 term go into a gradient copy: the 8-bit kernels are built for
         # maximize=false.
-        fold = dict(negate=bool(group["maximize"]),
+        return dict(negate=bool(group["maximize"]),
                     weight_decay=group["weight_decay"] if self._l2(group) else 0)
-        attrs = dict(amsgrad=bool(group["amsgrad"]), maximize=False, convention="torch",
-                     epsilon_mode="torch", storage=_state8.STORAGE[self._quant_map])
-        kernel = self.kernel("apply_adamw", attrs)
-        for pi, p in enumerate(group["params"]):
-            if p.grad is None:
-                continue
-            if not p.is_contiguous():
-                raise RuntimeError(f"{type(self).__name__}: parameter {pi} is not contiguous "
-                                   "(8-bit states update parameters in place)")
-            state = self.state[p]
-            codes, absmax = {}, {}
-            for arg, key, signed in self._q8_slots(group):
-                if key + "_codes" not in state:
-                    state[key + "_codes"], state[key + "_absmax"] = _state8.zeros(
-                        p.numel(), self._q8_table(signed))
-                codes[arg], absmax[arg] = state[key + "_codes"], state[key + "_absmax"]
-            step = self._count(state)
-            grad = p.grad.contiguous()
-            if folds(fold):
-                grad = fold_grad(torch.empty_like(p), grad, p, **fold)
-            # flat: the codes and absmaxes are 1-D, elementwise ops flatten every tensor
-            adam(kernel, p.view(-1), codes["m"], codes["v"], grad.view(-1),
-                 v_max=codes.get("v_max"), absmax=absmax, **self._q8_scalars(group, step))
 
-    def _q8_scalars(self, group, step):
+    def q8_kernel(self, group, storage):
+        return self.kernel("apply_adamw", dict(amsgrad=bool(group["amsgrad"]), maximize=False,
+                                               convention="torch", epsilon_mode="torch",
+                                               storage=storage))
+
+    def q8_call(self, kernel, var, grad, codes, absmax, group, step):
         s = self.scalars(group, step)
-        return dict(step=s["step"], lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"],
-                    eps=s["epsilon"], weight_decay=s["weight_decay"])
-
-    def state_dict(self):
-        """torch's layout: 8-bit states dequantized to fp32 exp_avg, exp_avg_sq,
-        max_exp_avg_sq (each in its parameter's shape)."""
-        sd = super().state_dict()
-        if self._state_bits == 32:
-            return sd
-        params = [p for g in self.param_groups for p in g["params"]]
-        signed = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False}
-        out = {}
-        for i, st in sd["state"].items():
-            st = dict(st)
-            for key, sgn in signed.items():
-                if key + "_codes" in st:
-                    st[key] = _state8.dequantize(st.pop(key + "_codes"), st.pop(key + "_absmax"),
-                                                 self._q8_table(sgn), params[i].shape)
-            out[i] = st
-        sd["state"] = out
-        return sd
-
-    def load_state_dict(self, state_dict):
-        """torch.optim.Adam's (or an 8-bit opforge Adam's) state dict; with state_bits=8 the
-        fp32 states are quantized blockwise."""
-        super().load_state_dict(state_dict)
-        if self._state_bits == 32:
-            return
-        signed = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False}
-        for state in self.state.values():
-            for key, sgn in signed.items():
-                if key in state:
-                    codes, absmax = _state8.quantize(state.pop(key), self._q8_table(sgn))
-                    state[key + "_codes"], state[key + "_absmax"] = codes, absmax
+        adam(kernel, var, codes["m"], codes["v"], grad, v_max=codes.get("v_max"),
+             absmax=absmax, step=s["step"], lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"],
+             eps=s["epsilon"], weight_decay=s["weight_decay"])

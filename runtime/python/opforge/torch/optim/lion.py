@@ -2,27 +2,36 @@
 (google/automl lion_pytorch.py): no torch.optim class exists."""
 
 from ._base import ElementwiseOptimizer, call_kernel, check_betas, check_hyper
+from ._state8 import EightBitStates
 
 
-def lion(kernel, var, exp_avg, grad, *, lr, beta1, beta2, weight_decay, layout=None):
+def lion(kernel, var, exp_avg, grad, *, lr, beta1, beta2, weight_decay, layout=None,
+         exp_avg_absmax=None):
     """One step through apply_lion, in place: c = beta1*m + (1-beta1)*g;
     var -= lr*(sign(c) + weight_decay*var); m = beta2*m + (1-beta2)*g.
-    One tensor, or flat buffers + layout."""
-    call_kernel(kernel, dict(var=var, m=exp_avg, grad=grad, lr=lr, beta1=beta1, beta2=beta2,
-                             weight_decay=weight_decay), layout)
+    One tensor, or flat buffers + layout. 8-bit states (a storage=q8s kernel): exp_avg is
+    uint8 codes and exp_avg_absmax its fp32 absmaxes, both updated in place."""
+    args = dict(var=var, m=exp_avg, grad=grad, lr=lr, beta1=beta1, beta2=beta2,
+                weight_decay=weight_decay)
+    if exp_avg_absmax is not None:
+        args["m_absmax"] = exp_avg_absmax
+    call_kernel(kernel, args, layout)
 
 
-class Lion(ElementwiseOptimizer):
+class Lion(EightBitStates, ElementwiseOptimizer):
     """Lion as google/automl's lion_pytorch.Lion (the reference apply_lion names): its
     arguments lr=1e-4, betas=(0.9, 0.99), weight_decay=0 (decoupled: var *= 1 - lr*wd), its
     state key 'exp_avg', no step count. apply_lion supports multi-tensor calls: fused=True
-    (default) is one kernel call per group per step, fused=False one per parameter."""
+    (default) is one kernel call per group per step, fused=False one per parameter.
+    state_bits=8: exp_avg in 8 bits, blockwise (q8s kernel, the dynamic map; see
+    opforge.torch.optim.Adam), one call per parameter."""
 
     step_type = None
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *, fused=None,
-                 registry=None, isa=None):
+                 registry=None, isa=None, state_bits=32):
         check_hyper("learning rate", lr)
+        self._init_state_bits(state_bits, "dynamic", False)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
@@ -46,3 +55,18 @@ class Lion(ElementwiseOptimizer):
     def functional(kernel, args, layout=None):
         lion(kernel, args["var"], args["m"], args["grad"], lr=args["lr"], beta1=args["beta1"],
              beta2=args["beta2"], weight_decay=args["weight_decay"], layout=layout)
+
+    # 8-bit states (_state8.EightBitStates)
+    def q8_slots(self, group):
+        return [("m", "exp_avg")]
+
+    def q8_fold(self, group):
+        return {}
+
+    def q8_kernel(self, group, storage):
+        return self.kernel("apply_lion", {"storage": storage})
+
+    def q8_call(self, kernel, var, grad, codes, absmax, group, step):
+        beta1, beta2 = group["betas"]
+        lion(kernel, var, codes["m"], grad, lr=group["lr"], beta1=beta1, beta2=beta2,
+             weight_decay=group["weight_decay"], exp_avg_absmax=absmax["m"])
