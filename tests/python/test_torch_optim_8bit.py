@@ -1,10 +1,11 @@
-"""opforge.torch.optim.Adam / AdamW with state_bits=8 (8-bit blockwise states, Dettmers et al.
-2022) against an fp64 NumPy version of the algorithm written here from its definition: decode
-each state (map[code] * block absmax), torch.optim.Adam's / AdamW's update in fp64, each
-block's new absmax = max |new state|, the code of the nearest map value. Step by step: each
-step starts the reference from the optimizer's own parameter, codes and absmaxes, so a step's
-error never carries into the next. Then checkpoints in torch's layout, and a 500-step
-training against fp32 states."""
+"""opforge.torch.optim.Adam / AdamW / Lion with state_bits=8 (8-bit blockwise states,
+Dettmers et al. 2022) against an fp64 NumPy version of the algorithm written here from its
+definition: decode each state (map[code] * block absmax), torch.optim.Adam's / AdamW's update
+in fp64, each block's new absmax = max |new state|, the code of the nearest map value. Step by
+step, fused (one call per group over 256-aligned flat buffers) and per parameter: each step
+starts the reference from the optimizer's own parameter, codes and absmaxes, so a step's
+error never carries into the next. Then checkpoints in torch's layout, GradScaler, a 500-step
+training against fp32 states, and refusals."""
 
 import math
 
@@ -12,17 +13,35 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import opforge  # noqa: E402
+import opforge.torch as ot  # noqa: E402
 import opforge.torch.optim as oo  # noqa: E402
 
 SIZES = [1, 5, 17, 1000, 65543]
 BLOCK = 256
+STORAGE = {"dynamic": "q8s", "linear": "q8ls"}
+
+# Parameter tolerance of the step-by-step check: |got - want| <= P_ATOL + P_RTOL * |p_old|
+# + S_RTOL * |want - p_old|. The kernel computes in fp32 from the same codes: storing the new
+# parameter rounds it by half an ulp (6e-8 relative); the step's own error is dominated by
+# 1 - beta2^t in fp32 (as in torch's fp32 Adam), which cancels in early steps: at t = 2 an
+# ulp of 1 is 3e-5 of 1 - 0.999^2, 1.5e-5 of the step after the square root. Measured
+# (AMD EPYC, AVX-512 and AVX2, 20 steps, every configuration below): at most 0.58 of this
+# bound; with the reference's lr 0.1% off, 2 steps already exceed it 50-fold.
+P_ATOL, P_RTOL, S_RTOL = 1e-9, 1e-6, 2e-5
+# A code may differ from the nearest one (by one) only where the fp64 value lies within
+# MID_TOL (relative to the block's absmax) of a decision midpoint: fp32 and fp64 round there
+# to different sides. Measured (20 steps, 2.7M-4.0M codes a configuration, AVX-512 and
+# AVX2): 5-8 flips in each, all within 1e-7 of a midpoint; bounded at 1 in 10^5.
+MID_TOL = 1e-5
+MAX_FLIP_RATE = 1e-5
 
 
 def ref_map(kind, signed):
-    """The map from its definition (registry/SCHEMA.md), fp64 rounded to fp32."""
+    """The map from its definition (registry/SCHEMA.md), fp64 rounded to fp32, sorted."""
     if kind == "linear":
-        v = [(c - 127) / 127 for c in range(255)] + [1.0] if signed else [c / 255 for c in
-                                                                         range(256)]
+        v = ([(c - 127) / 127 for c in range(255)] + [1.0] if signed else
+             [c / 255 for c in range(256)])
     else:
         v = []
         for i in range(7):
@@ -31,6 +50,7 @@ def ref_map(kind, signed):
                 x = 10.0 ** (i - 6) * (0.1 + 0.9 * (j + 0.5) / per)
                 v += [x, -x] if signed else [x]
         v = sorted(v + [0.0, 1.0])
+    assert len(v) == 256
     return np.array(v, dtype=np.float32).astype(np.float64)
 
 
@@ -52,12 +72,12 @@ def ref_quantize(x, table):
     return codes, absmax, np.minimum(below, above)
 
 
-def ref_step(p, codes, absmax, grad, group, step, kind, decoupled):
-    """One fp64 step of the 8-bit algorithm from the optimizer's fp32 values."""
+def ref_step(p, codes, absmax, grad, group, step, kind, decoupled, lr_scale=1.0):
+    """One fp64 step of the 8-bit Adam / AdamW from the optimizer's fp32 values."""
     # The scalars as the kernel sees them, fp32: 1 - 0.999 in fp32 is 1.3e-5 off fp64's, which
     # a v decoded as 0 (a new second moment from one small gradient) shows in the step.
     f32 = lambda x: float(np.float32(x))  # noqa: E731
-    lr, eps, wd = f32(group["lr"]), f32(group["eps"]), f32(group["weight_decay"])
+    lr, eps, wd = f32(group["lr"]) * lr_scale, f32(group["eps"]), f32(group["weight_decay"])
     b1, b2 = f32(group["betas"][0]), f32(group["betas"][1])
     p = p.astype(np.float64)
     g = grad.astype(np.float64)
@@ -80,25 +100,46 @@ def ref_step(p, codes, absmax, grad, group, step, kind, decoupled):
     return p, new
 
 
-@pytest.mark.parametrize("kind", ["dynamic", "linear"])
-@pytest.mark.parametrize("cls,decoupled,amsgrad,maximize",
-                         [(oo.Adam, False, False, False), (oo.Adam, False, True, True),
-                          (oo.AdamW, True, False, False), (oo.AdamW, True, True, False)],
-                         ids=["adam", "adam_amsgrad_maximize_l2", "adamw", "adamw_amsgrad"])
-def test_steps_match_the_fp64_8bit_reference(reg, kind, cls, decoupled, amsgrad, maximize):
+def need(op, attrs):
+    """Skips where the registry under test lacks the variant (a partial test registry)."""
+    try:
+        oo._base.default_registry().select(op, attrs)
+    except opforge.OpforgeError as e:
+        pytest.skip(f"the registry has no {op} variant {attrs}: {e}")
+
+
+def need_adam(kind, amsgrad):
+    need("apply_adamw", dict(amsgrad=amsgrad, maximize=False, convention="torch",
+                             epsilon_mode="torch", storage=STORAGE[kind]))
+
+
+CONFIGS = {  # class, decoupled, amsgrad, maximize (Adam's L2 term in every Adam case)
+    "adam": (oo.Adam, False, False, False),
+    "adam_amsgrad_maximize": (oo.Adam, False, True, True),
+    "adamw": (oo.AdamW, True, False, False),
+    "adamw_amsgrad": (oo.AdamW, True, True, False),
+}
+
+
+def run_against_reference(config, kind, fused, steps=20, lr_scale=1.0):
+    """Steps an 8-bit optimizer on SIZES-element parameters, checking each step against
+    ref_step. Returns (max parameter error / its bound, code flips, codes compared, largest
+    midpoint distance of a flip, largest absmax relative error)."""
+    cls, decoupled, amsgrad, maximize = CONFIGS[config]
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
-    wd = 0.1
-    opt = cls(params, lr=1e-2, weight_decay=wd, amsgrad=amsgrad, maximize=maximize,
-              state_bits=8, quant_map=kind)
+    opt = cls(params, lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize,
+              state_bits=8, quant_map=kind, fused=fused)
     group = opt.param_groups[0]
-    flips = total = 0
-    for step in range(1, 11):
+    keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else [])
+    worst = flips = total = 0
+    flip_margin = absmax_err = 0.0
+    for step in range(1, steps + 1):
         before = {}
         for p in params:
-            p.grad = torch.randn(p.shape) * (10.0 if step == 3 else 1.0)
+            # a large step now and then moves absmaxes up, small ones let them decay
+            p.grad = torch.randn(p.shape) * (10.0 if step % 7 == 3 else 1.0)
             st = opt.state[p]
-            keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else [])
             if st:
                 codes = {k: st[k + "_codes"].numpy().astype(np.int64) for k in keys}
                 absmax = {k: st[k + "_absmax"].numpy().astype(np.float64) for k in keys}
@@ -109,36 +150,277 @@ def test_steps_match_the_fp64_8bit_reference(reg, kind, cls, decoupled, amsgrad,
             before[p] = (p.detach().numpy().copy(), codes, absmax, p.grad.numpy().copy())
         opt.step()
         for p in params:
-            want_p, new = ref_step(*before[p], group, step, kind, decoupled)
-            # fp32 rounding: relative to the old value and to the step (which cancel where
-            # the new value is near 0)
+            want_p, new = ref_step(*before[p], group, step, kind, decoupled, lr_scale)
             p0 = before[p][0].astype(np.float64)
-            tol = 1e-7 + 2e-5 * (np.abs(p0) + np.abs(want_p - p0))
-            err = np.abs(p.detach().numpy() - want_p)
-            assert np.all(err <= tol), (step, p.numel(), float(np.max(err / tol)))
+            bound = P_ATOL + P_RTOL * np.abs(p0) + S_RTOL * np.abs(want_p - p0)
+            worst = max(worst, float(np.max(np.abs(p.detach().numpy() - want_p) / bound)))
             st = opt.state[p]
             assert float(st["step"]) == step
             for k, x in new.items():
                 table = ref_map(kind, k == "exp_avg")
                 codes, absmax, margin = ref_quantize(x, table)
                 got_a = st[k + "_absmax"].numpy().astype(np.float64)
-                np.testing.assert_allclose(got_a, absmax, rtol=2e-5, atol=1e-12)
+                assert got_a.shape == absmax.shape
+                absmax_err = max(absmax_err, float(np.max(np.abs(got_a - absmax)
+                                                          / np.maximum(absmax, 1e-30))))
                 got = st[k + "_codes"].numpy().astype(np.int64)
-                off = got != codes
-                # Off the nearest code only next to a midpoint (fp32 vs fp64 values).
-                assert np.all(np.abs(got[off] - codes[off]) == 1), k
-                assert np.all(margin[off] < 1e-5), (k, margin[off].max())
+                assert got.shape == (p.numel(),)
+                # linear_signed has 1.0 twice (codes 254 and 255): either is the nearest
+                off = table[got] != table[codes]
+                # Off the nearest code only by one, next to a midpoint (fp32 vs fp64 values).
+                assert np.all(np.abs(got[off] - codes[off]) == 1), (step, k)
+                if off.any():
+                    flip_margin = max(flip_margin, float(margin[off].max()))
                 flips += int(off.sum())
                 total += got.size
-    assert flips <= total // 100, (flips, total)
+    return worst, flips, total, flip_margin, absmax_err
 
 
-def test_lion_steps_match_the_fp64_8bit_reference(reg):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_param"])
+@pytest.mark.parametrize("kind", ["dynamic", "linear"])
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_steps_match_the_fp64_8bit_reference(reg, config, kind, fused):
+    need_adam(kind, CONFIGS[config][2])
+    worst, flips, total, flip_margin, absmax_err = run_against_reference(config, kind, fused)
+    print(f"{config} {kind} fused={fused}: parameter error {worst:.3g} of the bound, "
+          f"{flips} code flips in {total} (largest midpoint distance {flip_margin:.2g}), "
+          f"absmax relative error {absmax_err:.2g}")
+    assert worst <= 1.0, worst
+    assert flip_margin < MID_TOL, flip_margin
+    assert flips <= MAX_FLIP_RATE * total, (flips, total)
+    assert absmax_err <= 1e-6, absmax_err
+
+
+@pytest.mark.parametrize("lr_scale", [1.001, 0.999])
+def test_the_reference_check_catches_a_perturbed_lr(reg, lr_scale):
+    """The same check with the reference's lr 0.1% off: the parameters leave the bound."""
+    need_adam("dynamic", False)
+    worst = run_against_reference("adamw", "dynamic", True, steps=2, lr_scale=lr_scale)[0]
+    assert worst > 10.0, worst
+
+
+def test_fused_is_one_call_per_step_on_aligned_buffers_and_matches_per_param(reg,
+                                                                             monkeypatch):
+    """fused: one Kernel.call per group per step (the q8 kernels are dense, no call_model),
+    every parameter on a 256-element block, padding left at zero (codes of 0, absmax 0, zero
+    parameters); the same numbers, bit for bit, as one call per parameter."""
+    need_adam("dynamic", True)
+    calls = {"call": 0, "call_model": 0}
+    for name in calls:
+        orig = getattr(opforge.Kernel, name)
+
+        def wrapped(self, *a, _orig=orig, _name=name, **k):
+            calls[_name] += 1
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(opforge.Kernel, name, wrapped)
+    runs = {}
+    for fused in (True, False):
+        torch.manual_seed(4)
+        params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
+        opt = oo.AdamW(params, lr=1e-2, amsgrad=True, state_bits=8, fused=fused)
+        calls.update(call=0, call_model=0)
+        for _ in range(6):
+            opt.zero_grad()
+            for p in params:
+                p.grad.copy_(torch.randn(p.shape)) if p.grad is not None else \
+                    setattr(p, "grad", torch.randn(p.shape))
+            opt.step()
+        assert calls == {"call": 6 * (1 if fused else len(SIZES)), "call_model": 0}
+        runs[fused] = params, opt
+    (pa, oa), (pb, ob) = runs[True], runs[False]
+    for x, y in zip(pa, pb):
+        assert torch.equal(x, y)
+        for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            for part in ("_codes", "_absmax"):
+                assert torch.equal(oa.state[x][key + part], ob.state[y][key + part])
+    (fg,) = oa._flat_groups.values()
+    assert all(off % BLOCK == 0 for off in fg.layout.offsets)
+    owned = torch.zeros(fg.layout.total_elements, dtype=torch.bool)
+    for off, n in zip(fg.layout.offsets, fg.layout.elements):
+        owned[off:off + n] = True
+    pad = ~owned
+    assert pad.sum() > 0
+    assert torch.all(fg.flat["var"][pad] == 0) and torch.all(fg.flat["grad"][pad] == 0)
+    signed_zero, unsigned_zero = 127, 0  # the dynamic maps' codes of 0
+    assert ref_map("dynamic", True)[signed_zero] == 0 == ref_map("dynamic", False)[0]
+    assert torch.all(fg.flat["codes:m"][pad] == signed_zero)
+    for arg in ("v", "v_max"):
+        assert torch.all(fg.flat["codes:" + arg][pad] == unsigned_zero)
+    # the state's codes are the buffers' views, updated in place
+    p0 = pa[3]
+    assert oa.state[p0]["exp_avg_codes"].data_ptr() == \
+        fg.flat["codes:m"][fg.layout.offsets[3]:].data_ptr()
+
+
+def test_fused_falls_back_per_parameter_when_a_gradient_is_missing(reg):
+    """A parameter without a gradient: one call per parameter on the views, its state left
+    alone; then the group fuses again, its step counts apart (one call each still)."""
+    need_adam("dynamic", False)
+    torch.manual_seed(5)
+    params = [torch.nn.Parameter(torch.randn(n)) for n in (300, 7)]
+    twin = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    a = oo.Adam(params, lr=1e-2, state_bits=8)
+    b = oo.Adam(twin, lr=1e-2, state_bits=8, fused=False)
+    for step in range(4):
+        for ps in (params, twin):
+            g = torch.Generator().manual_seed(step)
+            for i, p in enumerate(ps):
+                p.grad = None if (step == 1 and i == 1) else torch.randn(p.shape, generator=g)
+        a.step()
+        b.step()
+    for x, y in zip(params, twin):
+        assert torch.equal(x, y)
+        assert float(a.state[x]["step"]) == float(b.state[y]["step"])
+    assert [float(a.state[p]["step"]) for p in params] == [4.0, 3.0]
+
+
+def train_mlp(opt_for, steps, seed=1):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
+                                torch.nn.Linear(300, 5))
+    g = torch.Generator().manual_seed(11)
+    x, y = torch.randn(64, 37, generator=g), torch.randn(64, 5, generator=g)
+    opt = opt_for(model.parameters())
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return model, opt, (x, y)
+
+
+def continue_training(model, opt, data, steps):
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data[0]), data[1]).backward()
+        opt.step()
+
+
+def clone_model(model):
+    twin = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
+                               torch.nn.Linear(300, 5))
+    twin.load_state_dict(model.state_dict())
+    return twin
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "linear"])
+def test_state_dict_is_torch_layout_and_loads_both_ways(reg, kind):
+    need_adam(kind, False)
+    model, opt, data = train_mlp(lambda p: oo.Adam(p, lr=1e-3, state_bits=8, quant_map=kind),
+                                 5)
+    sd = opt.state_dict()
+    for i, p in enumerate(model.parameters()):
+        st = sd["state"][i]
+        assert set(st) == {"step", "exp_avg", "exp_avg_sq"}
+        assert float(st["step"]) == 5
+        assert st["exp_avg"].dtype == torch.float32 and st["exp_avg"].shape == p.shape
+        # the dequantized codes, as the kernels read them
+        for key in ("exp_avg", "exp_avg_sq"):
+            codes = opt.state[p][key + "_codes"].numpy()
+            scale = np.repeat(opt.state[p][key + "_absmax"].numpy(), BLOCK)[:p.numel()]
+            np.testing.assert_array_equal(st[key].numpy().reshape(-1),
+                                          (ref_map(kind, key == "exp_avg")[codes] * scale)
+                                          .astype(np.float32))
+    # torch.optim.Adam takes it and continues from the dequantized states; so does a fresh
+    # 8-bit optimizer (quantizing them again), and the original continues.
+    twin = clone_model(model)
+    t_opt = torch.optim.Adam(twin.parameters(), lr=1e-3)
+    t_opt.load_state_dict(sd)
+    assert float(t_opt.state[next(iter(twin.parameters()))]["step"]) == 5
+    q_model = clone_model(model)
+    q_opt = oo.Adam(q_model.parameters(), lr=1e-3, state_bits=8, quant_map=kind)
+    q_opt.load_state_dict(sd)
+    # Requantizing a dequantized state gives back the same values, except in a dynamic
+    # signed block whose largest |value| was negative (that map has 1.0 but no -1.0: the
+    # absmax shrinks by 0.7% and the block's codes move; measured 0.7% of the absmax).
+    q_sd = q_opt.state_dict()
+    for i in sd["state"]:
+        for key in ("exp_avg", "exp_avg_sq"):
+            a, b = sd["state"][i][key], q_sd["state"][i][key]
+            if kind == "linear" or key == "exp_avg_sq":
+                assert torch.equal(a, b), (i, key)
+            else:
+                assert torch.allclose(a, b, rtol=0, atol=0.008 * float(a.abs().max()))
+    # One step from the same states: all three within 1% of lr (a lost state, Adam
+    # restarting from zeros, moves weights by about lr). Measured: torch 1.5e-8 (dynamic) /
+    # 1.7e-6 (linear) from the original, the reloaded 8-bit 7e-6 / 0. Later steps part as
+    # torch's fp32 states and the 8-bit ones differ (a linear-map v decoded as 0 makes a
+    # step of lr * m / eps: the paper's case against the linear map).
+    for m, o in ((model, opt), (twin, t_opt), (q_model, q_opt)):
+        continue_training(m, o, data, 1)
+    for a, b, c in zip(model.parameters(), twin.parameters(), q_model.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=0, atol=1e-5)
+        np.testing.assert_allclose(c.detach().numpy(), a.detach().numpy(), rtol=0, atol=1e-5)
+    if kind == "linear":  # requantized exactly: the same run, bit for bit
+        continue_training(model, opt, data, 4)
+        continue_training(q_model, q_opt, data, 4)
+        assert all(torch.equal(a, c) for a, c in zip(model.parameters(),
+                                                     q_model.parameters()))
+    # and back: torch's state_dict into the 8-bit optimizer
+    back = oo.Adam(clone_model(twin).parameters(), lr=1e-3, state_bits=8, quant_map=kind)
+    back.load_state_dict(t_opt.state_dict())
+    st = back.state[back.param_groups[0]["params"][0]]
+    assert float(st["step"]) == 6 and st["exp_avg_codes"].dtype == torch.uint8
+
+
+def test_quantize_matches_the_reference_definition():
+    """_quant8's maps and load_state_dict's quantization against this file's definitions."""
+    from opforge.torch.optim import _state8 as q8
+    rng = np.random.default_rng(3)
+    for kind in ("dynamic", "linear"):
+        for signed in (True, False):
+            table = ref_map(kind, signed)
+            np.testing.assert_array_equal(q8.quant_map(kind, signed).numpy(), table)
+            x = rng.standard_normal(1000) * np.exp(rng.uniform(-12, 2, 1000))
+            x[256:512] = 0  # an all-zero block
+            x = x if signed else np.abs(x)
+            codes, absmax = q8.quantize(torch.tensor(x, dtype=torch.float32), q8.quant_map(
+                kind, signed))
+            want_c, want_a, margin = ref_quantize(x.astype(np.float32).astype(np.float64),
+                                                  table)
+            np.testing.assert_array_equal(absmax.numpy(), want_a)
+            assert absmax[1] == 0 and torch.all(codes[256:512] == int(np.argmin(np.abs(table))))
+            off = codes.numpy() != want_c
+            assert np.all(margin[off] < 1e-6)
+
+
+def test_grad_scaler_unscales_then_steps(reg):
+    """GradScaler with 8-bit states: no one-pass kernel, so it unscales and steps; a
+    power-of-two scale gives the unscaled run's numbers exactly, and an inf skips the
+    step (states and step counts untouched)."""
+    need_adam("dynamic", False)
+    need("amp_update_scale", {})
+    torch.manual_seed(6)
+    a = [torch.nn.Parameter(torch.randn(n)) for n in (300, 7)]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    oa = oo.AdamW(a, lr=1e-2, state_bits=8)
+    ob = oo.AdamW(b, lr=1e-2, state_bits=8)
+    scaler = ot.GradScaler(init_scale=2.0 ** 10)
+    for step in range(4):
+        g = torch.Generator().manual_seed(step)
+        grads = [torch.randn(p.shape, generator=g) for p in a]
+        if step == 2:
+            grads[1][3] = math.inf
+        for p, q, gr in zip(a, b, grads):
+            p.grad = gr * scaler.get_scale()
+            q.grad = gr.clone()
+        scaler.step(oa)
+        scaler.update()
+        if step != 2:
+            ob.step()
+    for p, q in zip(a, b):
+        assert torch.equal(p, q)
+        assert float(oa.state[p]["step"]) == float(ob.state[q]["step"]) == 3
+        assert torch.equal(oa.state[p]["exp_avg_codes"], ob.state[q]["exp_avg_codes"])
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_param"])
+def test_lion_steps_match_the_fp64_8bit_reference(reg, fused):
     """Lion (lion_pytorch.py's update) with exp_avg in 8 bits, step by step as above."""
+    need("apply_lion", {"storage": "q8s"})
     torch.manual_seed(2)
     params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
     lr, (b1, b2), wd = 1e-3, (0.9, 0.99), 0.1
-    opt = oo.Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd, state_bits=8)
+    opt = oo.Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd, state_bits=8, fused=fused)
     table = ref_map("dynamic", True)
     f32 = lambda x: float(np.float32(x))  # noqa: E731
     for step in range(1, 8):
@@ -174,57 +456,17 @@ def test_lion_steps_match_the_fp64_8bit_reference(reg):
             assert np.all(margin[off] < 1e-5)
 
 
-def test_state_dict_is_torch_layout_and_loads_both_ways(reg):
-    torch.manual_seed(1)
-    model = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
-                                torch.nn.Linear(300, 5))
-    opt = oo.Adam(model.parameters(), lr=1e-3, state_bits=8)
-    x, y = torch.randn(64, 37), torch.randn(64, 5)
-    for _ in range(5):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    sd = opt.state_dict()
-    for i, p in enumerate(model.parameters()):
-        st = sd["state"][i]
-        assert set(st) == {"step", "exp_avg", "exp_avg_sq"}
-        assert st["exp_avg"].dtype == torch.float32 and st["exp_avg"].shape == p.shape
-        # the dequantized codes, as the kernels read them
-        codes = opt.state[p]["exp_avg_codes"].numpy()
-        scale = np.repeat(opt.state[p]["exp_avg_absmax"].numpy(), BLOCK)[:p.numel()]
-        np.testing.assert_array_equal(st["exp_avg"].numpy().reshape(-1),
-                                      (ref_map("dynamic", True)[codes] * scale)
-                                      .astype(np.float32))
-    # torch.optim.Adam takes it and continues from the dequantized states.
-    twin = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
-                               torch.nn.Linear(300, 5))
-    twin.load_state_dict(model.state_dict())
-    t_opt = torch.optim.Adam(twin.parameters(), lr=1e-3)
-    t_opt.load_state_dict(sd)
-    assert float(t_opt.state[next(iter(twin.parameters()))]["step"]) == 5
-    # A fresh 8-bit optimizer takes torch's fp32 states (quantized blockwise) and follows
-    # torch's next step within the 8-bit error.
-    q_model = torch.nn.Sequential(torch.nn.Linear(37, 300), torch.nn.Tanh(),
-                                  torch.nn.Linear(300, 5))
-    q_model.load_state_dict(model.state_dict())
-    q_opt = oo.Adam(q_model.parameters(), lr=1e-3, state_bits=8)
-    q_opt.load_state_dict(t_opt.state_dict())
-    for m_, o_ in ((twin, t_opt), (q_model, q_opt)):
-        o_.zero_grad()
-        torch.nn.functional.mse_loss(m_(x), y).backward()
-        o_.step()
-    for a, b in zip(twin.parameters(), q_model.parameters()):
-        # within 5% of lr: a lost state (Adam restarting from zeros) moves every weight by
-        # about lr
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=0, atol=5e-5)
-
-
 def test_500_steps_of_training_end_near_fp32_states(reg):
-    """An MLP regression (512 noisy samples), 500 steps, fixed seed: 8-bit states (both
-    maps) against fp32 states (torch.optim.Adam). Margin: 1% of the initial loss between the
-    final losses. Measured here (AMD EPYC, AVX-512): initial 1.43; final fp32 1.45e-4,
-    dynamic 1.84e-4, linear 3.98e-4 (the linear map is the coarser for second moments, as
-    the paper finds)."""
+    """An MLP regression (4096 noisy samples, more than its 5.3k weights can memorize, so
+    the final loss is a stable number rather than the chaotic tail of memorization), 500
+    full-batch steps, fixed seeds: 8-bit states against torch.optim.Adam's fp32 states.
+    Measured (AMD EPYC, AVX-512 and AVX2 alike): initial loss 1.63; final fp32 0.05245,
+    dynamic 0.05170 (-1.4%), linear 0.05876 (+12%). Over model seeds 1, 2, 3 as well:
+    dynamic -3%..+3% of fp32 (opforge's own fp32 Adam -2%..+0.3%), linear +3%..+59% (the
+    linear map is the coarse one for second moments, as the paper finds). Margins: dynamic
+    within 6% of fp32, linear at most 40% above it."""
+    need_adam("dynamic", False)
+    need_adam("linear", False)
     losses, initial = {}, None
     for name in ["fp32", "dynamic", "linear"]:
         torch.manual_seed(7)
@@ -232,9 +474,9 @@ def test_500_steps_of_training_end_near_fp32_states(reg):
                                     torch.nn.Linear(64, 64), torch.nn.Tanh(),
                                     torch.nn.Linear(64, 1))
         g = torch.Generator().manual_seed(3)
-        x = torch.randn(512, 16, generator=g)
+        x = torch.randn(4096, 16, generator=g)
         y = (torch.sin(x[:, :1] * 2) + x[:, 1:2] * x[:, 2:3]
-             + 0.3 * torch.randn(512, 1, generator=g))
+             + 0.3 * torch.randn(4096, 1, generator=g))
         opt = (torch.optim.Adam(model.parameters(), lr=3e-3) if name == "fp32" else
                oo.Adam(model.parameters(), lr=3e-3, state_bits=8, quant_map=name))
         for _ in range(500):
@@ -246,19 +488,42 @@ def test_500_steps_of_training_end_near_fp32_states(reg):
             opt.step()
         losses[name] = float(torch.nn.functional.mse_loss(model(x), y))
     print("initial loss", initial, "final losses", losses)
-    for name in ["dynamic", "linear"]:
-        assert abs(losses[name] - losses["fp32"]) <= 0.01 * initial, losses
-    assert losses["fp32"] < 0.01 * initial  # the task is learned at all
+    assert losses["fp32"] < 0.05 * initial  # the task is learned at all
+    assert abs(losses["dynamic"] / losses["fp32"] - 1) <= 0.06, losses
+    assert losses["linear"] <= 1.40 * losses["fp32"], losses
 
 
 def test_bad_arguments(reg):
     p = [torch.nn.Parameter(torch.zeros(3))]
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 4"):
         oo.Adam(p, state_bits=4)
-    with pytest.raises(ValueError, match="quant_map must be 'dynamic' or 'linear'"):
+    with pytest.raises(ValueError, match="state_bits must be 32 or 8, got '8'"):
+        oo.AdamW(p, state_bits="8")
+    with pytest.raises(ValueError, match="quant_map must be 'dynamic' or 'linear', got 'nf4'"):
         oo.AdamW(p, state_bits=8, quant_map="nf4")
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 16"):
         oo.Lion(p, state_bits=16)
-    with pytest.raises(ValueError, match="master_weights=True"):
+    with pytest.raises(ValueError, match="state_bits=8 with master_weights=True"):
         oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.bfloat16))], state_bits=8,
                 master_weights=True)
+    with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float64"):
+        oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))], state_bits=8)
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        oo.AdamW(p, lr=-1, state_bits=8)
+    # A gradient refused before any state exists or a parameter moves.
+    need_adam("dynamic", False)
+    q, r = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+    opt = oo.Adam([q, r], state_bits=8)
+    q.grad, r.grad = torch.ones(3), torch.ones(2).to_sparse()
+    with pytest.raises(RuntimeError, match="parameter 1 of group 0 has a sparse gradient"):
+        opt.step()
+    assert torch.equal(q.detach(), torch.ones(3)) and not opt.state
+    # A checkpoint whose state does not fit its parameter.
+    opt = oo.Adam([q], state_bits=8)
+    sd = opt.state_dict()
+    sd["state"] = {0: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(700),
+                       "exp_avg_sq": torch.zeros(700)}}
+    with pytest.raises(ValueError, match="load_state_dict: state 'exp_avg' of parameter 0 "
+                                         "has 700 elements, the parameter 3"):
+        opt.load_state_dict(sd)
+    assert not opt.state

@@ -60,12 +60,13 @@ class FlatGroup:
     'var' holds the parameters (fp32), or with master weights the fp32 masters while the
     parameters live in 'model' (bf16/f16) and the gradients in 'grad' of the same dtype."""
 
-    def __init__(self, params, dtype=torch.float32):
+    def __init__(self, params, dtype=torch.float32, alignment=0):
         self.params = list(params)
         self.dtype = dtype
         self.master = dtype != torch.float32
+        # alignment: each tensor's first element, in elements (0: the runtime's default)
         self.layout = opforge.ModelLayout([(str(i), tuple(p.shape))
-                                           for i, p in enumerate(self.params)])
+                                           for i, p in enumerate(self.params)], alignment)
         self.flat = {}
         self._views = {}  # (buffer, i) -> view, made once (a slice costs ~µs every step)
         # state['step'] of every parameter as a 0-dim view of this (torch's float32 step

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ._base import fold_grad, folds
+from ._base import FlatGroup, fold_grad, folds
 
 BLOCK = 256
 
@@ -83,12 +83,23 @@ SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False}
 
 class EightBitStates:
     """Mixin for an ElementwiseOptimizer whose kernel has q8s / q8ls variants: with
-    state_bits=8 its states live as codes + absmaxes in state[p] ("<key>_codes",
-    "<key>_absmax"), one kernel call per parameter; state_dict() dequantizes them into
-    torch's fp32 layout, load_state_dict() quantizes fp32 states. The class supplies
-    q8_slots(group) -> [(kernel argument, torch key)], q8_fold(group) (fold_grad's arguments:
-    what the 8-bit kernel's attrs leave to a gradient copy), q8_kernel(group, storage) and
-    q8_call(kernel, var, grad, codes, absmax, group, step) (flat tensors)."""
+    state_bits=8 its states live as codes + absmaxes in state[p] ("<key>_codes", uint8, one
+    per element; "<key>_absmax", fp32, one per BLOCK elements); state_dict() dequantizes them
+    into torch's fp32 layout, load_state_dict() quantizes fp32 states.
+
+    fused=True: one kernel call per group per step over flat buffers in which every
+    parameter starts at a multiple of BLOCK elements (a ModelLayout aligned to BLOCK), so
+    each block holds one parameter's elements and the zero padding stays zero (zero
+    gradients keep zero states zero, and a block's absmax is its parameter's); the codes and
+    absmaxes in state[p] are views of those buffers. The q8 kernels are plain dense kernels
+    (no multi-tensor descriptor): the call is `Kernel.call` on the whole buffers. As for fp32
+    states, a step where some parameter has no gradient or the step counts differ is one
+    call per parameter (on the views). fused=False: one call per parameter on its own tensors.
+
+    The class supplies q8_slots(group) -> [(kernel argument, torch key)], q8_fold(group)
+    (fold_grad's arguments: what the 8-bit kernel's attrs leave to a gradient copy),
+    q8_kernel(group, storage) and q8_call(kernel, var, grad, codes, absmax, group, step)
+    (flat tensors)."""
 
     def _init_state_bits(self, state_bits, quant_map, master_weights):
         if state_bits not in (32, 8):
@@ -104,12 +115,96 @@ class EightBitStates:
     def _table(self, key):
         return quant_map(self._quant_map, SIGNED[key])
 
+    def _q8_keys(self, group):
+        return ("q8",) + tuple(self.q8_slots(group))
+
+    def flat_group(self, params):
+        if self._state_bits == 32:
+            return super().flat_group(params)
+        key = ("q8",) + tuple(id(p) for p in params)
+        fg = self._flat_groups.get(key)
+        if fg is None:
+            fg = self._flat_groups[key] = FlatGroup(params, params[0].dtype, alignment=BLOCK)
+        return fg
+
     def group_ready(self, group):
-        return self._state_bits == 32 and super().group_ready(group)
+        if self._state_bits == 32:
+            return super().group_ready(group)
+        return self._fused and self.group_flat(group).is_bound(
+            self.state, self._q8_keys(group), self.check_bindings)
+
+    def amp_fused_step(self, inv_scale):
+        # No unscaling 8-bit kernel for float32 parameters: GradScaler unscales, then steps.
+        return None if self._state_bits == 8 else super().amp_fused_step(inv_scale)
 
     def group_step(self, group, ready=False):
         if self._state_bits == 32:
             return super().group_step(group, ready)
+        if self._fused:
+            self._q8_fused_step(group, ready)
+        else:
+            self._q8_per_param_step(group)
+
+    def _q8_fused_step(self, group, ready):
+        fg = self.group_flat(group)
+        slots = self.q8_slots(group)
+        if not ready and not self._q8_bind(group, fg, slots):
+            return self._q8_per_param_step(group)
+        step = self._advance(fg, group["params"])
+        grad = fg.flat["grad"]
+        fold = self.q8_fold(group)
+        if folds(fold):
+            grad = fold_grad(fg.buffer("grad_folded"), grad, fg.flat["var"], **fold)
+        self.q8_call(self.q8_kernel(group, STORAGE[self._quant_map]), fg.flat["var"], grad,
+                     {arg: fg.flat["codes:" + arg] for arg, _ in slots},
+                     {arg: fg.flat["absmax:" + arg] for arg, _ in slots}, group, step)
+
+    def _q8_buffers(self, fg, arg, key):
+        """The group's flat codes and absmax buffers of kernel argument arg (made as zeros:
+        the code of 0, absmax 0), and the code of 0."""
+        zero = int(torch.nonzero(self._table(key) == 0)[0])
+        if "codes:" + arg not in fg.flat:
+            n = fg.layout.total_elements
+            fg.flat["codes:" + arg] = torch.full((n,), zero, dtype=torch.uint8)
+            fg.flat["absmax:" + arg] = torch.zeros(blocks(n))
+        return fg.flat["codes:" + arg], fg.flat["absmax:" + arg], zero
+
+    def _q8_bind(self, group, fg, slots):
+        """Binds every parameter with a gradient (data, gradient, codes, absmaxes, step) to
+        the flat buffers; whether one call can update the whole group (every parameter has a
+        gradient, all at the same step)."""
+        steps, complete = set(), True
+        for i, p in enumerate(group["params"]):
+            fg.bind_param(i)
+            if p.grad is None:
+                complete = False
+                continue
+            fg.bind_grad(i)
+            state = self.state[p]
+            off, n = fg.layout.offsets[i], fg.layout.elements[i]
+            for arg, key in slots:
+                codes, absmax, zero = self._q8_buffers(fg, arg, key)
+                for name, buf, lo, size, init in (
+                        (key + "_codes", codes, off, n, zero),
+                        (key + "_absmax", absmax, off // BLOCK, blocks(n), 0.0)):
+                    v, t = buf[lo:lo + size], state.get(name)
+                    if t is None:  # new: zeros
+                        v.fill_(init)
+                    elif t.data_ptr() != v.data_ptr():
+                        if t.numel() != size:
+                            raise ValueError(f"{type(self).__name__}: state '{name}' of "
+                                             f"parameter {i} has {t.numel()} elements; its "
+                                             f"{n} elements take {size}")
+                        v.copy_(t.reshape(-1))
+                    state[name] = v
+            if self.step_type is torch.Tensor:
+                steps.add(fg.bind_step(state, i))
+        if not complete or len(steps) > 1:
+            return False
+        fg.mark_bound(self.state, self._q8_keys(group))
+        return True
+
+    def _q8_per_param_step(self, group):
         fold = self.q8_fold(group)
         kernel = self.q8_kernel(group, STORAGE[self._quant_map])
         for pi, p in enumerate(group["params"]):
@@ -152,6 +247,16 @@ class EightBitStates:
     def load_state_dict(self, state_dict):
         """A torch-layout state dict (torch's optimizer's, or an 8-bit opforge one's); with
         state_bits=8 its fp32 states are quantized blockwise."""
+        if self._state_bits == 8:
+            # checked before anything is loaded: a state must cover its parameter
+            saved = [i for g in state_dict["param_groups"] for i in g["params"]]
+            params = [p for g in self.param_groups for p in g["params"]]
+            for pi, (i, p) in enumerate(zip(saved, params)):
+                for key, value in state_dict["state"].get(i, {}).items():
+                    if key in SIGNED and torch.is_tensor(value) and value.numel() != p.numel():
+                        raise ValueError(f"{type(self).__name__}.load_state_dict: state "
+                                         f"'{key}' of parameter {pi} has {value.numel()} "
+                                         f"elements, the parameter {p.numel()}")
         super().load_state_dict(state_dict)
         if self._state_bits == 32:
             return

@@ -38,9 +38,12 @@ class Adam(EightBitStates, ElementwiseOptimizer):
     state_bits=8: exp_avg, exp_avg_sq (and max_exp_avg_sq) held in 8 bits, blockwise
     (Dettmers et al. 2022, as bitsandbytes' Adam8bit): uint8 codes plus one fp32 absmax per
     256 elements, updated in place by the q8s kernels (quant_map="dynamic", the paper's
-    map) or q8ls ("linear"); one call per parameter. state_dict() holds them dequantized in
-    torch's fp32 layout (torch.optim.Adam loads it), load_state_dict() quantizes fp32
-    states."""
+    map) or q8ls ("linear"). fused=True: one kernel call per group over flat buffers in
+    which every parameter starts on a 256-element block; fused=False: one call per
+    parameter. state_dict() holds them dequantized in torch's fp32 layout (torch.optim.Adam
+    loads it), load_state_dict() quantizes fp32 states (nearest code). Not built with
+    8-bit states: master_weights (refused); GradScaler's one-pass step (it unscales, then
+    steps)."""
 
     _decoupled = False  # AdamW: weight decay applied to the parameter by the kernel
 

@@ -24,7 +24,8 @@ class Lion(EightBitStates, ElementwiseOptimizer):
     state key 'exp_avg', no step count. apply_lion supports multi-tensor calls: fused=True
     (default) is one kernel call per group per step, fused=False one per parameter.
     state_bits=8: exp_avg in 8 bits, blockwise (q8s kernel, the dynamic map; see
-    opforge.torch.optim.Adam), one call per parameter."""
+    opforge.torch.optim.Adam); fused as with fp32 states (one call per group, the
+    parameters on 256-element blocks)."""
 
     step_type = None
 
