@@ -134,6 +134,9 @@ Halide::Type halide_type(registry::DType t) {
       return Halide::UInt(8);  // a byte per element (torch.bool); kernels test != 0
     case registry::DType::u8:
       return Halide::UInt(8);  // codes of 8-bit optimizer states (dsl/quant8.h)
+    case registry::DType::f8e4m3:
+    case registry::DType::f8e5m2:
+      return Halide::UInt(8);  // FP8 bits, decoded on the integer bits (dsl/fp8.h)
   }
   return Halide::Float(32);
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "dsl/fp8.h"
 #include "dsl/kernel_pipeline.h"
 #include "opforge/scalar_domain.h"
 
@@ -370,6 +371,9 @@ Storage Storage::from_tag(const std::string& tag) {
       if (s.tag() == tag) return s;
     }
   }
+  for (auto d : {DType::f8e4m3, DType::f8e5m2}) {
+    if (Storage{d, std::nullopt}.tag() == tag) return Storage{d, std::nullopt};
+  }
   if (tag == "f32") return {};
   // 8-bit states: "<gradient part>q8s" or "...q8ls", then an optional block size.
   for (const char* q : {"q8s", "q8ls"}) {
@@ -385,7 +389,8 @@ Storage Storage::from_tag(const std::string& tag) {
   }
   throw std::invalid_argument("unknown storage '" + tag +
                               "' (f32, bf16m, f16m, bf16g, f16g, bf16s, bf16ms, bf16gs; 8-bit "
-                              "states: q8s, q8ls, bf16gq8s, bf16mq8s, q8s<block>)");
+                              "states: q8s, q8ls, bf16gq8s, bf16mq8s, q8s<block>; FP8 "
+                              "gradients: e4m3g, e5m2g, e4m3gq8s)");
 }
 
 OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& name) const {
@@ -396,7 +401,11 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     if (t != registry::DType::f16 && t != registry::DType::bf16 && t != registry::DType::f32)
       fail("storage dtypes are f32, f16 and bf16");
   };
-  narrow(s.grad);
+  const bool fp8 = fp8_format(s.grad).has_value();
+  if (!fp8) narrow(s.grad);
+  if (fp8 && (s.model || s.state))
+    fail("FP8 gradients: fp32 parameters and states (or 8-bit states), no model copy");
+  if (fp8 && multi_tensor_) fail("FP8 gradients: one per-tensor scale, so single-tensor ops");
   if (s.model) narrow(*s.model);
   if (s.state) narrow(*s.state);
   if (sparse_) fail("narrow storage is for dense ops only");
@@ -404,6 +413,7 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     if (a.role == Input::Role::gradient) a.dtype = s.grad;
   }
   if (s.state) narrow_states(d.args_, d.update_, *s.state);  // before the model copy is added
+  if (fp8) d.scale_fp8_gradients();
   if (s.quant && s.state) fail("8-bit states exclude narrow states");
   if (s.quant && !has_quantizable_states()) fail("8-bit storage: no state is quantizable()");
   if (s.quant && (multi_tensor_ || s.block < 16 || s.block % 16))
@@ -442,6 +452,34 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
     return u;  // a missing master update is reported by the pipeline builder
   };
   return s.quant ? d.quantize_states(*s.quant, s.block) : d;
+}
+
+void OptimizerDecl::scale_fp8_gradients() {
+  std::vector<std::string> grads;
+  size_t at = 0;  // after the last scalar, or the last tensor when there is none
+  for (size_t k = 0; k < args_.size(); ++k) {
+    if (args_[k].role == Input::Role::gradient) grads.push_back(args_[k].name);
+    if (args_[k].role != Input::Role::result) at = k + 1;
+  }
+  for (const auto& a : args_) {
+    if (a.name == kFp8ScaleInvArg)
+      fail(std::string("already has an argument '") + kFp8ScaleInvArg + "'");
+  }
+  ArgDecl scale{kFp8ScaleInvArg,
+                Input::Role::scalar,
+                "the FP8 gradients' per-tensor scale inverse: a gradient is its FP8 value times "
+                "this (1 when the gradient was not scaled)",
+                registry::DType::f32,
+                {}};
+  scale.domain = "(0, inf)";
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(at), scale);
+  // Outermost: every wrapper inside (grad_scaling's unscale and non-finite check) sees the
+  // scaled gradients.
+  update_ = [inner = std::move(update_), grads](const UpdateContext& c) {
+    std::map<std::string, Expr> scaled;
+    for (const auto& g : grads) scaled[g] = c[g] * c[kFp8ScaleInvArg];
+    return inner(c.with_values(scaled));
+  };
 }
 
 OptimizerDecl& OptimizerDecl::quantize_states(QuantMap map, int block) {

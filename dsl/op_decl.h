@@ -56,6 +56,11 @@ struct ArgDecl {
 
 // How a variant stores its tensors (arithmetic is always fp32). The default is all fp32.
 // With `grad` f16/bf16 the gradients are stored narrow and read with an exact cast to fp32.
+// With `grad` f8e4m3/f8e5m2 (FP8 gradients, dsl/fp8.h; dense single-tensor ops) each gradient
+// is one byte of OCP FP8 bits, decoded exactly, and a scalar "grad_scale_inv" (the per-tensor
+// scale's inverse) is added: the update sees bits-value * grad_scale_inv, before anything else
+// (grad_scaling()'s inv_scale and non-finite check included; NaN codes and E5M2's infinities
+// are not finite there).
 // With `model` set (master-weights mode), the first state (the parameter, `var`) stays the fp32
 // master, every state stays fp32, and a write-only state argument "model" of that dtype is
 // inserted right after the last state argument, receiving the new master rounded to nearest
@@ -86,7 +91,7 @@ struct Storage {
   // var and gradients), "bf16ms" (bf16m with bf16 states). A C identifier fragment used in
   // variant ids (registry::storage_tag). 8-bit states: "q8s" (dynamic map), "q8ls" (linear),
   // after the gradient part ("bf16gq8s", "bf16mq8s"), with the block size appended when it is
-  // not 256 ("q8s64").
+  // not 256 ("q8s64"). FP8 gradients: "e4m3g", "e5m2g" (and "e4m3gq8s").
   std::string tag() const;
   static Storage from_tag(const std::string& tag);  // throws std::invalid_argument
 };
@@ -94,6 +99,8 @@ struct Storage {
 inline std::string absmax_arg(const std::string& state) {
   return state + "_absmax";
 }
+// The per-tensor scale argument of FP8 gradient storage.
+inline constexpr const char* kFp8ScaleInvArg = "grad_scale_inv";
 // The name of the model-copy argument in master-weights mode.
 inline constexpr const char* kModelArg = "model";
 // The chunk -> model tensor table of the multi-tensor form.
@@ -247,6 +254,8 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   OptimizerDecl& add_arg(ArgDecl a);
   // with_storage's 8-bit part: quantizable states become uint8 codes, absmax args added.
   OptimizerDecl& quantize_states(QuantMap map, int block);
+  // with_storage's FP8 part: adds grad_scale_inv and multiplies every gradient by it.
+  void scale_fp8_gradients();
   std::vector<ArgDecl> args_;
   std::map<std::string, bool> quantizable_;  // state -> signed map
   UpdateFn update_;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "dsl/elementwise_schedule.h"
+#include "dsl/fp8.h"
 #include "dsl/quant8.h"
 
 namespace opforge::dsl {
@@ -128,6 +129,15 @@ void define_values(Func out, const std::vector<Halide::Expr>& args, const std::v
   }
 }
 
+// The fp32 (golden: fp64) value of a stored element: narrow floats widened by an exact cast,
+// FP8 gradients decoded from their bits (dsl/fp8.h), anything else as it is.
+Expr widened(const ArgDecl* a, const Expr& v, const Halide::Type& compute) {
+  if (a && v.type() == Halide::UInt(8)) {  // the golden reads decoded fp64 values instead
+    if (auto f = fp8_format(a->dtype)) return decode_fp8(*f, v, compute);
+  }
+  return v.type().is_float() && v.type().bits() == 16 ? from_storage(v, compute) : v;
+}
+
 // Built from a Function so the name is exactly `name`: Func(name) would pass through
 // unique_name() and become "name$1" in the second pipeline of a process.
 Func exact_func(const std::string& name) {
@@ -161,7 +171,7 @@ std::string bind_tensors(const ResolvedOp& op, const Bindings& in, const std::ve
       values[name] = decode8(*a->quant, v, in.compute) * in.tensors.at(absmax_arg(name))(block);
       continue;
     }
-    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
+    values[name] = widened(a, v, in.compute);
   }
   if (first.empty()) fail(decl.name(), "has no elementwise tensor");
   return first;
@@ -233,8 +243,8 @@ void define_results(const OptimizerDecl& decl, const std::vector<std::string>& r
 
 // The 8-bit storage's binding: element `e` of block `b` (index b*block + e) of every tensor,
 // each 8-bit state decoded once into "dequantized_<state>"(e, b) (its map value, decode8,
-// times the block's absmax, which is loop-invariant along e). Two dims, so that the block index is a
-// loop variable rather than a division Halide would turn into a gather per vector.
+// times the block's absmax, which is loop-invariant along e). Two dims, so that the block index is
+// a loop variable rather than a division Halide would turn into a gather per vector.
 void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const Var& b,
                   std::map<std::string, Expr>& values, std::vector<Func>& dequantized) {
   const int B = op.as_optimizer().storage().block;
@@ -264,7 +274,7 @@ void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const 
       values[name] = deq(e, b);
       continue;
     }
-    values[name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v, in.compute) : v;
+    values[name] = widened(&a, v, in.compute);
   }
 }
 
@@ -562,7 +572,7 @@ std::vector<std::string> reduction_reads(const ResolvedOp& op) {
   for (const auto& a : op.args) {
     Expr v = Halide::Internal::Variable::make(halide_type(a.dtype), a.name);
     if (a.quant) v = Halide::cast(Halide::Float(32), v);  // 8-bit codes stand for fp32 values
-    values[a.name] = v.type().is_float() && v.type().bits() == 16 ? from_storage(v) : v;
+    values[a.name] = widened(&a, v, Halide::Float(32));
   }
   CallNames calls;
   Reducer collect = [&](const Expr& e, bool, bool) {

@@ -30,6 +30,12 @@ const dsl::Storage kQ8Linear{registry::DType::f32, std::nullopt, std::nullopt,
                              dsl::QuantMap::linear};
 const dsl::Storage kBf16mQ8{registry::DType::bf16, registry::DType::bf16, std::nullopt,
                             dsl::QuantMap::dynamic};
+// FP8 gradients (OCP E4M3 / E5M2 bits, a per-tensor scale; dsl/fp8.h): fp32 var and states,
+// or with 8-bit states.
+const dsl::Storage kE4m3g{registry::DType::f8e4m3, std::nullopt};
+const dsl::Storage kE5m2g{registry::DType::f8e5m2, std::nullopt};
+const dsl::Storage kE4m3gQ8{registry::DType::f8e4m3, std::nullopt, std::nullopt,
+                            dsl::QuantMap::dynamic};
 const dsl::AttrValues kUnscaleSkip = {{"unscale", "true"}, {"skip_if_nonfinite", "true"}};
 
 // The optimizer rows given their storage, followed by the bandwidth kernels they are
@@ -238,6 +244,21 @@ std::vector<VariantSpec> optimizer_rows() {
       {&apply_lion(), {}, all, {}, {}, kQ8},
       {&apply_momentum(), {}, all, {}, {}, kQ8},
       {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kQ8},
+      // FP8 gradients: the Adam family and gradient accumulation, both formats; with loss
+      // scaling's skip (NaN codes, E5M2's infinities) and with 8-bit states.
+      {&apply_adam(), {}, all, {}, {}, kE4m3g},
+      {&apply_adam(), {}, all, {}, {}, kE5m2g},
+      {&apply_adamw(), {}, all, {}, {}, kE4m3g},
+      {&apply_adamw(), {}, all, {}, {}, kE5m2g},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kE4m3g},
+      {&apply_adamw(), kUnscaleSkip, all, {}, {}, kE4m3g},
+      {&apply_adamw(), kUnscaleSkip, all, {}, {}, kE5m2g},
+      {&apply_adamw(), {}, all, {}, {}, kE4m3gQ8},
+      {&apply_lamb(), {}, all, {}, {}, kE4m3g},
+      {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kE4m3g},
+      {&accumulate_grad(), {{"scaled", "false"}}, all, {}, {}, kE5m2g},
+      {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kE4m3g},
+      {&accumulate_grad(), {{"scaled", "true"}}, all, {}, {}, kE5m2g},
       // Loss scaling fused into the step (OptimizerDecl::grad_scaling): gradients times
       // inv_scale, found_inf, and the skipped step.
       {&apply_adam(), kUnscaleSkip, all, {}, {}, kBf16m},

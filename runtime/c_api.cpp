@@ -1,8 +1,10 @@
 // The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
+#include "opforge/fp8.h"
 #include "opforge/model_presets.hpp"
 #include "opforge/opforge.h"
 #include "opforge/runtime.hpp"
@@ -61,6 +63,10 @@ opforge::registry::DType to_dtype(int d) {
       return DType::b8;
     case OPFORGE_U8:
       return DType::u8;
+    case OPFORGE_F8E4M3:
+      return DType::f8e4m3;
+    case OPFORGE_F8E5M2:
+      return DType::f8e5m2;
   }
   throw opforge::Error("unknown dtype code " + std::to_string(d));
 }
@@ -375,6 +381,37 @@ void opforge_set_scalar_checks(int enabled) {
 int opforge_set_num_threads(opforge_registry* reg, int n) {
   if (!reg) return last_error = "opforge_set_num_threads: registry is NULL", 1;
   return guarded([&] { reg->reg->set_num_threads(n); });
+}
+
+namespace {
+// The FP8 DType of a C ABI dtype code; fails naming `fn` for anything else.
+opforge::registry::DType fp8_dtype(const char* fn, int dtype) {
+  if (dtype != OPFORGE_F8E4M3 && dtype != OPFORGE_F8E5M2) {
+    throw opforge::Error(std::string(fn) + ": dtype code " + std::to_string(dtype) +
+                         " is not an FP8 dtype (OPFORGE_F8E4M3 = 8, OPFORGE_F8E5M2 = 9)");
+  }
+  return to_dtype(dtype);
+}
+}  // namespace
+
+int opforge_fp8_encode(const float* x, size_t n, float scale, int dtype, uint8_t* bits) {
+  if (n && (!x || !bits)) return last_error = "opforge_fp8_encode: NULL array", 1;
+  return guarded([&] {
+    const auto t = fp8_dtype("opforge_fp8_encode", dtype);
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      throw opforge::Error("opforge_fp8_encode: scale must be positive and finite, got " +
+                           std::to_string(scale));
+    }
+    for (size_t i = 0; i < n; ++i) bits[i] = opforge::registry::fp8_from_float(x[i] * scale, t);
+  });
+}
+
+int opforge_fp8_decode(const uint8_t* bits, size_t n, int dtype, float* x) {
+  if (n && (!x || !bits)) return last_error = "opforge_fp8_decode: NULL array", 1;
+  return guarded([&] {
+    const auto t = fp8_dtype("opforge_fp8_decode", dtype);
+    for (size_t i = 0; i < n; ++i) x[i] = opforge::registry::fp8_to_float(bits[i], t);
+  });
 }
 
 }  // extern "C"

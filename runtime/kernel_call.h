@@ -43,6 +43,8 @@ inline halide_type_t halide_type_of(registry::DType t) {
       return {halide_type_int, 64, 1};
     case DType::b8:
     case DType::u8:
+    case DType::f8e4m3:  // FP8 bits, decoded by the kernel
+    case DType::f8e5m2:
       return {halide_type_uint, 8, 1};
   }
   return {halide_type_float, 32, 1};

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""8-bit blockwise optimizer states against fp32 states: elements/s in one run.
+"""8-bit blockwise optimizer states and FP8 gradients against fp32: elements/s in one run.
 
     /usr/bin/python3 scripts/bench_quant8.py [--n 1e7] [--reps 25] [--threads 2]
-        [--isa avx512,avx2] [--ops apply_adamw,apply_adam,apply_lion,apply_momentum]
+        [--isa avx512,avx2]
+        [--ops apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad]
         [--write-docs]
 
 The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
@@ -11,6 +12,8 @@ For each op, one process holds on its own buffers of N elements:
   f32        the fp32-state kernel (storage f32)
   q8s        8-bit states, dynamic map (storage q8s), blocks of 256
   q8ls       8-bit states, linear map (storage q8ls), where the op has it
+  e4m3g      FP8 gradients (OCP E4M3 bits, a per-tensor scale), fp32 states; e5m2g: E5M2
+  e4m3gq8s   FP8 gradients and 8-bit states
   bw f32     the bandwidth kernel with the fp32 kernel's traffic (its descriptor's bandwidth_op)
   bw q8      the bandwidth kernel with the 8-bit kernel's traffic (byte states)
 
@@ -35,12 +38,17 @@ import bench_docs  # noqa: E402
 import opforge  # noqa: E402
 
 SCALARS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "beta1_power": 0.9,
-           "beta2_power": 0.999, "weight_decay": 0.01, "step": 10.0, "momentum": 0.9}
+           "beta2_power": 0.999, "weight_decay": 0.01, "step": 10.0, "momentum": 0.9,
+           "grad_scale_inv": 2.0 ** -9, "scale": 0.5}
+STORAGES = ("f32", "q8s", "q8ls", "e4m3g", "e5m2g", "e4m3gq8s")
+# The largest finite code's magnitude bits of each FP8 format (E4M3 0x7e = 448, E5M2 0x7b).
+FP8_MAX_CODE = {"float8_e4m3fn": 0x7e, "float8_e5m2": 0x7b}
 
 
 def buffers(desc, n, rng):
     """Arguments for one kernel: codes over all 256 values, absmaxes in [0.1, 1), states in
-    [0.1, 1) (second moments stay positive), gradients in [-1, 1)."""
+    [0.1, 1) (second moments stay positive), gradients in [-1, 1), FP8 gradients any finite
+    code."""
     block = desc["shape"].get("block", 0)
     args = {}
     for inp in desc["inputs"]:
@@ -51,6 +59,9 @@ def buffers(desc, n, rng):
             continue
         if role == "block_scale":
             args[name] = rng.uniform(0.1, 1, (n + block - 1) // block).astype(np.float32)
+        elif dtype in FP8_MAX_CODE:
+            mag = rng.integers(0, FP8_MAX_CODE[dtype] + 1, n, dtype=np.uint8)
+            args[name] = mag | (rng.integers(0, 2, n, dtype=np.uint8) << 7)
         elif dtype == "uint8":
             args[name] = rng.integers(0, 256, n, dtype=np.uint8)
         elif dtype == "bfloat16":
@@ -68,7 +79,8 @@ def main():
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", default=None, help="ISAs, comma-separated (default: the best)")
-    ap.add_argument("--ops", default="apply_adamw,apply_adam,apply_lion,apply_momentum")
+    ap.add_argument("--ops",
+                    default="apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
     n = int(a.n)
@@ -81,7 +93,7 @@ def main():
     for op, isa in [(op, isa) for op in a.ops.split(",")
                     for isa in (a.isa.split(",") if a.isa else [None])]:
         contenders = []
-        for storage in ("f32", "q8s", "q8ls"):
+        for storage in STORAGES:
             try:
                 k = reg.select(op, {"storage": storage}, isa)
             except opforge.OpforgeError:

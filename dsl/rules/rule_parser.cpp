@@ -476,6 +476,10 @@ void Parser::check_forms(const Rule& rule) const {
   if (std::any_of(rule.storages.begin(), rule.storages.end(), storage_adds_model)) {
     taken.push_back({"model", {"storage", rule.storage_loc}});
   }
+  const bool fp8 = std::any_of(
+      rule.storages.begin(), rule.storages.end(),
+      [](const std::string& t) { return t.find("e4m3") != t.npos || t.find("e5m2") != t.npos; });
+  if (fp8) taken.push_back({"grad_scale_inv", {"storage", rule.storage_loc}});
   const bool eight_bit = std::any_of(rule.storages.begin(), rule.storages.end(),
                                      [](const std::string& t) { return t.find("q8") != t.npos; });
   if (eight_bit && rule.quantizable.empty()) {
@@ -1002,9 +1006,9 @@ const std::vector<std::string>& isa_names() {
 }
 
 const std::vector<std::string>& storage_tags() {
-  static const std::vector<std::string> k = {"f32",   "bf16m", "f16m",   "bf16g",   "f16g",
-                                             "bf16s", "f16s",  "bf16ms", "f16ms",   "bf16gs",
-                                             "f16gs", "q8s",   "q8ls",   "bf16mq8s"};
+  static const std::vector<std::string> k = {
+      "f32",    "bf16m", "f16m", "bf16g", "f16g",     "bf16s", "f16s",  "bf16ms",  "f16ms",
+      "bf16gs", "f16gs", "q8s",  "q8ls",  "bf16mq8s", "e4m3g", "e5m2g", "e4m3gq8s"};
   return k;
 }
 

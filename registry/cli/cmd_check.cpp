@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "opforge/fp8.h"
 #include "opforge/runtime.hpp"
 #include "opforge/suggest.hpp"
 #include "registry/builder/golden.h"
@@ -86,6 +87,7 @@ struct CheckData {
   builder::GoldenData golden;
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<uint16_t>> half;
+  std::map<std::string, std::vector<uint8_t>> fp8;  // FP8 gradients' bits
   std::vector<int32_t> idx32;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::vector<Tensor> tensors;
@@ -93,7 +95,8 @@ struct CheckData {
 };
 
 // Seeded data for every argument of `d`: states in [0.1, 1) (accumulators stay positive),
-// other tensors in [-1, 1), narrow tensors the same draws rounded to nearest even; scalars
+// other tensors in [-1, 1), narrow tensors (FP8 gradients too) the same draws rounded to
+// nearest even; scalars
 // from --scalar, else the rule's default, else 0.1 (1 for integer scalars), fp32 ones rounded
 // to fp32 for the golden too.
 void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::OptimizerDecl& decl,
@@ -156,6 +159,12 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
       for (uint16_t x : h) g.tensors[in.name].push_back(widen(in.dtype, x));
       continue;
     }
+    if (in.dtype == registry::DType::f8e4m3 || in.dtype == registry::DType::f8e5m2) {
+      auto& b = c.fp8[in.name];  // the draws rounded to the nearest FP8 value
+      for (int64_t k = 0; k < n; ++k) b.push_back(registry::fp8_from_float(other(rng), in.dtype));
+      for (uint8_t x : b) g.tensors[in.name].push_back(registry::fp8_to_float(x, in.dtype));
+      continue;
+    }
     auto& v = c.f32[in.name];
     for (int64_t k = 0; k < n; ++k) v.push_back(is_state ? state(rng) : other(rng));
     g.tensors[in.name].assign(v.begin(), v.end());
@@ -163,6 +172,8 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
   for (auto& [name, v] : c.f32)
     c.tensors.push_back({name, v.data(), registry::DType::f32, c.shapes[name]});
   for (auto& [name, v] : c.half)
+    c.tensors.push_back({name, v.data(), dtypes.at(name), c.shapes[name]});
+  for (auto& [name, v] : c.fp8)
     c.tensors.push_back({name, v.data(), dtypes.at(name), c.shapes[name]});
   c.scalars.insert(g.scalars.begin(), g.scalars.end());
 }

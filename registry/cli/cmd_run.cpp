@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "opforge/npy.hpp"
@@ -19,9 +20,17 @@ namespace {
 constexpr const char* kRawBits = "<u2";
 constexpr const char* kMlDtypes = "<V2";
 
+// `raw`: the dtype --dtype NAME=... gave the file's bits (bf16 in '<u2', FP8 in '|u1'), if any.
 registry::DType dtype_of(const npy::Array& arr, const std::string& name, const std::string& file,
-                         bool raw_bf16) {
-  if (raw_bf16) {
+                         std::optional<registry::DType> raw) {
+  if (raw && *raw != registry::DType::bf16) {  // FP8 bits: numpy has no FP8 dtype
+    if (arr.descr != "|u1") {
+      throw UsageError("--dtype " + name + "=" + registry::dtype_name(*raw) + ": " + file +
+                       " holds '" + arr.descr + "', not FP8 bits as uint8 ('|u1')");
+    }
+    return *raw;
+  }
+  if (raw) {
     if (arr.descr != kRawBits) {
       throw UsageError("--dtype " + name + "=bf16: " + file + " holds '" + arr.descr +
                        "', not raw bf16 bits ('<u2')");
@@ -69,16 +78,26 @@ std::string descr_of(registry::DType t, const std::string& output, const std::st
   }
 }
 
-// --dtype NAME=bf16 for each NAME given with --in.
-std::set<std::string> raw_bf16_names(const Args& a, const std::map<std::string, std::string>& in) {
-  std::set<std::string> out;
+// --dtype NAME=bf16|e4m3|e5m2 for each NAME given with --in.
+std::map<std::string, registry::DType> raw_dtypes(const Args& a,
+                                                  const std::map<std::string, std::string>& in) {
+  std::map<std::string, registry::DType> out;
   for (const auto& s : a.all("dtype")) {
     auto [name, dtype] = split_assignment(s, "dtype");
-    if (dtype != "bf16" && dtype != "bfloat16") {
-      throw UsageError("--dtype " + s + ": only bf16 (raw bf16 bits in a '<u2' file) is supported");
+    registry::DType t;
+    if (dtype == "bf16" || dtype == "bfloat16") {
+      t = registry::DType::bf16;
+    } else if (dtype == "e4m3" || dtype == "float8_e4m3fn") {
+      t = registry::DType::f8e4m3;
+    } else if (dtype == "e5m2" || dtype == "float8_e5m2") {
+      t = registry::DType::f8e5m2;
+    } else {
+      throw UsageError("--dtype " + s +
+                       ": bf16 (raw bf16 bits in a '<u2' file), e4m3 or e5m2 (FP8 bits in a "
+                       "'|u1' file)");
     }
     if (!in.count(name)) throw UsageError("--dtype " + name + ": no --in " + name + "=FILE.npy");
-    if (!out.insert(name).second) throw UsageError("--dtype " + name + " given twice");
+    if (!out.emplace(name, t).second) throw UsageError("--dtype " + name + " given twice");
   }
   return out;
 }
@@ -123,15 +142,17 @@ int cmd_run(const Args& a) {
     if (files.count(name)) throw UsageError("--in " + name + " given twice");
     files[name] = file;
   }
-  const std::set<std::string> raw_bf16 = raw_bf16_names(a, files);
+  const std::map<std::string, registry::DType> raw = raw_dtypes(a, files);
   for (const auto& [name, file] : files) arrays[name] = npy::read(file);
   std::vector<Tensor> tensors;
   // Fresh bf16 outputs follow the inputs' convention: raw bits when those came raw.
   std::string bf16_descr = kMlDtypes;
   for (auto& [name, arr] : arrays) {
-    tensors.push_back(
-        {name, arr.data.data(), dtype_of(arr, name, files[name], raw_bf16.count(name)), arr.shape});
-    if (raw_bf16.count(name)) bf16_descr = kRawBits;
+    tensors.push_back({name, arr.data.data(),
+                       dtype_of(arr, name, files[name],
+                                raw.count(name) ? std::optional(raw.at(name)) : std::nullopt),
+                       arr.shape});
+    if (raw.count(name) && raw.at(name) == registry::DType::bf16) bf16_descr = kRawBits;
   }
   const std::map<std::string, double> scalars = scalar_options(a);
   // NN ops pick their algorithm by the inputs' shapes (--attr algorithm=NAME forces one).
@@ -173,27 +194,26 @@ int cmd_run(const Args& a) {
 }
 
 Command run_command() {
-  return {
-      {"run",
-       "OP",
-       "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
-       {registry_option(),
-        rules_option(),
-        cache_option(),
-        {"in", "NAME=FILE.npy",
-         "a tensor argument (C order; bf16 as ml_dtypes saves it, descr '<V2')", true},
-        {"dtype", "NAME=bf16",
-         "the --in file NAME holds raw bf16 bits as uint16 ('<u2'); its outputs, and fresh bf16 "
-         "outputs, are written the same way (default '<V2')",
-         true},
-        {"scalar", "NAME=VALUE", "a run-time scalar argument", true},
-        attr_option(),
-        isa_option(),
-        variant_option(),
-        {"out", "DIR", "where outputs go (created if missing)"},
-        {"threads", "N", "Halide thread pool size (default: all cores)"},
-        unchecked_scalars_option()}},
-      cmd_run};
+  return {{"run",
+           "OP",
+           "Run an op on .npy inputs and write every updated state to DIR/NAME.npy",
+           {registry_option(),
+            rules_option(),
+            cache_option(),
+            {"in", "NAME=FILE.npy",
+             "a tensor argument (C order; bf16 as ml_dtypes saves it, descr '<V2')", true},
+            {"dtype", "NAME=bf16|e4m3|e5m2",
+             "the --in file NAME holds raw bf16 bits as uint16 ('<u2'; its outputs, and fresh bf16 "
+             "outputs, are written the same way, default '<V2'), or OCP FP8 bits as uint8 ('|u1')",
+             true},
+            {"scalar", "NAME=VALUE", "a run-time scalar argument", true},
+            attr_option(),
+            isa_option(),
+            variant_option(),
+            {"out", "DIR", "where outputs go (created if missing)"},
+            {"threads", "N", "Halide thread pool size (default: all cores)"},
+            unchecked_scalars_option()}},
+          cmd_run};
 }
 
 }  // namespace opforge::cli

@@ -21,6 +21,8 @@ int dtype_bytes(DType t) {
   switch (t) {
     case DType::b8:
     case DType::u8:
+    case DType::f8e4m3:
+    case DType::f8e5m2:
       return 1;
     case DType::f16:
     case DType::bf16:
@@ -36,8 +38,19 @@ int dtype_bytes(DType t) {
 }
 
 std::string storage_tag(DType grad, std::optional<DType> model, std::optional<DType> state) {
-  auto short_name = [](DType t) {
-    return t == DType::f16 ? std::string("f16") : t == DType::bf16 ? std::string("bf16") : "f32";
+  auto short_name = [](DType t) -> std::string {
+    switch (t) {
+      case DType::f16:
+        return "f16";
+      case DType::bf16:
+        return "bf16";
+      case DType::f8e4m3:
+        return "e4m3";
+      case DType::f8e5m2:
+        return "e5m2";
+      default:
+        return "f32";
+    }
   };
   std::string t;
   if (model) {

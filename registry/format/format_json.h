@@ -170,10 +170,11 @@ std::string safe_path(Obj& o, const std::string& key);
 // ---------------------------------------------------------------------------------------
 // Enum names
 
-inline const char* const kDTypeNames[] = {"float16", "bfloat16", "float32", "float64",
-                                          "int32",   "int64",    "bool",    "uint8"};
-inline const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
-                                DType::i32, DType::i64,  DType::b8,  DType::u8};
+inline const char* const kDTypeNames[] = {"float16",       "bfloat16",   "float32", "float64",
+                                          "int32",         "int64",      "bool",    "uint8",
+                                          "float8_e4m3fn", "float8_e5m2"};
+inline const DType kDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,    DType::i32,
+                                DType::i64, DType::b8,   DType::u8,  DType::f8e4m3, DType::f8e5m2};
 
 inline const char* const kRoleNames[] = {"state",  "gradient", "tensor",
                                          "scalar", "result",   "block_scale"};

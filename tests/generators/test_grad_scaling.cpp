@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "fp8_reference.h"
 #include "generators/op_table.h"
 #include "host_isa.h"
 #include "ieee_half.h"
@@ -81,6 +82,12 @@ struct Call {
       case DType::u8:  // an 8-bit state's code, from x in (0, 1)
         p[i] = static_cast<uint8_t>(x * 255);
         break;
+      case DType::f8e4m3:  // FP8 gradients (E4M3 makes +-inf NaN, having no infinity)
+        p[i] = fp8_encode(kE4M3, x);
+        break;
+      case DType::f8e5m2:
+        p[i] = fp8_encode(kE5M2, x);
+        break;
       default: {
         const uint16_t h = ref_f16_bits(x);
         std::memcpy(p + 2 * i, &h, 2);
@@ -95,6 +102,8 @@ struct Call {
       return x;
     }
     if (dtype.at(name) == DType::u8) return p[i];
+    if (dtype.at(name) == DType::f8e4m3) return static_cast<float>(fp8_value(kE4M3, p[i]));
+    if (dtype.at(name) == DType::f8e5m2) return static_cast<float>(fp8_value(kE5M2, p[i]));
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
     return dtype.at(name) == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);

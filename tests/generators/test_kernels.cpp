@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <set>
 
+#include "fp8_reference.h"
 #include "generators/auto_schedules.h"
 #include "generators/nn_reference.h"
 #include "generators/op_table.h"
@@ -83,6 +84,13 @@ float widen(registry::DType t, uint16_t h) {
   return t == registry::DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
 }
 
+const Fp8Spec* fp8_spec(registry::DType t) {
+  return t == registry::DType::f8e4m3 ? &kE4M3 : t == registry::DType::f8e5m2 ? &kE5M2 : nullptr;
+}
+// FP8 gradients are passed as the reference's draws divided by grad_scale_inv (fp8_scale_inv),
+// encoded; the reference sees each code's value times grad_scale_inv, exact in fp32 too: the
+// kernel's product rounds nothing, and the op's tolerance stands.
+
 // Half an ulp of a narrow dtype, relative: the most that rounding to nearest moves a value.
 double half_ulp(registry::DType t) {
   return std::ldexp(1.0, t == registry::DType::bf16 ? -8 : -11);
@@ -99,7 +107,9 @@ double half_ulp(registry::DType t) {
 // the kernel never exposes, so it cannot be checked bit for bit: it is held to the op's
 // tolerance plus half an ulp of its dtype (below). With `nonfinite`, some gradients are NaN /
 // +-inf: NaN must stay NaN in the master, the copy and the narrow states (never inf).
-void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scalars& s, size_t n,
+// FP8 gradients (e4m3g / e5m2g): the reference's draws rounded to FP8 as above (E4M3 turns
+// +-inf into NaN, having no infinity).
+void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, Scalars s, size_t n,
                           Worst& worst, bool nonfinite) {
   const registry::Descriptor& d = k.descriptor();
   std::map<std::string, registry::DType> dtype;
@@ -124,20 +134,38 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
   if (nonfinite) {
     for (size_t i = 1; i < n; i += 5) nan_at.push_back(i);
   }
+  std::map<std::string, std::vector<uint8_t>> fp8;
+  double amax = 0, scale_inv = 1;  // over every FP8 gradient: one scalar scales them all
+  for (const auto& [name, v] : t) {
+    if (!fp8_spec(dtype.at(name))) continue;
+    for (double x : v) amax = std::isfinite(x) ? std::max(amax, std::fabs(x)) : amax;
+    scale_inv = fp8_scale_inv(*fp8_spec(dtype.at(name)), amax);
+  }
   for (auto& [name, v] : t) {
     REQUIRE_MESSAGE(dtype.count(name), d.variant << ": reference input " << name);
+    const Fp8Spec* f8 = fp8_spec(dtype.at(name));
     const bool bad_grads = nonfinite && grads.count(name), rounded = narrow(dtype.at(name));
-    if (!bad_grads && !rounded) continue;
+    if (!bad_grads && !rounded && !f8) continue;
     for (size_t i = 0; i < n; ++i) {
       float x = static_cast<float>(v[i]);
       if (bad_grads && i % 5 == 1) x = (i % 2 ? 1 : -1) * std::nanf("");
       if (bad_grads && i % 5 == 3) x = i % 2 ? INFINITY : -INFINITY;
+      if (f8) {
+        fp8[name].push_back(fp8_encode(*f8, x / scale_inv));
+        v[i] = fp8_value(*f8, fp8[name].back()) * scale_inv;
+        continue;
+      }
       v[i] = rounded ? widen(dtype.at(name), round_to(dtype.at(name), x)) : x;
     }
+  }
+  if (!fp8.empty()) {
+    REQUIRE_MESSAGE(d.find_input("grad_scale_inv"), d.variant << ": FP8 without grad_scale_inv");
+    s["grad_scale_inv"] = scale_inv;
   }
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<uint16_t>> half;
   for (const auto& [name, v] : t) {
+    if (fp8.count(name)) continue;
     if (narrow(dtype.at(name))) {
       for (double x : v) half[name].push_back(round_to(dtype.at(name), static_cast<float>(x)));
     } else {
@@ -149,6 +177,7 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, const Scal
   for (auto& [name, v] : f32)
     tensors.push_back({name, v.data(), dtype.at(name), {static_cast<int64_t>(v.size())}});
   for (auto& [name, v] : half) tensors.push_back({name, v.data(), dtype.at(name), {int64_t(n)}});
+  for (auto& [name, v] : fp8) tensors.push_back({name, v.data(), dtype.at(name), {int64_t(n)}});
   k.call(tensors, s);
   Tensors expected = t;
   ref.update(d.attr_values(), s, expected);

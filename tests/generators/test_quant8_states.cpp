@@ -18,6 +18,7 @@
 #include <cstring>
 #include <set>
 
+#include "fp8_reference.h"
 #include "generators/op_table.h"
 #include "generators/quant8_reference.h"
 #include "generators/reference.h"
@@ -64,14 +65,17 @@ Layout layout_of(const registry::Descriptor& d) {
 struct Call {
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<uint16_t>> bf16;
+  std::map<std::string, std::vector<uint8_t>> fp8;  // FP8 gradients (e4m3gq8s)
   std::map<std::string, Quantized> q;
-  Tensors start;  // the reference's inputs: dequantized states, rounded gradients
+  Tensors start;         // the reference's inputs: dequantized states, rounded gradients
+  double scale_inv = 1;  // grad_scale_inv of FP8 gradients
 
   std::vector<Tensor> tensors(const Layout& l, size_t n) {
     std::vector<Tensor> t;
     for (auto& [name, v] : f32)
       t.push_back({name, v.data(), DType::f32, {static_cast<int64_t>(v.size())}});
     for (auto& [name, v] : bf16) t.push_back({name, v.data(), DType::bf16, {int64_t(n)}});
+    for (auto& [name, v] : fp8) t.push_back({name, v.data(), l.dtype.at(name), {int64_t(n)}});
     for (auto& [name, v] : q) {
       t.push_back({name, v.codes.data(), DType::u8, {int64_t(n)}});
       t.push_back(
@@ -90,6 +94,12 @@ Call prepare(const Layout& l, const Tensors& t, size_t n) {
       const std::vector<double> map = quant_map_values(l.quantized.at(name));
       c.q[name] = quantize_blockwise(map, v, l.block);
       c.start[name] = dequantize_blockwise(map, c.q[name], l.block);
+    } else if (l.dtype.at(name) == DType::f8e4m3) {  // the draws / a power of two, in E4M3
+      double amax = 0;
+      for (double x : v) amax = std::isfinite(x) ? std::max(amax, std::fabs(x)) : amax;
+      c.scale_inv = fp8_scale_inv(kE4M3, amax);
+      for (double x : v) c.fp8[name].push_back(fp8_encode(kE4M3, x / c.scale_inv));
+      for (uint8_t b : c.fp8[name]) c.start[name].push_back(fp8_value(kE4M3, b) * c.scale_inv);
     } else if (l.dtype.at(name) == DType::bf16) {
       for (double x : v) c.bf16[name].push_back(ref_bf16_bits(static_cast<float>(x)));
       for (uint16_t h : c.bf16[name]) c.start[name].push_back(bf16_to_float(h));
@@ -175,13 +185,14 @@ void compare_q8(const registry::Descriptor& d, const Layout& l, size_t n, const 
 }
 
 // One call of the kernel and of the reference on the same starting point.
-void run_q8(Kernel& k, const Reference& ref, const Tensors& t, const Scalars& s, size_t n,
+void run_q8(Kernel& k, const Reference& ref, const Tensors& t, Scalars s, size_t n,
             int* flips = nullptr) {
   const registry::Descriptor& d = k.descriptor();
   const Layout l = layout_of(d);
   REQUIRE(l.block > 0);
   REQUIRE(!l.quantized.empty());
   Call c = prepare(l, t, n);
+  if (d.find_input("grad_scale_inv")) s["grad_scale_inv"] = c.scale_inv;
   const Call before = c;
   k.call(c.tensors(l, n), s);
   Tensors expected = c.start;
@@ -361,6 +372,7 @@ TEST_CASE("8-bit states: the byte-state bandwidth kernels move the bytes they st
     std::map<std::string, std::vector<float>> f32;
     std::map<std::string, std::vector<uint8_t>> bytes;
     std::map<std::string, std::vector<uint16_t>> bf16;
+    std::map<std::string, std::vector<uint8_t>> fp8;
     std::vector<double> sum(n, 0.0);
     for (const auto& in : d.inputs) {
       if (in.role == Input::Role::scalar) continue;
@@ -371,6 +383,13 @@ TEST_CASE("8-bit states: the byte-state bandwidth kernels move the bytes they st
           const float x = (static_cast<int>(rng() % 17) - 8) * 0.5f;
           bf16[in.name].push_back(ref_bf16_bits(x));
           if (in.role == Input::Role::gradient) sum[i] += x;
+        }
+      } else if (in.dtype == DType::f8e4m3) {  // FP8 gradients (e4m3gq8s): exact halves too
+        for (size_t i = 0; i < n; ++i) {
+          const float x = (static_cast<int>(rng() % 17) - 8) * 0.5f;
+          fp8[in.name].push_back(fp8_encode(kE4M3, x));
+          REQUIRE(fp8_value(kE4M3, fp8[in.name].back()) == x);
+          sum[i] += x;
         }
       } else {
         for (size_t i = 0; i < n; ++i) {
@@ -386,8 +405,11 @@ TEST_CASE("8-bit states: the byte-state bandwidth kernels move the bytes they st
     for (auto& [name, v] : f32) t.push_back({name, v.data(), DType::f32, {int64_t(n)}});
     for (auto& [name, v] : bytes) t.push_back({name, v.data(), DType::u8, {int64_t(n)}});
     for (auto& [name, v] : bf16) t.push_back({name, v.data(), DType::bf16, {int64_t(n)}});
+    for (auto& [name, v] : fp8) t.push_back({name, v.data(), DType::f8e4m3, {int64_t(n)}});
+    std::map<std::string, double> scalars;
+    if (d.find_input("grad_scale_inv")) scalars["grad_scale_inv"] = 1.0;
 
-    reg->load(d.variant).call(t, {});
+    reg->load(d.variant).call(t, scalars);
     for (const auto& [name, v] : bytes) {
       for (size_t i = 0; i < n; ++i) {
         const uint8_t want = static_cast<uint8_t>(start.at(name)[i] + (sum[i] > 0 ? 1 : 0));

@@ -18,6 +18,7 @@
 
 #include "host_isa.h"
 #include "opforge/descriptor.h"
+#include "opforge/fp8.h"
 #include "opforge/runtime.hpp"
 #include "opforge/sha256.h"
 #include "test_registry.h"
@@ -71,6 +72,10 @@ inline void store_element(uint8_t* p, registry::DType t, int64_t i, float x) {
       break;
     case DType::u8:
       p[i] = static_cast<uint8_t>(x);
+      break;
+    case DType::f8e4m3:  // the FP8 value nearest x
+    case DType::f8e5m2:
+      p[i] = registry::fp8_from_float(x, t);
       break;
   }
 }

@@ -5,6 +5,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "opforge/fp8.h"
+
 namespace opforge::cli {
 
 uint16_t bf16_bits(float x) {
@@ -80,9 +82,11 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
       buffers.push_back(std::move(b));
       continue;
     }
+    const bool fp8 = t == registry::DType::f8e4m3 || t == registry::DType::f8e5m2;
     if (t != registry::DType::f32 && t != registry::DType::f16 && t != registry::DType::bf16 &&
-        t != registry::DType::u8) {
-      throw std::runtime_error(in.name + ": dense workloads hold f32, f16, bf16 or uint8 tensors");
+        t != registry::DType::u8 && !fp8) {
+      throw std::runtime_error(in.name +
+                               ": dense workloads hold f32, f16, bf16, uint8 or FP8 tensors");
     }
     const size_t size = static_cast<size_t>(registry::dtype_bytes(t));
     const size_t bytes = ((static_cast<size_t>(n) * size + 63) / 64) * 64;
@@ -94,6 +98,8 @@ Workload::Workload(const registry::Descriptor& d, int64_t n_,
         static_cast<float*>(b.get())[i] = x;
       } else if (t == registry::DType::u8) {  // 8-bit codes: any of the 256
         static_cast<uint8_t*>(b.get())[i] = static_cast<uint8_t>(x * 255.f);
+      } else if (fp8) {
+        static_cast<uint8_t*>(b.get())[i] = registry::fp8_from_float(x, t);
       } else {
         static_cast<uint16_t*>(b.get())[i] =
             t == registry::DType::bf16 ? bf16_bits(x) : f16_bits_normal(x);

@@ -30,8 +30,10 @@ enum opforge_dtype {
   OPFORGE_F64 = 3,
   OPFORGE_I32 = 4,
   OPFORGE_I64 = 5,
-  OPFORGE_BOOL = 6, /* one byte per element: 0 false, else true */
-  OPFORGE_U8 = 7    /* one byte per element, unsigned: codes of 8-bit optimizer states */
+  OPFORGE_BOOL = 6,   /* one byte per element: 0 false, else true */
+  OPFORGE_U8 = 7,     /* one byte per element, unsigned: codes of 8-bit optimizer states */
+  OPFORGE_F8E4M3 = 8, /* one byte per element: OCP FP8 E4M3 bits (FP8 gradients) */
+  OPFORGE_F8E5M2 = 9  /* one byte per element: OCP FP8 E5M2 bits */
 };
 
 /* A tensor argument, named as in the op's descriptor. The data must be C-contiguous.
@@ -191,6 +193,15 @@ const char* opforge_model_layout_name(const opforge_model_layout* layout, size_t
 int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
                        const opforge_tensor* flat, size_t n_flat, const opforge_scalar* scalars,
                        size_t n_scalars);
+
+/* OCP FP8 bits for FP8-gradient variants (e4m3g, e5m2g), for callers whose arrays have no FP8
+ * dtype (NumPy, torch 1.13); dtype is OPFORGE_F8E4M3 or OPFORGE_F8E5M2.
+ * encode: bits[i] = the FP8 value nearest x[i] * scale (the product rounded to fp32 first),
+ * ties to even; finite values beyond the largest finite FP8 value saturate to it, +-inf becomes
+ * E5M2's infinity or E4M3's NaN, NaN stays NaN; scale > 0 and finite. Pass the kernel
+ * grad_scale_inv = 1 / scale. decode: x[i] = the exact value of bits[i]. */
+int opforge_fp8_encode(const float* x, size_t n, float scale, int dtype, uint8_t* bits);
+int opforge_fp8_decode(const uint8_t* bits, size_t n, int dtype, float* x);
 
 /* Threads of the shared Halide thread pool (0: Halide's default). */
 int opforge_set_num_threads(opforge_registry* reg, int n);

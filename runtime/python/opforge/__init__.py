@@ -11,7 +11,7 @@ Tensors are NumPy arrays or CPU torch tensors, passed without copies (C-contiguo
 arrays carry bfloat16 bits). Runtime failures raise OpforgeError with the runtime's message.
 """
 
-from . import dtypes
+from . import dtypes, fp8
 from ._lib import OpforgeError
 from ._lib import find_library as _find_library
 from ._lib import lib as _load
@@ -21,7 +21,7 @@ from .rules import RuleOp, rule, user_registry_dir
 
 __all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "RuleOp", "open", "rule",
            "preset_names", "version", "default_registry", "user_registry_dir", "library_path",
-           "dtypes", "set_scalar_checks"]
+           "dtypes", "fp8", "set_scalar_checks"]
 
 
 def version():

@@ -39,6 +39,8 @@ def array_info(name, x, wants=None, writes=False):
         if dtype is None:
             raise OpforgeError(f"tensor '{name}' has dtype {x.dtype}, which opforge does not "
                                f"take ({', '.join(sorted(dtypes.TORCH))})")
+        if dtype == "uint8" and wants in dtypes.FP8:
+            dtype = wants  # FP8 bits
         return x.data_ptr(), dtypes.CODES[dtype], tuple(x.shape)
     if _is_numpy(x):
         if not x.flags["C_CONTIGUOUS"]:
@@ -61,6 +63,8 @@ def array_info(name, x, wants=None, writes=False):
                 raise OpforgeError(f"array '{name}' has dtype {name_np}, which opforge does not "
                                    "take (float16, uint16 as bfloat16 bits, float32, float64, "
                                    "int32, int64)")
+        if dtype == "uint8" and wants in dtypes.FP8:
+            dtype = wants  # FP8 bits
         return x.ctypes.data, dtypes.CODES[dtype], tuple(x.shape)
     raise OpforgeError(f"argument '{name}' is a {type(x).__name__}: tensors must be "
                        "numpy.ndarray or torch.Tensor, scalars Python or NumPy numbers")

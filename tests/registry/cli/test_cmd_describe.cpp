@@ -55,8 +55,8 @@ TEST_CASE("describe --json: every variant's descriptor") {
   REQUIRE(v.is_array());
   // 8 hand-scheduled fp32, 1 autoscheduled (recipe adams2019), 12 mixed precision (bf16m,
   // f16m, bf16s, bf16ms), 12 with loss scaling (10 of them bf16m, f16m or bf16ms), 8 with 8-bit
-  // states (q8s, q8ls, bf16mq8s, q8s with loss scaling)
-  CHECK(v.size() == 41);
+  // states (q8s, q8ls, bf16mq8s, q8s with loss scaling), 4 with FP8 gradients (e4m3g, e5m2g)
+  CHECK(v.size() == 45);
   int autoscheduled = 0, mixed = 0;
   for (const auto& d : v) autoscheduled += d.at("schedule").at("recipe") == "adams2019";
   CHECK(autoscheduled == 1);
@@ -69,13 +69,16 @@ TEST_CASE("describe --json: every variant's descriptor") {
       copy = copy || id.find(tag) != std::string::npos;
     // 8-bit states: m_absmax and v_absmax
     const bool q8 = id.find("q8s__") != std::string::npos || id.find("q8ls__") != std::string::npos;
+    // FP8 gradients: + grad_scale_inv
+    const bool fp8 =
+        id.find("__e4m3g__") != std::string::npos || id.find("__e5m2g__") != std::string::npos;
     mixed += mp;
     // + the write-only model copy, + inv_scale (unscale), + found_inf (unscale or skip)
     const bool unscale = id.find("__unscale_1") != std::string::npos;
     const bool skip = id.find("__skip_if_nonfinite_1") != std::string::npos;
-    CHECK(d.at("inputs").size() == 10u + copy + unscale + (unscale || skip) + 2 * q8);
+    CHECK(d.at("inputs").size() == 10u + copy + unscale + (unscale || skip) + 2 * q8 + fp8);
   }
-  CHECK(mixed == 30);
+  CHECK(mixed == 34);
 }
 
 TEST_CASE("describe: an unknown op exits 1 naming it") {

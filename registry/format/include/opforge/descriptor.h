@@ -22,7 +22,9 @@ struct FormatError : std::runtime_error {
 
 // b8: one byte per element, 0 false, anything else true (torch.bool, NumPy bool_).
 // u8: one byte per element, an unsigned integer (the codes of 8-bit optimizer states).
-enum class DType { f16, bf16, f32, f64, i32, i64, b8, u8 };
+// f8e4m3 / f8e5m2: one byte per element, the OCP FP8 formats E4M3 (no infinities) and E5M2
+// (FP8 gradients, dsl/fp8.h); "float8_e4m3fn" and "float8_e5m2" as torch and ml_dtypes name them.
+enum class DType { f16, bf16, f32, f64, i32, i64, b8, u8, f8e4m3, f8e5m2 };
 const char* dtype_name(DType t);                         // "float32", ...
 std::optional<DType> parse_dtype(const std::string& s);  // accepts the names dtype_name gives
 int dtype_bytes(DType t);
