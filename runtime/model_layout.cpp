@@ -50,19 +50,48 @@ bool not_flat(const registry::Descriptor* d, const char* name) {
   return in && (in->role == registry::Input::Role::result || d->shape.segments == name);
 }
 
+// The block scales of 8-bit states (one absmax per d.shape.block elements): flat buffers of
+// their own length, total_elements() / block.
+bool is_block_scale(const registry::Descriptor* d, const char* name) {
+  if (!d || !name || d->shape.block <= 0) return false;
+  const registry::Input* in = d->find_input(name);
+  return in && in->role == registry::Input::Role::block_scale;
+}
+
+// 8-bit states: every tensor must start on a block, so that no block (one absmax) straddles
+// two tensors, and the absmaxes of tensor i are the flat absmaxes from offset(i) / block.
+void check_blocks(const std::string& who, const ModelLayout& layout,
+                  const registry::Descriptor* d) {
+  if (!d || d->shape.block <= 0 || layout.alignment() % d->shape.block == 0) return;
+  throw Error(who + ": op '" + d->op + "' keeps 8-bit states in blocks of " +
+              std::to_string(d->shape.block) +
+              " elements with one absmax each; lay the model out with an alignment that is a "
+              "multiple of " +
+              std::to_string(d->shape.block) + " (ModelLayout(tensors, " +
+              std::to_string(d->shape.block) + ")) so that no block straddles two tensors, got " +
+              std::to_string(layout.alignment()));
+}
+
 void check_flat(const std::string& who, const ModelLayout& layout, const TensorView* flat,
                 size_t n_flat, const registry::Descriptor* d = nullptr) {
   if (n_flat && !flat) throw Error(who + ": NULL flat tensor array");
+  check_blocks(who, layout, d);
   for (size_t k = 0; k < n_flat; ++k) {
     if (not_flat(d, flat[k].name)) continue;
+    if (is_block_scale(d, flat[k].name)) {
+      // The kernel checks the count against the codes' (ceil(total / block)); the layout
+      // makes total a multiple of the block.
+      continue;
+    }
     check_flat(who, layout, flat[k].name, flat[k].shape, flat[k].rank);
   }
 }
 
 void check_flat(const std::string& who, const ModelLayout& layout, const std::vector<Tensor>& flat,
                 const registry::Descriptor* d = nullptr) {
+  check_blocks(who, layout, d);
   for (const Tensor& t : flat) {
-    if (not_flat(d, t.name.c_str())) continue;
+    if (not_flat(d, t.name.c_str()) || is_block_scale(d, t.name.c_str())) continue;
     check_flat(who, layout, t.name.c_str(), t.shape.data(), static_cast<int>(t.shape.size()));
   }
 }
@@ -177,6 +206,12 @@ std::vector<TensorView> tensor_views(const ModelLayout& layout, size_t i, const 
   std::vector<TensorView> out(flat, flat + n_flat);
   for (TensorView& v : out) {
     if (not_flat(d, v.name)) continue;  // a result (found_inf) is shared by every call
+    if (is_block_scale(d, v.name)) {
+      // A view's shape points into the layout, which holds no block counts.
+      throw Error("tensor_views: '" + std::string(v.name) +
+                  "' is a block scale of 8-bit states: take the per-tensor views of op '" + d->op +
+                  "' with the std::vector<Tensor> overload");
+    }
     v.data = static_cast<uint8_t*>(v.data) + layout.offset(i) * registry::dtype_bytes(v.dtype);
     v.shape = t.shape.data();
     v.rank = static_cast<int>(t.shape.size());
@@ -192,6 +227,15 @@ std::vector<Tensor> tensor_views(const ModelLayout& layout, size_t i,
   for (const Tensor& t : flat) {
     if (not_flat(d, t.name.c_str())) {
       out.push_back(t);
+      continue;
+    }
+    if (is_block_scale(d, t.name.c_str())) {  // the absmaxes of tensor i's blocks
+      const int64_t b = d->shape.block;
+      out.push_back(
+          {t.name,
+           static_cast<uint8_t*>(t.data) + layout.offset(i) / b * registry::dtype_bytes(t.dtype),
+           t.dtype,
+           {(layout.elements(i) + b - 1) / b}});
       continue;
     }
     out.push_back(

@@ -76,14 +76,20 @@ void check_multi_tensor(const registry::Descriptor& d);
 // valid while the flat buffers and the layout live: calling Kernel::call with them once per
 // tensor is the per-tensor form of call_model.
 // With `d`, its results (one-element tensors such as found_inf) are passed through unchanged,
-// shared by every per-tensor call.
+// shared by every per-tensor call; the block scales of 8-bit states (one absmax per
+// d->shape.block elements, flat buffers of total_elements() / block) are cut at
+// offset(i) / block, ceil(elements / block) long (the Tensor overload only: a TensorView's
+// shape would have nowhere to live).
 std::vector<TensorView> tensor_views(const ModelLayout& layout, size_t i, const TensorView* flat,
                                      size_t n_flat, const registry::Descriptor* d = nullptr);
 std::vector<Tensor> tensor_views(const ModelLayout& layout, size_t i,
                                  const std::vector<Tensor>& flat,
                                  const registry::Descriptor* d = nullptr);
 
-// Ops with loss scaling (found_inf: a reduction over the whole call) qualify; so do segmented
+// 8-bit states (descriptor shape.block): the layout's alignment must be a multiple of the block,
+// so that every tensor starts on a block and no absmax covers two tensors; their block-scale
+// buffers hold total_elements() / block absmaxes. Ops with loss scaling (found_inf: a reduction
+// over the whole call) qualify; so do segmented
 // forms (descriptor shape.segments, e.g. multi_tensor_apply_lamb), whose per-tensor norms run
 // over chunks of layout.alignment() elements (a multiple of 16; lay such models out with
 // ModelLayout(tensors, 2048)): call_model builds their chunk table from the layout. Results
