@@ -79,8 +79,10 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   reg.set_num_threads(threads);
   time_call(op, wo);
   const double once = std::max(1e-7, time_call(op, wo));
-  const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
-                                     : std::clamp<int64_t>(int64_t(0.3 / once), 21, 5001);
+  // Idle: each call sleeps first, so fewer reps (201 x 3 series x 2 ms is a few seconds).
+  const int64_t reps =
+      a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
+                    : std::clamp<int64_t>(int64_t(0.3 / once), 21, regime().idle ? 201 : 5001);
   std::vector<double> t_op, t_bw, t_bw1, t_twin;
   std::unique_ptr<Workload> wt(twin ? new Workload(twin->descriptor(), n, given) : nullptr);
   const int rounds = 5;  // thread-count switches happen between rounds, never inside timing
@@ -182,14 +184,14 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
   }
   reg.set_num_threads(threads);
   auto run = [&](int64_t chunk) {  // chunk 0: the whole-tensor call
-    const auto t0 = std::chrono::steady_clock::now();
-    if (chunk == 0) {
-      op.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
-    } else {
-      op.call_chunked(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size(),
-                      chunk);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return timed_seconds([&] {
+      if (chunk == 0) {
+        op.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
+      } else {
+        op.call_chunked(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size(),
+                        chunk);
+      }
+    });
   };
   std::vector<int64_t> series = {0};
   series.insert(series.end(), chunks.begin(), chunks.end());
@@ -334,13 +336,21 @@ void print_one(const nlohmann::json& j) {
 // Every table names the machine it ran on (the ISA is in each variant's name); printed with
 // the results, so an error leaves stdout empty.
 void print_host() {
-  std::printf("%s\n", host_summary().c_str());
+  std::printf("%s\nregime: %s\n", host_summary().c_str(), regime().text().c_str());
+}
+
+// The regime, in every JSON result.
+nlohmann::json with_regime(nlohmann::json j) {
+  j["regime"] = regime().idle ? "idle" : "awake";
+  if (regime().idle) j["idle_gap_us"] = regime().gap_us;
+  return j;
 }
 
 }  // namespace
 
 int cmd_bench(const Args& a) {
   apply_unchecked_scalars(a);
+  set_regime(a);
   if (a.has("models")) {
     if (a.has("json")) {
       std::cout << model_list_json().dump(2) << "\n";
@@ -366,7 +376,7 @@ int cmd_bench(const Args& a) {
     }
     Kernel& k = op_kernel(*reg, a, target);
     check_scalar_names(k.descriptor(), given);
-    const nlohmann::json j = bench_model(a, *reg, k, given);
+    const nlohmann::json j = with_regime(bench_model(a, *reg, k, given));
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -382,7 +392,7 @@ int cmd_bench(const Args& a) {
     }
     Kernel& k = op_kernel(*reg, a, target);
     check_scalar_names(k.descriptor(), given);
-    const nlohmann::json j = bench_split(a, *reg, k, given);
+    const nlohmann::json j = with_regime(bench_split(a, *reg, k, given));
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -393,7 +403,7 @@ int cmd_bench(const Args& a) {
   }
   if (target == "nn") return bench_nn_all(a, *reg);
   if (target != "all" && reg->variants(target).front().shape.named_dims) {
-    const nlohmann::json j = bench_nn(a, *reg, target, given);
+    const nlohmann::json j = with_regime(bench_nn(a, *reg, target, given));
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -406,8 +416,8 @@ int cmd_bench(const Args& a) {
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);
     // Without --variant, an autoscheduled twin of the selected variant runs alongside.
-    const nlohmann::json j =
-        bench_one(a, *reg, k, given, a.has("variant") ? nullptr : auto_twin(*reg, k.descriptor()));
+    const nlohmann::json j = with_regime(
+        bench_one(a, *reg, k, given, a.has("variant") ? nullptr : auto_twin(*reg, k.descriptor())));
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -428,7 +438,7 @@ int cmd_bench(const Args& a) {
   }
   for (const auto& op : reg->ops()) {
     if (reg->variants(op).front().kind != "optimizer") continue;
-    const nlohmann::json j = bench_one(a, *reg, reg->select(op, {}, a.get("isa")), {});
+    const nlohmann::json j = with_regime(bench_one(a, *reg, reg->select(op, {}, a.get("isa")), {}));
     all.push_back(j);
     if (a.has("json")) continue;
     char pct[32] = "-", rows[32] = "-";
@@ -465,6 +475,11 @@ Command bench_command() {
         variant_option(),
         {"threads", "N", "threads for the op (default 2)"},
         {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
+        {"regime", "awake|idle",
+         "awake (default): timed calls back to back, the thread pool still spinning; idle: a "
+         "sleep before each timed call (never timed), so every call pays the workers' "
+         "wake-up, as a step between forward and backward passes does"},
+        {"idle-gap", "US", "--regime idle: microseconds of sleep before each call (default 2000)"},
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "

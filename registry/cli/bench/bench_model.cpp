@@ -37,12 +37,6 @@ void zero_padding(const ModelLayout& layout, const std::vector<TensorView>& flat
   }
 }
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
@@ -101,8 +95,8 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
                 bw_args.scalars.size());
       }};
   reg.set_num_threads(threads);
-  for (const auto& f : series) seconds(f);  // warm up: pool, caches, lazy binding
-  const double once = std::max(1e-7, seconds(series[0]));
+  for (const auto& f : series) timed_seconds(f);  // warm up: pool, caches, lazy binding
+  const double once = std::max(1e-7, timed_seconds(series[0]));
   const int64_t reps = a.has("reps") ? a.get_int("reps", 0, 1, 100000000)
                                      : std::clamp<int64_t>(int64_t(0.3 / once), 21, 2001);
   if (reps < 1) throw UsageError("--reps must be positive");
@@ -110,7 +104,7 @@ nlohmann::json bench_model(const Args& a, Registry& reg, Kernel& op,
   for (int64_t r = 0; r < reps; ++r) {
     for (size_t s = 0; s < 3; ++s) {
       const size_t k = (s + static_cast<size_t>(r)) % 3;
-      t[k].push_back(seconds(series[k]));
+      t[k].push_back(timed_seconds(series[k]));
     }
   }
 

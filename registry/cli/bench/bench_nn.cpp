@@ -141,12 +141,6 @@ Problem make_problem(const registry::Descriptor& d, const std::vector<std::strin
   return p;
 }
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 double cost(const std::string& expr, const std::map<std::string, int64_t>& env) {
   if (expr.empty()) return 0;
   auto v = registry::ShapeExpr::parse(expr).evaluate(env);
@@ -276,7 +270,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   };
   auto timed = [&](const std::function<void()>& f) {
     if (!scrub.empty()) evict();
-    return seconds(f);
+    return timed_seconds(f);
   };
   for (auto& r : runs) r.run();  // warm up: first-touch pages, JIT, thread pools
   double once = 0;
@@ -339,14 +333,16 @@ void print_nn(const nlohmann::json& j) {
 int bench_nn_all(const Args& a, Registry& reg) {
   nlohmann::json all = nlohmann::json::array();
   if (!a.has("json")) {
-    std::printf("%s\n", host_summary().c_str());  // the machine (each variant names its ISA)
+    // the machine (each variant names its ISA) and how calls were spaced
+    std::printf("%s\nregime: %s\n", host_summary().c_str(), regime().text().c_str());
     std::printf(
         "| op | problem | opforge (algorithm) | ms | GFLOP/s | GB/s | %% of bw kernel | oneDNN ms "
         "| oneDNN / opforge time |\n|---|---|---|---|---|---|---|---|---|\n");
   }
   for (const auto& op : reg.ops()) {
     if (reg.variants(op).front().kind != "nn") continue;
-    const nlohmann::json j = bench_nn(a, reg, op, {});
+    nlohmann::json j = bench_nn(a, reg, op, {});
+    j["regime"] = regime().idle ? "idle" : "awake";
     all.push_back(j);
     if (a.has("json")) continue;
     const auto& r0 = j["runs"][0];

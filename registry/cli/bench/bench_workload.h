@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "opforge/runtime.hpp"
+#include "registry/cli/bench/bench_regime.h"
 
 namespace opforge::cli {
 
@@ -78,12 +79,12 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
 
 double median(std::vector<double> v);
 
-// Seconds one call of `k` on `w` (a Workload or a SparseWorkload) takes, steady_clock.
+// Seconds one call of `k` on `w` (a Workload or a SparseWorkload) takes, steady_clock, after
+// the bench regime's gap (bench_regime.h).
 template <class W>
 double time_call(Kernel& k, W& w) {
-  const auto t0 = std::chrono::steady_clock::now();
-  k.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size());
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return timed_seconds(
+      [&] { k.call(w.tensors.data(), w.tensors.size(), w.scalars.data(), w.scalars.size()); });
 }
 
 // Bytes read plus written per element of the op's tensors (per element of the touched rows

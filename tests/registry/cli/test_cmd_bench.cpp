@@ -1,6 +1,7 @@
 // opforge bench: the JSON it reports, --split, bench all, and usage errors naming the problem.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -77,6 +78,37 @@ TEST_CASE("bench --split: usage errors name the problem") {
   const Result all = opforge_reg({"bench", "all", "--n", "1000", "--split", "100"});
   CHECK(all.rc == 2);
   CHECK(contains(all.err, "--split takes one op"));
+}
+
+TEST_CASE("bench --regime: idle sleeps before every timed call; the regime is reported") {
+  const std::vector<std::string> base = {
+      "bench", "apply_gradient_descent", "--n", "1000", "--reps", "21", "--json"};
+  const Result awake = opforge_reg(base);
+  REQUIRE_MESSAGE(awake.rc == 0, awake.all());
+  CHECK(parse_json(awake).at("regime") == "awake");
+  // 21 reps of the op and of the bandwidth kernel at 2 threads and at 1, in 5 rounds of 5
+  // (25 each), plus warm-ups: at least 75 sleeps of 20 ms, whatever the host's speed.
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result idle = opforge_reg(concat(base, {"--regime", "idle", "--idle-gap", "20000"}));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_MESSAGE(idle.rc == 0, idle.all());
+  const json v = parse_json(idle);
+  CHECK(v.at("regime") == "idle");
+  CHECK(v.at("idle_gap_us") == 20000);
+  CHECK(s >= 75 * 0.020);
+  const Result text = opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--reps", "3",
+                                   "--regime", "idle", "--idle-gap", "100"});
+  REQUIRE_MESSAGE(text.rc == 0, text.all());
+  CHECK(contains(text.out, "regime: idle (100 us between calls)"));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--regime", "asleep"},
+        std::vector<std::string>{"--idle-gap", "500"},
+        std::vector<std::string>{"--regime", "idle", "--idle-gap", "0"}}) {
+    const Result r = opforge_reg(concat(base, bad));
+    CAPTURE(bad[0]);
+    CHECK(r.rc == 2);
+    CHECK(contains(r.err, bad.size() == 2 && bad[0] == "--regime" ? "--regime" : "--idle-gap"));
+  }
 }
 
 TEST_CASE("bench: bad --n is a usage error") {
