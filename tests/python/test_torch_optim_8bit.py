@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 import opforge  # noqa: E402
 import opforge.torch as ot  # noqa: E402
 import opforge.torch.optim as oo  # noqa: E402
+from optim_common import count_calls  # noqa: E402
 
 SIZES = [1, 5, 17, 1000, 65543]
 BLOCK = 256
@@ -205,14 +206,7 @@ def test_fused_is_one_call_per_step_on_aligned_buffers_and_matches_per_param(reg
     every parameter on a 256-element block, padding left at zero (codes of 0, absmax 0, zero
     parameters); the same numbers, bit for bit, as one call per parameter."""
     need_adam("dynamic", True)
-    calls = {"call": 0, "call_model": 0}
-    for name in calls:
-        orig = getattr(opforge.Kernel, name)
-
-        def wrapped(self, *a, _orig=orig, _name=name, **k):
-            calls[_name] += 1
-            return _orig(self, *a, **k)
-        monkeypatch.setattr(opforge.Kernel, name, wrapped)
+    calls = count_calls(monkeypatch)
     runs = {}
     for fused in (True, False):
         torch.manual_seed(4)

@@ -422,7 +422,7 @@ TEST_CASE("rules: every storage a rule may list is a dsl::Storage tag") {
     CAPTURE(tag);
     CHECK(dsl::Storage::from_tag(tag).tag() == tag);
   }
-  CHECK(dsl::rules::storage_tags().size() == 14);
+  CHECK(dsl::rules::storage_tags().size() == 17);
 }
 
 // A rule's `quantizable` line and an 8-bit storage: the q8s variant keeps m as codes plus an
@@ -484,6 +484,56 @@ TEST_CASE("rules: a quantizable line gives 8-bit states that follow the fp32 var
     // Dynamic map: neighbours near y are at most 0.9 / 64 of the absmax apart (the top decade).
     REQUIRE(std::fabs(map[codes[i]] * a - m32[i]) <= (0.9 / 128 + 1e-6) * a);
   }
+}
+
+// A rule with FP8 gradients: the e4m3g variant reads the gradient as E4M3 bits times
+// grad_scale_inv and gives the fp32 variant's result on those values (halves up to 4 are
+// exact in E4M3: 0x38 is 1.0, and S.EEEE.MMM = (-1)^S 2^(E-7) (1 + M/8)).
+TEST_CASE("rules: storage e4m3g reads FP8 gradients scaled by grad_scale_inv") {
+  TempDir t;
+  const fs::path rule = t.path / "f8.rule";
+  std::ofstream(rule) << "optimizer f8_rule\n  state var, m\n  input grad\n"
+                      << "  hyper lr = 0.01\n  storage f32, e4m3g\n"
+                      << "  m = 0.9 * m + sign(grad) * sqrt(abs(grad))\n"
+                      << "  var = var - lr * m\n";
+  build(t.path / "reg", t.path / "cache", {"f8_rule"}, {rule.string()});
+  auto reg = Registry::open((t.path / "reg").string());
+  Kernel& f8 = reg->select("f8_rule", {{"storage", "e4m3g"}}, "avx2");
+  Kernel& f32 = reg->select("f8_rule", {}, "avx2");
+  CHECK(f8.descriptor().find_input("grad")->dtype == registry::DType::f8e4m3);
+  CHECK(f8.descriptor().find_input("grad_scale_inv")->role == registry::Input::Role::scalar);
+  const int64_t n = 1000;
+  std::mt19937 rng(4);
+  std::vector<float> var(n), m(n), grad32(n);
+  std::vector<uint8_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int k = static_cast<int>(rng() % 17) - 8;  // k/2 in [-4, 4]
+    var[i] = static_cast<float>(rng() % 1000) / 1000.f;
+    m[i] = static_cast<float>(rng() % 1000) / 2000.f;
+    // E4M3 bits of k/2, written from the format: exponent e, mantissa M with
+    // |k/2| = 2^(e-7) (1 + M/8).
+    const int a = std::abs(k);
+    uint8_t b = 0;
+    if (a) {
+      int e = 0;
+      while ((a >> (e + 1)) > 0) ++e;  // |k|/2 = 2^(e-1) * (a / 2^e)
+      const int mant = (a * 8 >> e) - 8;
+      b = static_cast<uint8_t>(((e - 1 + 7) << 3) | mant);
+    }
+    bits[i] = static_cast<uint8_t>((k < 0 ? 0x80 : 0) | b);
+    grad32[i] = 0.25f * 0.5f * static_cast<float>(k);  // times grad_scale_inv
+  }
+  std::vector<float> var32 = var, m32 = m;
+  f8.call({{"var", var.data(), registry::DType::f32, {n}},
+           {"m", m.data(), registry::DType::f32, {n}},
+           {"grad", bits.data(), registry::DType::f8e4m3, {n}}},
+          {{"lr", 0.01}, {"grad_scale_inv", 0.25}});
+  f32.call({{"var", var32.data(), registry::DType::f32, {n}},
+            {"m", m32.data(), registry::DType::f32, {n}},
+            {"grad", grad32.data(), registry::DType::f32, {n}}},
+           {{"lr", 0.01}});
+  CHECK(var == var32);  // the same fp32 values, the same arithmetic
+  CHECK(m == m32);
 }
 
 TEST_CASE("rules: an unchanged rule is a cache hit, an edit is a miss naming the algorithm") {
