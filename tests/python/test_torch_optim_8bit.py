@@ -450,6 +450,97 @@ def test_lion_steps_match_the_fp64_8bit_reference(reg, fused):
             assert np.all(margin[off] < 1e-5)
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_param"])
+@pytest.mark.parametrize("nesterov", [False, True], ids=["heavy_ball", "nesterov"])
+def test_sgd_momentum_steps_match_the_fp64_8bit_reference(reg, fused, nesterov):
+    """torch.optim.SGD's momentum step (dampening 0; weight decay and maximize folded into
+    the gradient) with momentum_buffer in 8 bits, step by step as above: the buffer decoded,
+    buf = momentum*buf + g, var -= lr*buf (Nesterov: lr*(g + momentum*buf)), then the new
+    buffer's absmax and nearest codes. torch's first step (buf = g) is the same update from
+    the zero buffer."""
+    need("apply_momentum", {"storage": "q8s", "use_nesterov": nesterov})
+    torch.manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
+    lr, mom, wd = 1e-2, 0.9, 0.01
+    opt = oo.SGD(params, lr=lr, momentum=mom, weight_decay=wd, nesterov=nesterov,
+                 maximize=True, state_bits=8, fused=fused)
+    table = ref_map("dynamic", True)
+    f32 = lambda x: float(np.float32(x))  # noqa: E731
+    worst = 0.0
+    for step in range(1, 8):
+        before = {}
+        for p in params:
+            p.grad = torch.randn(p.shape) * (10.0 if step == 4 else 1.0)
+            st = opt.state[p]
+            if "momentum_buffer_codes" in st:
+                codes = st["momentum_buffer_codes"].numpy().astype(np.int64)
+                absmax = st["momentum_buffer_absmax"].numpy().astype(np.float64)
+            else:
+                codes = np.full(p.numel(), 127)
+                absmax = np.zeros(math.ceil(p.numel() / BLOCK))
+            # the folded gradient as torch forms it in fp32: -g (maximize) + wd * p
+            g = (-p.grad + f32(wd) * p.detach()).numpy().astype(np.float64)
+            before[p] = (p.detach().numpy().astype(np.float64), codes, absmax, g)
+        opt.step()
+        for p in params:
+            p0, codes, absmax, g = before[p]
+            buf = table[codes] * np.repeat(absmax, BLOCK)[:p.numel()]
+            new = f32(mom) * buf + g
+            upd = g + f32(mom) * new if nesterov else new
+            want = p0 - f32(lr) * upd
+            err = np.abs(p.detach().numpy() - want) / (1e-7 + 1e-6 * np.abs(p0)
+                                                      + 1e-5 * np.abs(want - p0))
+            worst = max(worst, float(err.max()))
+            want_codes, want_absmax, margin = ref_quantize(new, table)
+            st = opt.state[p]
+            np.testing.assert_allclose(st["momentum_buffer_absmax"].numpy(), want_absmax,
+                                       rtol=2e-6)
+            got = st["momentum_buffer_codes"].numpy().astype(np.int64)
+            off = got != want_codes
+            assert np.all(margin[off] < MID_TOL)
+            assert off.sum() <= max(1, MAX_FLIP_RATE * got.size * 10)
+    assert worst <= 1.0, worst
+
+
+def test_sgd_8bit_state_dict_loads_into_torch_sgd_and_refusals(reg):
+    need("apply_momentum", {"storage": "q8s", "use_nesterov": False})
+    torch.manual_seed(4)
+    p = torch.nn.Parameter(torch.randn(700))
+    opt = oo.SGD([p], lr=0.1, momentum=0.9, state_bits=8)
+    for _ in range(3):
+        p.grad = torch.randn(700)
+        opt.step()
+    sd = opt.state_dict()
+    buf = sd["state"][0]["momentum_buffer"]
+    assert buf.dtype == torch.float32 and buf.shape == p.shape
+    st = opt.state[p]
+    want = (torch.from_numpy(ref_map("dynamic", True)).float()[
+        st["momentum_buffer_codes"].long()] * st["momentum_buffer_absmax"].repeat_interleave(
+        BLOCK)[:700])
+    assert torch.allclose(buf, want, rtol=1e-6, atol=0)
+    q = torch.nn.Parameter(p.detach().clone())
+    ref = torch.optim.SGD([q], lr=0.1, momentum=0.9)
+    ref.load_state_dict(sd)
+    assert torch.equal(ref.state[q]["momentum_buffer"], buf)
+    # and back: an 8-bit SGD quantizes torch's fp32 buffer, each value within half the
+    # map's widest gap (0.9/64 of the block's absmax: the top decade) of what it was (not
+    # the same codes: the signed map's most negative value is -0.993, so a block whose
+    # largest |value| is negative gets a smaller absmax)
+    back = oo.SGD([torch.nn.Parameter(p.detach().clone())], lr=0.1, momentum=0.9,
+                  state_bits=8)
+    back.load_state_dict(ref.state_dict())
+    again = back.state_dict()["state"][0]["momentum_buffer"]
+    block_max = buf.abs().reshape(-1)[:512].reshape(2, BLOCK).amax(dim=1)
+    bound = torch.cat([block_max.repeat_interleave(BLOCK),
+                       buf.abs()[512:].amax().expand(700 - 512)]) * (0.9 / 128 + 1e-6)
+    assert torch.all((again - buf).abs() <= bound)
+    for kwargs, what in ((dict(momentum=0.0), "momentum > 0"),
+                         (dict(momentum=0.9, dampening=0.1), "dampening 0"),
+                         (dict(momentum=0.9, master_weights=True), "master_weights")):
+        with pytest.raises(ValueError, match=what):
+            oo.SGD([p], lr=0.1, state_bits=8, **kwargs)
+
+
 def test_500_steps_of_training_end_near_fp32_states(reg):
     """An MLP regression (4096 noisy samples, more than its 5.3k weights can memorize, so
     the final loss is a stable number rather than the chaotic tail of memorization), 500

@@ -78,7 +78,8 @@ def dequantize(codes, absmax, table, shape=None):
 
 
 # Every torch state key an 8-bit optimizer may hold, and whether its map is signed.
-SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False}
+SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False,
+          "momentum_buffer": True}
 
 
 class EightBitStates:
