@@ -1,5 +1,6 @@
 // opforge check OP: a registered kernel against the fp64 golden of its declaration (C++ op or
 // rule) on seeded random data; exits 1 when an element exceeds the op's tolerance.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "dsl/quant8.h"
 #include "opforge/fp8.h"
 #include "opforge/runtime.hpp"
 #include "opforge/suggest.hpp"
@@ -81,18 +83,76 @@ const dsl::OptimizerDecl& in_storage_of(const std::vector<const dsl::OptimizerDe
   return *decls.front();
 }
 
+// The 256 values of a descriptor's quant_map ("dynamic_signed", ...), as the kernels decode.
+std::array<float, 256> quant_table(const std::string& name) {
+  const bool dynamic = name.rfind("dynamic", 0) == 0;
+  const bool is_signed = name.find("unsigned") == std::string::npos;
+  return dsl::StateQuant{dynamic ? dsl::QuantMap::dynamic : dsl::QuantMap::linear, is_signed}
+      .table();
+}
+
 // One check's data: the kernel's buffers (fp32, or narrow bits) and the golden's fp64 copies
 // of the same values.
 struct CheckData {
   builder::GoldenData golden;
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<uint16_t>> half;
-  std::map<std::string, std::vector<uint8_t>> fp8;  // FP8 gradients' bits
+  std::map<std::string, std::vector<uint8_t>> bytes;  // FP8 gradients' bits, 8-bit codes
   std::vector<int32_t> idx32;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::vector<Tensor> tensors;
   std::map<std::string, double> scalars;
 };
+
+// An 8-bit state against the golden (as tests/generators/test_quant8_states.cpp judges it):
+// each block's new absmax is max |golden| within the op's tolerance; each decoded value
+// (map value times the kernel's absmax) is within half the map's gap around its code, plus
+// that tolerance, of the golden. Errors are relative to the block's absmax.
+nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::Input& in,
+                                 const CheckData& c) {
+  const bool scales = in.role == registry::Input::Role::block_scale;
+  const std::string state = scales ? in.name.substr(0, in.name.size() - 7) : in.name;
+  const registry::Input& q = *d.find_input(state);
+  const std::vector<double>& golden = c.golden.tensors.at(state);
+  const std::vector<float>& absmax = c.f32.at(state + "_absmax");
+  const int64_t block = d.shape.block;
+  const double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
+  builder::GoldenErrors e;
+  auto note = [&](double err, double allowed, double scale) {
+    ++e.elements;
+    e.max_abs = std::max(e.max_abs, err);
+    if (scale > 0) e.max_rel = std::max(e.max_rel, err / scale);
+    if (!(err <= allowed)) ++e.exceeding;
+  };
+  if (scales) {
+    for (size_t b = 0; b < absmax.size(); ++b) {
+      double want = 0;
+      for (size_t i = b * block; i < std::min(golden.size(), (b + 1) * block); ++i)
+        want = std::max(want, std::fabs(golden[i]));
+      note(std::fabs(absmax[b] - want), atol + rtol * want, want);
+    }
+    return {{"max_abs_error", e.max_abs},
+            {"max_rel_error", e.max_rel},
+            {"max_ulp", 0},
+            {"exceeding", e.exceeding},
+            {"elements", e.elements}};
+  }
+  const std::array<float, 256> map = quant_table(q.quant_map);
+  const std::vector<uint8_t>& codes = c.bytes.at(state);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const int k = codes[i];
+    const double a = absmax[i / block];
+    const double gap = std::max(k > 0 ? double(map[k]) - map[k - 1] : 0.0,
+                                k < 255 ? double(map[k + 1]) - map[k] : 0.0);
+    const double slack = rtol + (a > 0 ? atol / a : 0);
+    note(std::fabs(double(map[k]) * a - golden[i]), (gap / 2 + 2 * slack) * a + atol, a);
+  }
+  return {{"max_abs_error", e.max_abs},
+          {"max_rel_error", e.max_rel},
+          {"max_ulp", 0},
+          {"exceeding", e.exceeding},
+          {"elements", e.elements}};
+}
 
 // Seeded data for every argument of `d`: states in [0.1, 1) (accumulators stay positive),
 // other tensors in [-1, 1), narrow tensors (FP8 gradients too) the same draws rounded to
@@ -147,6 +207,13 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
       g.tensors[in.name] = {0.0};
       continue;
     }
+    if (in.role == registry::Input::Role::block_scale) {  // 8-bit states' absmaxes, [0.1, 1)
+      const int64_t blocks = (g.n + d.shape.block - 1) / d.shape.block;
+      c.shapes[in.name] = {blocks};
+      dtypes[in.name] = in.dtype;
+      for (int64_t k = 0; k < blocks; ++k) c.f32[in.name].push_back(state(rng));
+      continue;  // not the golden's: it reads the decoded states
+    }
     const bool is_state = in.role == registry::Input::Role::state;
     const int64_t n = d.shape.elementwise ? g.n : (is_state ? g.rows : g.count) * g.cols;
     c.shapes[in.name] =
@@ -159,8 +226,13 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
       for (uint16_t x : h) g.tensors[in.name].push_back(widen(in.dtype, x));
       continue;
     }
+    if (!in.quant_map.empty()) {  // an 8-bit state: any code (decoded after the absmaxes)
+      std::uniform_int_distribution<int> code(0, 255);
+      for (int64_t k = 0; k < n; ++k) c.bytes[in.name].push_back(static_cast<uint8_t>(code(rng)));
+      continue;
+    }
     if (in.dtype == registry::DType::f8e4m3 || in.dtype == registry::DType::f8e5m2) {
-      auto& b = c.fp8[in.name];  // the draws rounded to the nearest FP8 value
+      auto& b = c.bytes[in.name];  // the draws rounded to the nearest FP8 value
       for (int64_t k = 0; k < n; ++k) b.push_back(registry::fp8_from_float(other(rng), in.dtype));
       for (uint8_t x : b) g.tensors[in.name].push_back(registry::fp8_to_float(x, in.dtype));
       continue;
@@ -169,11 +241,20 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
     for (int64_t k = 0; k < n; ++k) v.push_back(is_state ? state(rng) : other(rng));
     g.tensors[in.name].assign(v.begin(), v.end());
   }
+  // The golden's 8-bit states: each code's map value times its block's absmax.
+  for (const auto& in : d.inputs) {
+    if (in.quant_map.empty()) continue;
+    const std::array<float, 256> map = quant_table(in.quant_map);
+    const std::vector<float>& absmax = c.f32.at(in.name + "_absmax");
+    auto& v = g.tensors[in.name];
+    for (size_t k = 0; k < c.bytes.at(in.name).size(); ++k)
+      v.push_back(double(map[c.bytes.at(in.name)[k]]) * absmax[k / d.shape.block]);
+  }
   for (auto& [name, v] : c.f32)
     c.tensors.push_back({name, v.data(), registry::DType::f32, c.shapes[name]});
   for (auto& [name, v] : c.half)
     c.tensors.push_back({name, v.data(), dtypes.at(name), c.shapes[name]});
-  for (auto& [name, v] : c.fp8)
+  for (auto& [name, v] : c.bytes)
     c.tensors.push_back({name, v.data(), dtypes.at(name), c.shapes[name]});
   c.scalars.insert(g.scalars.begin(), g.scalars.end());
 }
@@ -185,6 +266,11 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
 nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
   nlohmann::json states = nlohmann::json::object();
   for (const auto& out : d.outputs) {
+    const registry::Input* in = d.find_input(out.aliases);
+    if (in && (in->role == registry::Input::Role::block_scale || !in->quant_map.empty())) {
+      states[out.name] = compare_quantized(d, *in, c);
+      continue;
+    }
     std::vector<float> widened;
     double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
     if (narrow(out.dtype)) {
@@ -228,17 +314,27 @@ int cmd_check(const Args& a) {
   const auto decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
   Kernel& kernel = op_kernel(*reg, a, op);
   const registry::Descriptor& d = kernel.descriptor();
-  if (d.shape.block > 0) {
-    throw std::runtime_error(d.variant +
-                             " has 8-bit states: their fp64 golden is not in `opforge check` yet "
-                             "(tests/generators/test_quant8_states.cpp checks them against a "
-                             "blockwise-quantizing fp64 reference)");
-  }
   const dsl::OptimizerDecl& decl = in_storage_of(decls, d);
   CheckData c;
   make_inputs(a, d, decl, c);
   kernel.call(c.tensors, c.scalars);
-  builder::run_golden(dsl::resolve(decl, d.attr_values()), c.golden);
+  // 8-bit states: the golden is the declaration without the quantization, in fp64, from the
+  // decoded states; compare() judges the new codes and absmaxes against it.
+  std::unique_ptr<dsl::OptimizerDecl> plain;
+  const dsl::OptimizerDecl* golden_decl = &decl;
+  if (decl.storage().quant) {
+    dsl::Storage s = decl.storage();
+    s.quant.reset();
+    golden_decl = nullptr;
+    for (const auto* x : decls) {
+      if (x->storage().tag() == s.tag()) golden_decl = x;
+    }
+    if (!golden_decl) {
+      plain = std::make_unique<dsl::OptimizerDecl>(decls.front()->with_storage(s));
+      golden_decl = plain.get();
+    }
+  }
+  builder::run_golden(dsl::resolve(*golden_decl, d.attr_values()), c.golden);
   nlohmann::json report = {{"op", op},
                            {"variant", d.variant},
                            {"rtol", d.tolerance.rtol},

@@ -38,6 +38,35 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
   CHECK(contains(unknown.err, "did you mean 'apply_adam'"));
 }
 
+TEST_CASE("check: 8-bit states and FP8 gradients against the golden of the unquantized op") {
+  for (const char* storage : {"q8s", "q8ls", "e4m3gq8s"}) {
+    CAPTURE(storage);
+    const Result r = opforge_reg({"check", "apply_adamw", "--attr",
+                                  std::string("storage=") + storage, "--n", "5000", "--json"});
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    const json j = json::parse(r.out);
+    CHECK(j["ok"] == true);
+    CHECK(j["states"]["var"]["elements"] == 5000);
+    for (const char* s : {"m", "v"}) {
+      CAPTURE(s);
+      // The decoded codes: within half the map's gap of the golden (the dynamic map's widest
+      // is 0.9/64 of the absmax; the linear signed one's 1/127), so errors of that order.
+      const double rel = j["states"][s]["max_rel_error"].get<double>();
+      CHECK(rel > 1e-4);
+      CHECK(rel < 0.0071);
+      CHECK(j["states"][std::string(s) + "_absmax"]["elements"] == 20);  // ceil(5000 / 256)
+      CHECK(j["states"][std::string(s) + "_absmax"]["max_rel_error"].get<double>() < 1e-6);
+    }
+  }
+  for (const char* storage : {"e4m3g", "e5m2g"}) {
+    CAPTURE(storage);
+    const Result r = opforge_reg(
+        {"check", "accumulate_grad", "--attr", std::string("storage=") + storage, "--json"});
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    CHECK(json::parse(r.out)["states"]["acc"]["max_rel_error"].get<double>() < 1e-6);
+  }
+}
+
 // Every rule file in generators/rules is in the test registry (build_test_registry adds them),
 // and each variant this host runs of each op the file derives (the op, its loss-scaling,
 // storage and autoschedule variants, its sparse_ op) matches the rule's fp64 golden at the odd
