@@ -189,7 +189,9 @@ const char* opforge_model_layout_name(const opforge_model_layout* layout, size_t
  * the op, each of total_elements elements). Elementwise splittable ops only: fails for LAMB and
  * LARS (per-tensor norms) and sparse ops, and for a flat buffer of another length, before
  * anything runs. Padding goes through the update too (keep it finite, zeros best); every real
- * element gets the bits one opforge_call per tensor would give. */
+ * element gets the bits one opforge_call per tensor would give. 8-bit-state variants (q8s...)
+ * need a layout whose alignment is a multiple of their block (256), and absmax buffers of
+ * total_elements / 256. */
 int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
                        const opforge_tensor* flat, size_t n_flat, const opforge_scalar* scalars,
                        size_t n_scalars);
