@@ -111,6 +111,25 @@ std::map<std::string, std::string> with_storage(std::map<std::string, std::strin
   std::set<std::string> tags;
   for (const auto& d : reg.variants(op)) {
     if (d.shape.named_dims || d.find_attr("storage")) return attrs;
+    // A uint8 file where a variant wants FP8 bits: numpy has no FP8 dtype, so say how to
+    // name them (as for bf16 bits in a '<u2' file).
+    for (const auto& t : tensors) {
+      const registry::Input* in = d.find_input(t.name);
+      if (t.dtype == registry::DType::u8 && in &&
+          (in->dtype == registry::DType::f8e4m3 || in->dtype == registry::DType::f8e5m2)) {
+        bool any_u8 = false;  // some variant takes this argument as uint8 (8-bit codes)
+        for (const auto& e : reg.variants(op)) {
+          const registry::Input* x = e.find_input(t.name);
+          any_u8 = any_u8 || (x && x->dtype == registry::DType::u8);
+        }
+        if (!any_u8) {
+          throw UsageError("--in " + t.name +
+                           ": a uint8 ('|u1') file; if those are FP8 bits, add "
+                           "--dtype " +
+                           t.name + "=e4m3 or --dtype " + t.name + "=e5m2");
+        }
+      }
+    }
     bool fits = true;
     for (const auto& t : tensors) {
       const registry::Input* in = d.find_input(t.name);

@@ -69,6 +69,14 @@ TEST_CASE("run: FP8 errors name the file and the tensor, nothing written") {
                                 "--scalar", "grad_scale_inv=-1"});
   CHECK(bad_scale.rc != 0);
   CHECK_MESSAGE(contains(bad_scale.err, "grad_scale_inv"), bad_scale.err);
+  // FP8 bits without --dtype: the uint8 file is named, with the option that reads it.
+  const Result no_dtype =
+      run({"--in", "grad=" + (dir / "bits.npy"), "--scalar", "grad_scale_inv=1"});
+  CHECK(no_dtype.rc == 2);
+  CHECK_MESSAGE(contains(no_dtype.err,
+                         "--in grad: a uint8 ('|u1') file; if those are FP8 bits, "
+                         "add --dtype grad=e4m3 or --dtype grad=e5m2"),
+                no_dtype.err);
   CHECK(empty_or_absent(dir / "out"));
 }
 
