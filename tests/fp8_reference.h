@@ -62,5 +62,11 @@ inline double fp8_scale_inv(const Fp8Spec& f, double amax) {
   const double largest = fp8_value(f, f.e4m3 ? 0x7e : 0x7b);
   return amax > 0 ? std::exp2(std::ceil(std::log2(amax / largest))) : 1.0;
 }
+// The largest finite |x| of x (0 when there is none).
+inline double finite_amax(const std::vector<double>& x) {
+  double amax = 0;
+  for (double v : x) amax = std::isfinite(v) ? std::max(amax, std::fabs(v)) : amax;
+  return amax;
+}
 
 }  // namespace opforge::testing

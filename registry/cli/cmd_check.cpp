@@ -104,6 +104,15 @@ struct CheckData {
   std::map<std::string, double> scalars;
 };
 
+// One output's row of the report.
+nlohmann::json errors_json(const builder::GoldenErrors& e) {
+  return {{"max_abs_error", e.max_abs},
+          {"max_rel_error", e.max_rel},
+          {"max_ulp", e.max_ulp},
+          {"exceeding", e.exceeding},
+          {"elements", e.elements}};
+}
+
 // An 8-bit state against the golden (as tests/generators/test_quant8_states.cpp judges it):
 // each block's new absmax is max |golden| within the op's tolerance; each decoded value
 // (map value times the kernel's absmax) is within half the map's gap around its code, plus
@@ -111,10 +120,11 @@ struct CheckData {
 nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::Input& in,
                                  const CheckData& c) {
   const bool scales = in.role == registry::Input::Role::block_scale;
-  const std::string state = scales ? in.name.substr(0, in.name.size() - 7) : in.name;
+  const std::string suffix = "_absmax";  // dsl::absmax_arg
+  const std::string state = scales ? in.name.substr(0, in.name.size() - suffix.size()) : in.name;
   const registry::Input& q = *d.find_input(state);
   const std::vector<double>& golden = c.golden.tensors.at(state);
-  const std::vector<float>& absmax = c.f32.at(state + "_absmax");
+  const std::vector<float>& absmax = c.f32.at(state + suffix);
   const int64_t block = d.shape.block;
   const double rtol = d.tolerance.rtol, atol = d.tolerance.atol;
   builder::GoldenErrors e;
@@ -131,11 +141,7 @@ nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::
         want = std::max(want, std::fabs(golden[i]));
       note(std::fabs(absmax[b] - want), atol + rtol * want, want);
     }
-    return {{"max_abs_error", e.max_abs},
-            {"max_rel_error", e.max_rel},
-            {"max_ulp", 0},
-            {"exceeding", e.exceeding},
-            {"elements", e.elements}};
+    return errors_json(e);
   }
   const std::array<float, 256> map = quant_table(q.quant_map);
   const std::vector<uint8_t>& codes = c.bytes.at(state);
@@ -147,18 +153,14 @@ nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::
     const double slack = rtol + (a > 0 ? atol / a : 0);
     note(std::fabs(double(map[k]) * a - golden[i]), (gap / 2 + 2 * slack) * a + atol, a);
   }
-  return {{"max_abs_error", e.max_abs},
-          {"max_rel_error", e.max_rel},
-          {"max_ulp", 0},
-          {"exceeding", e.exceeding},
-          {"elements", e.elements}};
+  return errors_json(e);
 }
 
 // Seeded data for every argument of `d`: states in [0.1, 1) (accumulators stay positive),
 // other tensors in [-1, 1), narrow tensors (FP8 gradients too) the same draws rounded to
-// nearest even; scalars
-// from --scalar, else the rule's default, else 0.1 (1 for integer scalars), fp32 ones rounded
-// to fp32 for the golden too.
+// nearest even, 8-bit states any code with absmaxes in [0.1, 1); scalars from --scalar, else
+// the rule's default, else 0.1 (1 for integer scalars), fp32 ones rounded to fp32 for the
+// golden too.
 void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::OptimizerDecl& decl,
                  CheckData& c) {
   std::mt19937 rng(static_cast<unsigned>(a.get_int("seed", 1)));
@@ -281,11 +283,7 @@ nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
     const std::vector<float>& k = narrow(out.dtype) ? widened : c.f32.at(out.aliases);
     const builder::GoldenErrors e =
         builder::compare_with_golden(k, c.golden.tensors.at(out.aliases), rtol, atol);
-    states[out.name] = {{"max_abs_error", e.max_abs},
-                        {"max_rel_error", e.max_rel},
-                        {"max_ulp", e.max_ulp},
-                        {"exceeding", e.exceeding},
-                        {"elements", e.elements}};
+    states[out.name] = errors_json(e);
   }
   return states;
 }

@@ -102,34 +102,37 @@ std::map<std::string, registry::DType> raw_dtypes(const Args& a,
   return out;
 }
 
+// A uint8 file for an argument some variant takes as FP8 bits and none as uint8 (8-bit
+// codes): numpy has no FP8 dtype, so name the option that reads it (as for bf16 bits in a
+// '<u2' file).
+void check_fp8_files(const Registry& reg, const std::string& op,
+                     const std::vector<Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (t.dtype != registry::DType::u8) continue;
+    bool fp8 = false, u8 = false;
+    for (const auto& d : reg.variants(op)) {
+      const registry::Input* in = d.find_input(t.name);
+      if (!in) continue;
+      fp8 = fp8 || in->dtype == registry::DType::f8e4m3 || in->dtype == registry::DType::f8e5m2;
+      u8 = u8 || in->dtype == registry::DType::u8;
+    }
+    if (fp8 && !u8) {
+      throw UsageError("--in " + t.name + ": a uint8 ('|u1') file; if those are FP8 bits, add " +
+                       "--dtype " + t.name + "=e4m3 or --dtype " + t.name + "=e5m2");
+    }
+  }
+}
+
 // Without --attr storage: the one storage (bf16m, bf16s, ...) whose variants take every
 // --in tensor in its dtype, so bf16 files pick the bf16 variant; else none (the default).
 std::map<std::string, std::string> with_storage(std::map<std::string, std::string> attrs,
                                                 const Registry& reg, const std::string& op,
                                                 const std::vector<Tensor>& tensors) {
   if (attrs.count("storage")) return attrs;
+  check_fp8_files(reg, op, tensors);
   std::set<std::string> tags;
   for (const auto& d : reg.variants(op)) {
     if (d.shape.named_dims || d.find_attr("storage")) return attrs;
-    // A uint8 file where a variant wants FP8 bits: numpy has no FP8 dtype, so say how to
-    // name them (as for bf16 bits in a '<u2' file).
-    for (const auto& t : tensors) {
-      const registry::Input* in = d.find_input(t.name);
-      if (t.dtype == registry::DType::u8 && in &&
-          (in->dtype == registry::DType::f8e4m3 || in->dtype == registry::DType::f8e5m2)) {
-        bool any_u8 = false;  // some variant takes this argument as uint8 (8-bit codes)
-        for (const auto& e : reg.variants(op)) {
-          const registry::Input* x = e.find_input(t.name);
-          any_u8 = any_u8 || (x && x->dtype == registry::DType::u8);
-        }
-        if (!any_u8) {
-          throw UsageError("--in " + t.name +
-                           ": a uint8 ('|u1') file; if those are FP8 bits, add "
-                           "--dtype " +
-                           t.name + "=e4m3 or --dtype " + t.name + "=e5m2");
-        }
-      }
-    }
     bool fits = true;
     for (const auto& t : tensors) {
       const registry::Input* in = d.find_input(t.name);

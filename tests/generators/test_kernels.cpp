@@ -138,7 +138,7 @@ void check_narrow_storage(Kernel& k, const Reference& ref, Tensors t, Scalars s,
   double amax = 0, scale_inv = 1;  // over every FP8 gradient: one scalar scales them all
   for (const auto& [name, v] : t) {
     if (!fp8_spec(dtype.at(name))) continue;
-    for (double x : v) amax = std::isfinite(x) ? std::max(amax, std::fabs(x)) : amax;
+    amax = std::max(amax, finite_amax(v));
     scale_inv = fp8_scale_inv(*fp8_spec(dtype.at(name)), amax);
   }
   for (auto& [name, v] : t) {

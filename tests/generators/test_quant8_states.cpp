@@ -95,9 +95,7 @@ Call prepare(const Layout& l, const Tensors& t, size_t n) {
       c.q[name] = quantize_blockwise(map, v, l.block);
       c.start[name] = dequantize_blockwise(map, c.q[name], l.block);
     } else if (l.dtype.at(name) == DType::f8e4m3) {  // the draws / a power of two, in E4M3
-      double amax = 0;
-      for (double x : v) amax = std::isfinite(x) ? std::max(amax, std::fabs(x)) : amax;
-      c.scale_inv = fp8_scale_inv(kE4M3, amax);
+      c.scale_inv = fp8_scale_inv(kE4M3, finite_amax(v));
       for (double x : v) c.fp8[name].push_back(fp8_encode(kE4M3, x / c.scale_inv));
       for (uint8_t b : c.fp8[name]) c.start[name].push_back(fp8_value(kE4M3, b) * c.scale_inv);
     } else if (l.dtype.at(name) == DType::bf16) {

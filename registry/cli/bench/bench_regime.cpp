@@ -1,7 +1,6 @@
 #include "registry/cli/bench/bench_regime.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>

@@ -24,20 +24,20 @@ def _format(fmt):
 
 
 def _contiguous(name, x, want):
-    """(pointer, element count, keep-alive) of a C-contiguous CPU array of dtype `want`
-    ("float32" or "uint8"), NumPy or torch."""
+    """(pointer, element count) of a C-contiguous CPU array of dtype `want` ("float32" or
+    "uint8"), NumPy or torch; the caller keeps x alive."""
     mod = type(x).__module__
     if mod.startswith("torch"):
         if x.device.type != "cpu" or str(x.dtype) != "torch." + want or not x.is_contiguous():
             raise OpforgeError(f"{name}: a contiguous CPU torch.{want} tensor, got "
                                f"{x.dtype} on {x.device}"
                                + ("" if x.is_contiguous() else ", not contiguous"))
-        return x.data_ptr(), x.numel(), x
+        return x.data_ptr(), x.numel()
     if mod == "numpy" and hasattr(x, "__array_interface__"):
         if x.dtype.name != want or not x.flags["C_CONTIGUOUS"]:
             raise OpforgeError(f"{name}: a C-contiguous numpy {want} array, got {x.dtype}"
                                + ("" if x.flags["C_CONTIGUOUS"] else ", not contiguous"))
-        return x.ctypes.data, x.size, x
+        return x.ctypes.data, x.size
     raise OpforgeError(f"{name}: a numpy array or torch tensor, got {type(x).__name__}")
 
 
@@ -52,9 +52,9 @@ def _empty_like(x, dtype):
 def encode(x, fmt="e4m3", scale=1.0):
     """The FP8 bits (uint8, x's shape and kind) of float32 x * scale."""
     code = _format(fmt)
-    ptr, n, _ = _contiguous("fp8.encode: x", x, "float32")
+    ptr, n = _contiguous("fp8.encode: x", x, "float32")
     out = _empty_like(x, "uint8")
-    optr, _, _ = _contiguous("fp8.encode: out", out, "uint8")
+    optr, _ = _contiguous("fp8.encode: out", out, "uint8")
     check(lib().opforge_fp8_encode(ctypes.c_void_p(ptr), n, float(scale), code,
                                    ctypes.c_void_p(optr)))
     return out
@@ -63,8 +63,8 @@ def encode(x, fmt="e4m3", scale=1.0):
 def decode(bits, fmt="e4m3"):
     """The exact float32 values of FP8 bits (uint8)."""
     code = _format(fmt)
-    ptr, n, _ = _contiguous("fp8.decode: bits", bits, "uint8")
+    ptr, n = _contiguous("fp8.decode: bits", bits, "uint8")
     out = _empty_like(bits, "float32")
-    optr, _, _ = _contiguous("fp8.decode: out", out, "float32")
+    optr, _ = _contiguous("fp8.decode: out", out, "float32")
     check(lib().opforge_fp8_decode(ctypes.c_void_p(ptr), n, code, ctypes.c_void_p(optr)))
     return out
