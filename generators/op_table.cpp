@@ -294,24 +294,44 @@ const dsl::OpDecl& find_decl(const std::string& op) {
   throw std::invalid_argument("unknown op '" + op + "' (the op table has " + known + ")");
 }
 
-const dsl::OptimizerDecl& bandwidth_for(const dsl::ResolvedOp& op) {
-  const dsl::OptimizerDecl& decl = op.as_optimizer();
-  int states = 0, grads = 0;
-  for (const auto& a : op.args) {
-    states += a.role == registry::Input::Role::state;
-    grads += a.role == registry::Input::Role::gradient ||
-             (a.role == registry::Input::Role::tensor && a.name != dsl::kSegmentsArg);
-  }
+namespace {
+
+// The tensors a dense optimizer op moves per element, by kind.
+struct DenseTraffic {
+  int states = 0, grads = 0, reductions = 0;
   int byte_states = 0;  // 8-bit states: raw bytes in the bandwidth kernel
+  dsl::Storage plain;   // the storage without the 8-bit states (the byte states stand for them)
+};
+
+DenseTraffic dense_traffic(const dsl::ResolvedOp& op) {
+  DenseTraffic t;
   for (const auto& a : op.args) {
-    byte_states += a.role == registry::Input::Role::state && a.dtype == registry::DType::u8;
+    t.states += a.role == registry::Input::Role::state;
+    t.grads += a.role == registry::Input::Role::gradient ||
+               (a.role == registry::Input::Role::tensor && a.name != dsl::kSegmentsArg);
+    t.byte_states += a.role == registry::Input::Role::state && a.dtype == registry::DType::u8;
   }
-  const dsl::Storage& s = decl.storage();
-  if (s.model) --states;  // the model copy: with_storage adds it to the bandwidth kernel too
-  const dsl::OptimizerDecl& bw =
-      bandwidth(states, grads, static_cast<int>(dsl::reduction_reads(op).size()), byte_states);
-  dsl::Storage plain = s;  // the byte states already stand for the 8-bit ones
-  plain.quant.reset();
+  const dsl::Storage& s = op.as_optimizer().storage();
+  if (s.model) --t.states;  // the model copy: with_storage adds it to the bandwidth kernel too
+  t.reductions = static_cast<int>(dsl::reduction_reads(op).size());
+  t.plain = s;
+  t.plain.quant.reset();
+  return t;
+}
+
+}  // namespace
+
+std::string tuning_family_name(const dsl::ResolvedOp& op) {
+  const DenseTraffic t = dense_traffic(op);
+  return "s" + std::to_string(t.states) + "_g" + std::to_string(t.grads) +
+         (t.reductions ? "_r" : "") + (t.byte_states ? "_q8" : "") +
+         (t.plain.is_f32() ? "" : "_narrow");
+}
+
+const dsl::OptimizerDecl& bandwidth_for(const dsl::ResolvedOp& op) {
+  const DenseTraffic t = dense_traffic(op);
+  const dsl::OptimizerDecl& bw = bandwidth(t.states, t.grads, t.reductions, t.byte_states);
+  const dsl::Storage& plain = t.plain;
   if (plain.is_f32()) return bw;
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<dsl::OptimizerDecl>> made;

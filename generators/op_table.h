@@ -55,6 +55,12 @@ const dsl::OptimizerDecl& with_storage(const dsl::OptimizerDecl& decl, const dsl
 // bandwidth_s<S>_g<G>[_r<R>]_<tag> reads and writes the same dtypes.
 const dsl::OptimizerDecl& bandwidth_for(const dsl::ResolvedOp& op);
 
+// The machine-tuning family of a dense optimizer op (registry/builder/tuning.h): what its
+// kernel moves per element, coarser than its bandwidth kernel so that a tuning run takes
+// minutes: "s<states>_g<gradients>", then "_r" with a whole-tensor reduction pass, "_q8" with
+// 8-bit states, "_narrow" with any 16- or 8-bit gradient, state or model copy.
+std::string tuning_family_name(const dsl::ResolvedOp& op);
+
 // The op `opforge bench` measures this variant against: bandwidth_for's for a dense
 // optimizer op, the declared bandwidth_op of an NN op, "" for sparse ops (measured in rows/s)
 // and ops without one.

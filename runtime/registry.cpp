@@ -660,10 +660,28 @@ Kernel& Registry::load_descriptor(const Descriptor& d) {
     loaded_.erase(it);
   }
 
-  runtime_handle();
   const std::string path = dir_ + "/" + d.kernel.file;
   check_inside(dir_, d.kernel.file, "cannot load kernel");
   check_digest(path, d.kernel.sha256, "kernel " + d.variant);
+  return *(loaded_[d.variant] = open_kernel(d, path));
+}
+
+Kernel& Registry::load_file(const Descriptor& d, const std::string& path) {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  auto it = files_.find(path);
+  if (it != files_.end()) return *it->second;
+  for (const auto& f : d.target.cpu_features) {
+    if (!cpu_supports(f)) {
+      throw Error(path + ": variant " + d.variant + " (ISA " + d.target.isa +
+                  ") needs CPU feature " + f + mask_note(f));
+    }
+  }
+  if (!d.kernel.sha256.empty()) check_digest(path, d.kernel.sha256, "kernel " + d.variant);
+  return *(files_[path] = open_kernel(d, path));
+}
+
+std::unique_ptr<Kernel> Registry::open_kernel(const Descriptor& d, const std::string& path) {
+  runtime_handle();
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(path + ": cannot load kernel: " + dlerror());
   void* argv_fn = dlsym(h, (d.kernel.entry + "_argv").c_str());
@@ -671,8 +689,7 @@ Kernel& Registry::load_descriptor(const Descriptor& d) {
       dlsym(h, (d.kernel.entry + "_metadata").c_str()));
   if (!argv_fn || !md_fn) throw Error(path + ": missing entry " + d.kernel.entry + "_argv");
   check_metadata(d, md_fn());
-  std::unique_ptr<Kernel> k(new Kernel(d, h, argv_fn));
-  return *(loaded_[d.variant] = std::move(k));
+  return std::unique_ptr<Kernel>(new Kernel(d, h, argv_fn));
 }
 
 }  // namespace opforge

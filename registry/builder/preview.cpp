@@ -20,7 +20,7 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
                                 registered.schedule.recipe +
                                 "', which has no schedule params to --set");
   }
-  // The op-table row this variant came from: its own overrides stay, --set goes on top.
+  // The op-table row this variant came from.
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
   std::vector<generators::VariantSpec> rows = table_with_rules(rules, keep);
   const generators::VariantSpec* row = nullptr;
@@ -37,6 +37,8 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   }
   generators::VariantSpec spec = *row;
   spec.isas = {registered.target.isa};
+  // The registered variant's params (a machine-tuned build's included), --set on top.
+  for (const auto& [k, text] : registered.schedule.params) spec.schedule[k] = std::stoll(text);
   for (const auto& [k, v] : set) spec.schedule[k] = v;
 
   const std::string root = cache_dir.empty() ? cache::CompileCache::default_root() : cache_dir;
@@ -65,6 +67,8 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   out.hit = hit;
   out.entry = std::move(entry);
   out.descriptor = make_descriptor(*v, hid.version);
+  out.descriptor.schedule.tuning_machine = registered.schedule.tuning_machine;
+  out.descriptor.schedule.tuning_family = registered.schedule.tuning_family;
   return out;
 }
 

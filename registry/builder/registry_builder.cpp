@@ -114,6 +114,8 @@ registry::Descriptor common_descriptor(const PlannedVariant& v, const std::strin
   for (const auto& [k, val] : v.pipeline.schedule_params)
     r.schedule.params[k] = std::to_string(val);
   r.schedule.summary = v.pipeline.schedule_summary;
+  r.schedule.tuning_machine = v.tuning_machine;
+  r.schedule.tuning_family = v.tuning_family;
   r.tolerance = v.op.tolerance();
   r.bandwidth_op = generators::bandwidth_op_name(v.op);
   r.cache_key = v.key.hex_digest();
@@ -571,9 +573,16 @@ std::vector<generators::VariantSpec> table_with_rules(
   return rows;
 }
 
+std::string tuning_family(const dsl::ResolvedOp& op) {
+  if (op.nn()) return "";
+  const dsl::OptimizerDecl& d = op.as_optimizer();
+  if (d.sparse() || d.is_multi_tensor() || d.kind() != "optimizer") return "";
+  return generators::tuning_family_name(op);
+}
+
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
-                                          const HalideIdentity& hid) {
+                                          const HalideIdentity& hid, const Tuning* tuning) {
   std::set<std::string> wanted(only.begin(), only.end()), found, ids;
   // A partial build brings the bandwidth kernels its ops are benchmarked against.
   for (const auto& row : rows) {
@@ -595,12 +604,15 @@ std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantS
     for (const auto& isa_name : row.isas) {
       const generators::Isa& isa = generators::isa(isa_name);
       const Halide::Target target = kernel_target(isa);
-      PlannedVariant v{op.variant_id(isa.name),
-                       op,
-                       isa,
-                       target,
-                       dsl::build_pipeline(op, row.schedule, target),
-                       {}};
+      std::map<std::string, int64_t> schedule = row.schedule;
+      const std::string family = tuning ? tuning_family(op) : "";
+      const TunedFamily* tuned = family.empty() ? nullptr : tuning->find(family, isa.name);
+      if (tuned) {
+        for (const auto& [k, val] : tuned->params) schedule.emplace(k, val);
+      }
+      PlannedVariant v{
+          op.variant_id(isa.name), op, isa, target, dsl::build_pipeline(op, schedule, target), {}};
+      if (tuned) v.tuning_machine = tuning->machine.fingerprint(), v.tuning_family = family;
       cache::KernelKeyParts parts = key_parts(hid, target, v.id, v.pipeline);
       // An NN op's hand schedules are in generators/nn_*.cpp, outside the dsl/ fingerprint.
       if (op.nn()) parts.extra = {{"nn_sources", generators::nn_sources_fingerprint()}};
@@ -813,6 +825,17 @@ BuildReport build_registry(const BuildOptions& opts) {
   const std::vector<generators::VariantSpec> rows =
       table_with_rules(opts.rules, rule_decls, opts.reserved_ops);
   report.rule_ops = rule_op_names(rule_decls);
+  // The machine tuning, read with the rules: a bad file leaves the registry and the cache
+  // untouched.
+  std::optional<Tuning> tuning;
+  const Machine here = this_machine();
+  if (opts.tuning == "auto") {
+    tuning = find_tuning(opts.registry_dir, here);
+    if (tuning) report.tuning_path = tuning_path(opts.registry_dir, here);
+  } else if (opts.tuning != "none") {
+    tuning = read_tuning(opts.tuning, here);
+    report.tuning_path = opts.tuning;
+  }
   std::vector<std::string> only = opts.only;
   if (opts.rules_only) {
     if (!opts.only.empty()) throw std::invalid_argument("build_registry: rules_only with only");
@@ -829,7 +852,8 @@ BuildReport build_registry(const BuildOptions& opts) {
   cache::CompileCache cache(report.cache_dir);
   if (use_cache) llvm::sys::fs::create_directories(report.cache_dir);
   const HalideIdentity hid = halide_identity(use_cache ? report.cache_dir : "");
-  std::vector<PlannedVariant> plan = plan_variants(rows, only, hid);
+  std::vector<PlannedVariant> plan = plan_variants(rows, only, hid, tuning ? &*tuning : nullptr);
+  for (const auto& v : plan) report.tuned_variants += !v.tuning_family.empty();
 
   // One variant's entry, from the cache or compiled, as the cache mode says.
   auto obtain = [&](const std::string& id, const cache::KeyBuilder& key,

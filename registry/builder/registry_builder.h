@@ -17,6 +17,7 @@
 #include "generators/op_table.h"
 #include "opforge/descriptor.h"
 #include "registry/builder/halide_identity.h"
+#include "registry/builder/tuning.h"
 #include "registry/cache/compile_cache.h"
 
 namespace opforge::builder {
@@ -41,6 +42,9 @@ struct BuildOptions {
   std::vector<std::string> only;   // op names; empty = every op in the table
   std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add
   CacheMode cache_mode = CacheMode::use;
+  // The machine tuning: "auto" (the registry's tuning file for this machine, when it has
+  // one), "none" (the recipe defaults), or a tuning file's path (it must be this machine's).
+  std::string tuning = "auto";
   // Only the rules' ops (and the bandwidth kernels they are measured against), not the op
   // table's: the user registry's build (`opforge build --user`). `only` must be empty.
   bool rules_only = false;
@@ -65,6 +69,8 @@ struct BuildReport {
   // Cache writes that failed (a full disk): the build went on without them, as ccache does.
   std::vector<std::string> cache_warnings;
   std::vector<std::string> rule_ops;  // the ops the rule files declare, in file order
+  std::string tuning_path;            // the tuning file applied; empty: the defaults
+  size_t tuned_variants = 0;          // variants whose params it set
 };
 
 BuildReport build_registry(const BuildOptions& opts);
@@ -79,6 +85,8 @@ struct PlannedVariant {
   cache::KeyBuilder key;
   // A rule's twin: `pipeline` is unscheduled until compiled (autoschedule_in_place).
   bool autoschedule_at_compile = false;
+  // The machine tuning whose params it took (registry/builder/tuning.h); empty: defaults.
+  std::string tuning_machine, tuning_family;
 };
 
 // The cache key of a kernel (registry/cache/cache_key.h), from this process's compiler and
@@ -112,10 +120,18 @@ cache::KeyBuilder build_time_auto_kernel_key(const HalideIdentity& hid,
 // kernels of the ops it names); throws on unknown ops or duplicate ids. Rows with
 // `autoschedule` ISAs add their "__auto" twins (generators/auto_schedules.h); a twin whose
 // schedule file is not compiled in is an error naming `opforge autoschedule OP`, unless the
-// row is autoscheduled at build time (a rule's).
+// row is autoscheduled at build time (a rule's). `tuning`: a machine tuning whose params
+// replace the recipe defaults of the dense optimizer variants of its families and ISAs (a
+// row's own overrides stay); the cache key has the resolved params, so tuned and default
+// kernels are separate entries.
 std::vector<PlannedVariant> plan_variants(const std::vector<generators::VariantSpec>& rows,
                                           const std::vector<std::string>& only,
-                                          const HalideIdentity& hid);
+                                          const HalideIdentity& hid,
+                                          const Tuning* tuning = nullptr);
+
+// The tuning family of an op (generators::tuning_family_name), or "" for ops
+// the elementwise recipe does not schedule (NN, sparse, multi-tensor ops, bandwidth kernels).
+std::string tuning_family(const dsl::ResolvedOp& op);
 
 // The most variants per ISA one rule's op may have (each is compiled, about a second).
 constexpr size_t kMaxRuleVariantsPerIsa = 16;

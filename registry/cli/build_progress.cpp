@@ -85,6 +85,10 @@ void BuildProgress::summary(const builder::BuildReport& r) {
   if (style_ == Style::quiet) return;
   if (open_) std::fprintf(out_, "\r\033[K");
   std::fprintf(out_, "%s\n", summary_line(r).c_str());
+  if (!r.tuning_path.empty()) {
+    std::fprintf(out_, "tuning: %s set the params of %zu variants\n", r.tuning_path.c_str(),
+                 r.tuned_variants);
+  }
   if (r.pruned > 0) {
     std::fprintf(out_, "cache: removed %llu least recently used entries (max-size %s)\n",
                  static_cast<unsigned long long>(r.pruned),

@@ -21,6 +21,8 @@
 #include "registry/cli/bench/bench_nn.h"
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/inspected_kernel.h"
+#include "registry/cli/preview_kernel.h"
 #include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
@@ -62,7 +64,8 @@ nlohmann::json bench_sparse(const Args& a, Registry& reg, Kernel& op,
 
 // The op and the same-traffic bandwidth kernel, interleaved, at the op's thread count; the
 // bandwidth kernel at 1 thread too. `twin` (an autoscheduled variant of the same op, attrs
-// and ISA) is compared in a loop of its own, on its own copy of the data: interleaved with the
+// and ISA; or, with --set, the registered variant the op previews) is compared in a loop of
+// its own, on its own copy of the data: interleaved with the
 // op's timed calls it perturbed them (Adams2019's fixed 131072-element tiles take 3.2 ms at
 // N = 3e4 and leave the op's next call at 42 us instead of 10.7, AVX-512, 2 threads). There
 // each timed call follows an untimed call of the same kernel, so both are timed awake.
@@ -115,11 +118,16 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   }
   const double m_op = median(t_op), m_bw = median(t_bw), m_bw1 = median(t_bw1);
   nlohmann::json side_by_side = nlohmann::json::array();
+  const bool preview = a.has("set");
   for (auto [k, t] : {std::pair<Kernel*, std::vector<double>*>{&op, &t_hand}, {twin, &t_twin}}) {
     if (t->empty()) continue;  // no twin: no side-by-side loop ran
     const double m = median(*t);
+    const std::string label = !preview   ? k->descriptor().schedule.recipe
+                              : k == &op ? "preview"
+                                         : "registered";
     side_by_side.push_back({{"variant", k->descriptor().variant},
                             {"recipe", k->descriptor().schedule.recipe},
+                            {"label", label},
                             {"op_us", m * 1e6},
                             {"op_gbps", bytes / m / 1e9},
                             {"pct_of_bw", 100.0 * (bytes / m) / (bw_bytes / m_bw)}});
@@ -143,34 +151,6 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   return j;
 }
 
-// --split K[,K...]: chunk sizes, each an integer ("1048576", "1e6") or a power of two ("2^20").
-std::vector<int64_t> split_sizes(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    int64_t k = 0;
-    if (item.rfind("2^", 0) == 0) {
-      char* end = nullptr;
-      const long e = std::strtol(item.c_str() + 2, &end, 10);
-      if (item.size() > 2 && !*end && e >= 0 && e <= 62) k = int64_t(1) << e;
-    } else {
-      char* end = nullptr;
-      const double v = std::strtod(item.c_str(), &end);
-      if (!item.empty() && !*end && v >= 1 && v < 9.2e18 &&
-          v == static_cast<double>(static_cast<int64_t>(v))) {
-        k = static_cast<int64_t>(v);
-      }
-    }
-    if (k < 1) {
-      throw UsageError("--split: expected positive chunk sizes (1048576, 1e6 or 2^20), got '" +
-                       item + "'");
-    }
-    out.push_back(k);
-  }
-  if (out.empty()) throw UsageError("--split: expected at least one chunk size");
-  return out;
-}
-
 // The whole-tensor call against the same update as consecutive calls of K elements
 // (Kernel::call_chunked), on the same buffers, interleaved (the order rotates every rep). No
 // bandwidth kernel or twin: at the sizes this is for (over 1 GB per tensor) their buffers
@@ -186,7 +166,7 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
   }
   const int64_t n = a.get_int("n", 1000000);
   const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
-  const std::vector<int64_t> chunks = split_sizes(a.get("split"));
+  const std::vector<int64_t> chunks = count_list(a.get("split"), "--split");
   Workload w(d, n, given);
   const double bytes = static_cast<double>(n) * bytes_per_element(d);
   double tensor_bytes = 4;
@@ -323,9 +303,10 @@ void print_one(const nlohmann::json& j) {
                 j["op_gbps"].get<double>());
     return;
   }
-  std::printf("%s  n=%lld  threads=%d  %lld reps (medians, interleaved)\n",
-              j["variant"].get<std::string>().c_str(), j["n"].get<long long>(),
-              j["threads"].get<int>(), j["reps"].get<long long>());
+  std::printf("%s%s  n=%lld  threads=%d  %lld reps (medians, interleaved)\n",
+              j["variant"].get<std::string>().c_str(),
+              j.contains("set") ? (" (preview: " + j["set"].get<std::string>() + ")").c_str() : "",
+              j["n"].get<long long>(), j["threads"].get<int>(), j["reps"].get<long long>());
   std::printf("  op                  %10.2f us  %7.2f GB/s\n", j["op_us"].get<double>(),
               j["op_gbps"].get<double>());
   std::printf("  bandwidth (%d thr)   %10.2f us  %7.2f GB/s   op at %.1f%% of its GB/s\n",
@@ -337,7 +318,7 @@ void print_one(const nlohmann::json& j) {
                 j["threads"].get<int>());
     for (const auto& v : j["side_by_side"]) {
       std::printf("    %-12s %10.2f us  %7.2f GB/s  %6.1f%%   %s\n",
-                  v["recipe"].get<std::string>().c_str(), v["op_us"].get<double>(),
+                  v["label"].get<std::string>().c_str(), v["op_us"].get<double>(),
                   v["op_gbps"].get<double>(), v["pct_of_bw"].get<double>(),
                   v["variant"].get<std::string>().c_str());
     }
@@ -381,6 +362,9 @@ int cmd_bench(const Args& a) {
   }
   const std::string target = a.positional.at(0);
   if (a.has("align") && !a.has("model")) throw UsageError("--align goes with --model");
+  if (a.has("set") && (a.has("model") || a.has("split"))) {
+    throw UsageError("--set times a preview against the registered variant: drop --model/--split");
+  }
   if (a.has("model")) {
     if (target == "all") throw UsageError("--model takes one op, not all");
     for (const char* o : {"n", "split", "rows", "cols", "indices"}) {
@@ -427,11 +411,24 @@ int cmd_bench(const Args& a) {
     return 0;
   }
   if (a.has("shape")) throw UsageError("--shape is for NN ops");
+  if (a.has("set") && target == "all") throw UsageError("--set takes one op, not all");
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);
-    // Without --variant, an autoscheduled twin of the selected variant runs alongside.
-    const nlohmann::json j = with_regime(
-        bench_one(a, *reg, k, given, a.has("variant") ? nullptr : auto_twin(*reg, k.descriptor())));
+    nlohmann::json j;
+    if (a.has("set")) {
+      // The preview against the registered variant, side by side in the same run.
+      const std::map<std::string, int64_t> set = set_options(a);
+      const LoadedPreview p = load_preview(*reg, k.descriptor(), set, cache_dir(a), a.all("rules"));
+      if (!p.kernel->descriptor().shape.elementwise) {
+        throw UsageError("--set: " + target + " is not a dense elementwise op");
+      }
+      j = with_regime(bench_one(a, *reg, *p.kernel, given, &k));
+      j["set"] = set_text(set);
+    } else {
+      // Without --variant, an autoscheduled twin of the selected variant runs alongside.
+      j = with_regime(bench_one(a, *reg, k, given,
+                                a.has("variant") ? nullptr : auto_twin(*reg, k.descriptor())));
+    }
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -495,6 +492,11 @@ Command bench_command() {
          "wake-up, as a step between forward and backward passes does"},
         {"idle-gap", "US", "--regime idle: microseconds of sleep before each call (default 2000)"},
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
+        {"set", "NAME=VALUE",
+         "dense ops: time a preview with this schedule param changed (vector, unroll, tasks, "
+         "chunk, serial_below; compiled into the cache, not the registry) side by side with "
+         "the registered variant (repeatable)",
+         true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "
          "calls of K elements (2^20, 1e6; several comma-separated), interleaved on the same "

@@ -40,6 +40,7 @@ int cmd_build(const Args& a) {
   o.jobs = static_cast<int>(a.get_int("jobs", 0, 1, kMaxThreads));
   o.only = a.all("only");
   o.rules = a.all("rules");
+  o.tuning = a.get("tuning", "auto");
   const char* disable = std::getenv("OPFORGE_CACHE_DISABLE");
   if (disable && *disable && std::string(disable) != "0") {
     o.cache_mode = builder::CacheMode::disabled;
@@ -83,6 +84,8 @@ int cmd_build(const Args& a) {
                       {"pruned", r.pruned},
                       {"cache_warnings", r.cache_warnings},
                       {"rule_ops", r.rule_ops},
+                      {"tuning", r.tuning_path},
+                      {"tuned_variants", r.tuned_variants},
                       {"variants", nlohmann::json::array()}};
   for (const auto& v : r.variants) {
     j["variants"].push_back({{"variant", v.variant},
@@ -113,6 +116,10 @@ Command build_command() {
          "<cache dir>/user-registry) that the runtime reads beside the op library; a rule "
          "named like an op of the op library (--registry) is refused"},
         {"jobs", "N", "parallel compiles (default: number of cores)"},
+        {"tuning", "auto|none|FILE",
+         "machine tuning (`opforge tune`): auto (default) applies <registry>/tuning/<this "
+         "machine's fingerprint>.json when it exists; none builds the recipe defaults; FILE "
+         "applies that file, which must be this machine's"},
         {"explain", "", "say per variant why it hit or missed the cache"},
         {"quiet", "", "print nothing but errors (no progress, no summary)"},
         {"recache", "",

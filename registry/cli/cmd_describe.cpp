@@ -37,6 +37,7 @@ void print_variants_and_run(const std::vector<registry::Descriptor>& vs) {
   for (const auto& v : vs) {
     std::printf("  %-50s %-7s attrs %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
                 attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
+    if (!v.schedule.tuning_machine.empty()) std::printf("      %s\n", tuning_text(v).c_str());
   }
   std::printf("\nrun it: opforge run %s", d.op.c_str());
   for (const auto& in : d.inputs) {

@@ -117,6 +117,7 @@ int cmd_diff(const Args& a) {
     auto y = db.schedule.params.count(k) ? db.schedule.params.at(k) : "(none)";
     field("param " + k, x, y);
   }
+  field("tuning", tuning_text(da), tuning_text(db));
   field("isa", da.target.isa, db.target.isa);
   field("target", da.target.halide_target, db.target.halide_target);
   field("cache key", da.cache_key.substr(0, 16), db.cache_key.substr(0, 16));

@@ -44,6 +44,7 @@ std::string header_text(const InspectedKernel& k) {
     s += "\n";
   }
   s += "          " + d.schedule.summary + "\n";
+  s += "tuning    " + tuning_text(d) + "\n";
   s += "cache key " + d.cache_key + "\n";
   return s;
 }

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "opforge/runtime.hpp"
+#include "registry/builder/tuning.h"
 #include "registry/cache/compile_cache.h"
 #include "registry/cli/bench/bench_model.h"
 
@@ -59,19 +59,7 @@ Kernel& op_kernel(Registry& reg, const Args& a, const std::string& op) {
 }
 
 std::string host_summary() {
-  // The model name, and family / model numbers (a VM's name may be a generic "Xeon").
-  std::string model = "unknown CPU", family, number;
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos || colon + 2 > line.size()) continue;
-    const std::string value = line.substr(colon + 2), key = line.substr(0, line.find('\t'));
-    if (key == "model name") model = value;
-    if (key == "cpu family") family = value;
-    if (key == "model") number = value;
-    if (line.empty() || key == "flags") break;  // the first processor's block is enough
-  }
-  if (!family.empty() && !number.empty()) model += " (family " + family + " model " + number + ")";
+  const std::string model = builder::this_machine().cpu_model;
   const CpuFeatures& c = cpu_features();
   std::string s = "host: " + model + ", CPU features:";
   for (const auto& f : c.visible) s += " " + f;
@@ -85,6 +73,12 @@ std::string host_summary() {
          (hidden.empty() ? " (hides nothing)" : " (hides" + hidden + ")");
   }
   return s;
+}
+
+std::string tuning_text(const registry::Descriptor& d) {
+  if (d.schedule.tuning_machine.empty()) return "recipe defaults";
+  return "machine tuning " + d.schedule.tuning_machine + " (family " + d.schedule.tuning_family +
+         ")";
 }
 
 OptionSpec json_option() {
@@ -110,10 +104,10 @@ OptionSpec isa_option() {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      build_command(),   list_command(),       describe_command(),     inspect_command(),
-      diff_command(),    report_command(),     run_command(),          bench_command(),
-      profile_command(), check_command(),      autoschedule_command(), new_command(),
-      cache_command(),   completion_command(),
+      build_command(),   list_command(),   describe_command(),   inspect_command(),
+      diff_command(),    report_command(), run_command(),        bench_command(),
+      profile_command(), check_command(),  tune_command(),       autoschedule_command(),
+      new_command(),     cache_command(),  completion_command(),
   };
   return table;
 }

@@ -10,6 +10,9 @@
 namespace opforge {
 class Kernel;
 class Registry;
+namespace registry {
+struct Descriptor;
+}  // namespace registry
 }  // namespace opforge
 
 namespace opforge::cli {
@@ -33,6 +36,7 @@ Command run_command();
 Command bench_command();
 Command profile_command();
 Command check_command();
+Command tune_command();
 Command autoschedule_command();
 Command new_command();
 Command cache_command();
@@ -66,5 +70,9 @@ OptionSpec variant_option();
 // "host: <cpu model>, CPU features: ...[, masked by OPFORGE_CPU_FEATURES=... (hides ...)]":
 // what variant selection sees on this machine.
 std::string host_summary();
+
+// Which params a variant was built with: "machine tuning <fingerprint> (family <f>)" from a
+// tuning file (`opforge tune`), or "recipe defaults".
+std::string tuning_text(const registry::Descriptor& d);
 
 }  // namespace opforge::cli

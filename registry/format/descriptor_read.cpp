@@ -181,6 +181,14 @@ Schedule parse_schedule(const std::string& origin, const json& j, const std::str
   s.recipe = o.str("recipe");
   if (const json* p = o.field("params", false)) s.params = string_map(origin, *p, o.at("params"));
   s.summary = o.opt_str("summary");
+  if (const json* t = o.field("tuning", false)) {
+    Obj to(origin, *t, o.at("tuning"));
+    s.tuning_machine = to.str("machine");
+    s.tuning_family = to.str("family");
+    if (s.tuning_machine.empty()) to.fail_at("machine", "must not be empty");
+    if (s.tuning_family.empty()) to.fail_at("family", "must not be empty");
+    to.finish();
+  }
   o.finish();
   return s;
 }

@@ -104,6 +104,9 @@ ojson schedule_json(const Schedule& s) {
   j["params"] = ojson::object();
   for (const auto& [k, v] : s.params) j["params"][k] = v;
   j["summary"] = s.summary;
+  if (!s.tuning_machine.empty()) {
+    j["tuning"] = {{"machine", s.tuning_machine}, {"family", s.tuning_family}};
+  }
   return j;
 }
 

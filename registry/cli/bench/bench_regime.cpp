@@ -38,6 +38,10 @@ const Regime& set_regime(const Args& a) {
   return current;
 }
 
+void set_regime(const Regime& r) {
+  current = r;
+}
+
 const Regime& regime() {
   return current;
 }

@@ -23,6 +23,7 @@ struct Regime {
 
 // From --regime awake|idle and --idle-gap US (UsageError naming a bad value); sets it.
 const Regime& set_regime(const Args& a);
+void set_regime(const Regime& r);  // `opforge tune` times both, one after the other
 const Regime& regime();
 
 // Seconds `f` takes, steady_clock, after the regime's gap.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "opforge/fp8.h"
@@ -176,6 +177,33 @@ double median(std::vector<double> v) {
 double bytes_per_element(const registry::Descriptor& d) {
   return static_cast<double>(d.traffic.bytes_read_per_element) +
          static_cast<double>(d.traffic.bytes_written_per_element);
+}
+
+std::vector<int64_t> count_list(const std::string& text, const std::string& option) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    int64_t k = 0;
+    if (item.rfind("2^", 0) == 0) {
+      char* end = nullptr;
+      const long e = std::strtol(item.c_str() + 2, &end, 10);
+      if (item.size() > 2 && !*end && e >= 0 && e <= 62) k = int64_t(1) << e;
+    } else {
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (!item.empty() && !*end && v >= 1 && v < 9.2e18 &&
+          v == static_cast<double>(static_cast<int64_t>(v))) {
+        k = static_cast<int64_t>(v);
+      }
+    }
+    if (k < 1) {
+      throw UsageError(option + ": expected positive counts (1048576, 1e6 or 2^20), got '" + item +
+                       "'");
+    }
+    out.push_back(k);
+  }
+  if (out.empty()) throw UsageError(option + ": expected at least one count");
+  return out;
 }
 
 Kernel* bandwidth_kernel(Registry& reg, const registry::Descriptor& d) {

@@ -79,6 +79,10 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
 
 double median(std::vector<double> v);
 
+// A comma-separated list of positive counts, each an integer ("1048576", "1e6") or a power of
+// two ("2^20"), for option `option` (UsageError naming it and the item otherwise).
+std::vector<int64_t> count_list(const std::string& text, const std::string& option);
+
 // Seconds one call of `k` on `w` (a Workload or a SparseWorkload) takes, steady_clock, after
 // the bench regime's gap (bench_regime.h).
 template <class W>

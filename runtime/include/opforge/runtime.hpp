@@ -206,6 +206,11 @@ class Registry {
   // prefers over its hand-scheduled twin). Throws Error for an unknown id (with a suggestion)
   // or a CPU without the variant's features.
   Kernel& load(const std::string& variant);
+  // A kernel built outside the registry: a schedule preview in the compile cache (`opforge
+  // bench --set`, `opforge tune`). `d` describes it (its kernel.sha256, when set, is checked),
+  // `path` is the .so; it runs on this registry's Halide runtime. Each path is loaded once and
+  // stays loaded with the registry. Throws Error naming the path.
+  Kernel& load_file(const registry::Descriptor& d, const std::string& path);
 
   // The shared Halide thread pool's size; 0 = Halide's default. Waits for kernel calls in
   // flight (in any thread) to finish; calls made meanwhile wait for it.
@@ -235,6 +240,7 @@ class Registry {
   Kernel& load_variant(const std::string& variant);
   // dlopen + metadata check, once per variant.
   Kernel& load_descriptor(const registry::Descriptor& d);
+  std::unique_ptr<Kernel> open_kernel(const registry::Descriptor& d, const std::string& path);
   // Runs `f`; when it throws Error and index.json has changed since it was read (after any
   // install in progress), runs it again with the new index.
   template <class F>
@@ -258,6 +264,7 @@ class Registry {
   mutable std::map<std::string, registry::Descriptor> descriptors_;  // by variant, checked
   void* runtime_ = nullptr;
   std::map<std::string, std::unique_ptr<Kernel>> loaded_;  // by variant id
+  std::map<std::string, std::unique_ptr<Kernel>> files_;   // load_file's, by path
   std::vector<std::unique_ptr<Kernel>> retired_;           // replaced by a rebuild
   std::string user_dir_;                                   // "" for none
   mutable std::unique_ptr<Registry> user_;                 // opened on first need

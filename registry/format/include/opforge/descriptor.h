@@ -154,6 +154,10 @@ struct Schedule {
   std::string recipe;                         // e.g. "elementwise"
   std::map<std::string, std::string> params;  // canonical strings
   std::string summary;                        // one line for humans
+  // The machine tuning applied (`opforge tune`): the tuning file's machine fingerprint and
+  // the op family whose params it set; both empty for the recipe's defaults.
+  std::string tuning_machine;
+  std::string tuning_family;
 };
 
 struct ShapeConstraints {

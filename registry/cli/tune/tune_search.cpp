@@ -1,0 +1,276 @@
+#include "registry/cli/tune/tune_search.h"
+
+#include <Halide.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <tuple>
+
+#include "dsl/elementwise_schedule.h"
+#include "registry/builder/registry_builder.h"
+#include "registry/cli/bench/bench_workload.h"
+#include "registry/cli/preview_kernel.h"
+
+namespace opforge::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A candidate is kept when its geometric mean over every (size, regime) is at least 3% below
+// the current best's and no point is more than 10% above it, in two rounds: the host is
+// shared, and one round's noise (5-10% at small sizes) must not pick a param.
+constexpr double kKeepBelow = 0.97, kConfirmBelow = 0.99, kWorstPoint = 1.10;
+// The size a family's members are compared at to choose the one it is tuned on: L2-resident
+// on both hosts measured, so the ratio to the bandwidth kernel is the member's compute.
+constexpr int64_t kPickSize = 100000;
+
+struct Contender {
+  Kernel* kernel;
+  Workload* work;
+};
+
+// Medians of interleaved calls (the order rotates every rep) at one size and regime.
+std::vector<double> time_point(const std::vector<Contender>& cs, bool idle, const TuneOptions& o) {
+  set_regime(Regime{idle, o.idle_gap_us});
+  double once = 1e-7;
+  for (const auto& c : cs) time_call(*c.kernel, *c.work);  // warm: pages, the pool
+  for (const auto& c : cs) once = std::max(once, time_call(*c.kernel, *c.work));
+  const int64_t reps =
+      std::clamp<int64_t>(static_cast<int64_t>(o.point_seconds / once), 5, idle ? 25 : 401);
+  std::vector<std::vector<double>> t(cs.size());
+  for (int64_t r = 0; r < reps; ++r) {
+    for (size_t j = 0; j < cs.size(); ++j) {
+      const size_t k = (static_cast<size_t>(r) + j) % cs.size();
+      t[k].push_back(time_call(*cs[k].kernel, *cs[k].work));
+    }
+  }
+  std::vector<double> m;
+  for (auto& v : t) m.push_back(median(v) * 1e6);
+  return m;
+}
+
+// One family member the search times: its workloads at each size (two for the op, so the best
+// and the candidate run on their own buffers, one for the bandwidth kernel) and its kernels.
+struct Subject {
+  registry::Descriptor d;
+  Kernel* bandwidth = nullptr;
+  Kernel* defaults = nullptr;  // the recipe defaults, as a preview
+  Kernel* best = nullptr;
+  Kernel* candidate = nullptr;
+  struct Sized {
+    std::unique_ptr<Workload> best, candidate, bandwidth;
+  };
+  std::map<int64_t, Sized> work;
+};
+
+struct Point {
+  int64_t n;
+  bool idle;
+};
+
+std::vector<Point> points(const TuneOptions& o) {
+  std::vector<Point> p;
+  for (int64_t n : o.sizes) {
+    for (bool idle : o.idle_regimes) p.push_back({n, idle});
+  }
+  return p;
+}
+
+// Per subject and point: {first us, second us, bandwidth us}.
+std::vector<std::vector<double>> time_all(std::vector<Subject>& subjects, Kernel* Subject::*first,
+                                          Kernel* Subject::*second, const TuneOptions& o) {
+  std::vector<std::vector<double>> out;
+  for (Subject& s : subjects) {
+    for (const Point& p : points(o)) {
+      Subject::Sized& w = s.work.at(p.n);
+      out.push_back(time_point({{s.*first, w.best.get()},
+                                {s.*second, w.candidate.get()},
+                                {s.bandwidth, w.bandwidth.get()}},
+                               p.idle, o));
+    }
+  }
+  return out;
+}
+
+// Geometric mean and worst of second / first over the points.
+std::pair<double, double> score(const std::vector<std::vector<double>>& t) {
+  double log_sum = 0, worst = 0;
+  for (const auto& m : t) {
+    const double r = m[1] / m[0];
+    log_sum += std::log(r);
+    worst = std::max(worst, r);
+  }
+  return {std::exp(log_sum / static_cast<double>(t.size())), worst};
+}
+
+int natural_vector(const registry::Descriptor& d) {
+  return Halide::Target(d.target.halide_target).natural_vector_size(Halide::Float(32));
+}
+
+bool blockwise(const registry::Descriptor& d) {
+  return storage_tag(d).find("q8") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<int64_t> candidate_values(const std::string& param, int natural) {
+  if (param == "serial_below") return {0, 4096, 16384, 65536, 262144};
+  if (param == "tasks") return {2, 4, 8, 16, 32};
+  if (param == "unroll") return {1, 2, 4};
+  if (param == "vector") return {natural, 2 * natural};
+  if (param == "chunk") return {0, 16384, 65536, 262144};
+  throw UsageError("--params: unknown schedule param '" + param +
+                   "' (serial_below, tasks, unroll, vector, chunk)");
+}
+
+std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+  const std::vector<generators::VariantSpec> rows = builder::table_with_rules(o.rules, keep);
+  std::set<std::string> indexed, known_ops;
+  for (const auto& e : reg.index().variants) indexed.insert(e.variant);
+  std::vector<TuneFamily> out;
+  std::set<size_t> wanted;
+  for (const auto& row : rows) {
+    const dsl::ResolvedOp op = row.resolve();
+    const std::string family = builder::tuning_family(op);
+    if (family.empty()) continue;
+    known_ops.insert(op.name());
+    const bool asked = o.ops.empty() || std::count(o.ops.begin(), o.ops.end(), op.name());
+    for (const auto& isa : row.isas) {
+      if (!std::count(o.isas.begin(), o.isas.end(), isa)) continue;
+      const std::string id = op.variant_id(isa);
+      if (!indexed.count(id)) continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const TuneFamily& f) {
+        return f.family == family && f.isa == isa;
+      });
+      if (it == out.end()) it = out.insert(out.end(), TuneFamily{family, isa, {}});
+      it->variants.push_back(id);
+      if (asked) wanted.insert(static_cast<size_t>(it - out.begin()));
+    }
+  }
+  for (const auto& op : o.ops) {
+    if (!known_ops.count(op)) {
+      throw UsageError("--ops: '" + op +
+                       "' is not a dense optimizer op of the op table (NN, sparse and "
+                       "multi-tensor ops have no elementwise recipe to tune)");
+    }
+  }
+  std::vector<TuneFamily> chosen;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (wanted.count(i)) chosen.push_back(out[i]);
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const TuneFamily& a, const TuneFamily& b) {
+    return std::tie(a.family, a.isa) < std::tie(b.family, b.isa);
+  });
+  return chosen;
+}
+
+TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o) {
+  const auto t0 = Clock::now();
+  TuneResult r;
+  r.family = f;
+  reg.set_num_threads(o.threads);
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+
+  // The members furthest from and closest to their bandwidth kernels (registered schedules,
+  // awake): the params must suit the family's heaviest and lightest compute.
+  std::vector<std::pair<double, registry::Descriptor>> ranked;
+  for (const auto& id : f.variants) {
+    const registry::Descriptor d = reg.descriptor(id);
+    Kernel& k = reg.load(d.variant);
+    Kernel* bw = bandwidth_kernel(reg, d);
+    if (!bw) continue;
+    Workload wo(d, kPickSize, {}), wb(bw->descriptor(), kPickSize, {});
+    TuneOptions quick = o;
+    quick.point_seconds = o.point_seconds / 2;
+    const std::vector<double> m = time_point({{&k, &wo}, {bw, &wb}}, false, quick);
+    ranked.emplace_back(m[0] / m[1], d);
+  }
+  if (ranked.empty())
+    throw Error("family " + f.family + " (" + f.isa + ") has no bandwidth kernel");
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Subject> subjects(ranked.size() > 1 ? 2 : 1);
+  subjects.front().d = ranked.front().second;
+  if (ranked.size() > 1) subjects.back().d = ranked.back().second;
+
+  const registry::Descriptor& heaviest = subjects.front().d;
+  const int natural = natural_vector(heaviest);
+  // The searched params at the recipe defaults (vector: the ISA's natural width).
+  std::map<std::string, int64_t> best;
+  for (const auto& p : dsl::ElementwiseSchedule::params()) {
+    if (!std::count(o.params.begin(), o.params.end(), p.name)) continue;
+    if (blockwise(heaviest) && (p.name == "unroll" || p.name == "chunk")) continue;  // unused
+    best[p.name] = p.name == "vector" && p.default_value == 0 ? natural : p.default_value;
+  }
+  r.defaults = best;
+  auto load = [&](const Subject& s, const std::map<std::string, int64_t>& set) {
+    const LoadedPreview p = load_preview(reg, s.d, set, o.cache_dir, o.rules);
+    r.compiled += !p.hit;
+    return p.kernel;
+  };
+  for (Subject& s : subjects) {
+    r.tuned.measured_variants.push_back(s.d.variant);
+    s.bandwidth = bandwidth_kernel(reg, s.d);
+    s.defaults = s.best = load(s, best);
+    for (int64_t n : o.sizes) {
+      const std::map<std::string, double> none;
+      s.work[n] = {std::make_unique<Workload>(s.d, n, none),
+                   std::make_unique<Workload>(s.d, n, none),
+                   std::make_unique<Workload>(s.bandwidth->descriptor(), n, none)};
+    }
+    say(f.family + " " + f.isa + ": timing " + s.d.variant);
+  }
+
+  for (const std::string& param : o.params) {
+    if (!best.count(param)) continue;
+    for (int64_t value : candidate_values(param, natural)) {
+      if (value == best.at(param)) continue;
+      std::map<std::string, int64_t> cand = best;
+      cand[param] = value;
+      for (Subject& s : subjects) s.candidate = load(s, cand);
+      ++r.candidates;
+      auto [mean, worst] = score(time_all(subjects, &Subject::best, &Subject::candidate, o));
+      bool keep = mean < kKeepBelow && worst < kWorstPoint;
+      char line[256];
+      std::snprintf(line, sizeof line, "  %s=%lld: %.3fx of the best so far (worst point %.3fx)",
+                    param.c_str(), static_cast<long long>(value), mean, worst);
+      std::string text = line;
+      if (keep) {  // a second round must agree
+        auto [mean2, worst2] = score(time_all(subjects, &Subject::best, &Subject::candidate, o));
+        keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
+        std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
+        text += line;
+      }
+      say(text + (keep ? ": kept" : ""));
+      if (!keep) continue;
+      best = cand;
+      for (Subject& s : subjects) s.best = s.candidate;
+    }
+  }
+
+  // The evidence: defaults against the result at every point, one more round.
+  const std::vector<std::vector<double>> t =
+      time_all(subjects, &Subject::defaults, &Subject::best, o);
+  size_t i = 0;
+  for (const Subject& s : subjects) {
+    for (const Point& p : points(o)) {
+      const auto& m = t[i++];
+      r.tuned.buckets.push_back({s.d.variant, p.n, p.idle ? "idle" : "awake", m[0], m[1], m[2]});
+    }
+  }
+  for (const auto& [k, v] : best) {
+    if (v != r.defaults.at(k)) r.tuned.params[k] = v;
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace opforge::cli

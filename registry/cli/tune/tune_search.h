@@ -1,0 +1,57 @@
+// What `opforge tune` does for one op family on one ISA: time the family's members with the
+// recipe defaults to pick the one furthest from its bandwidth kernel, then a coordinate
+// search over the elementwise recipe's params (serial_below, tasks, unroll, vector) on that
+// member, each candidate a schedule preview compiled into the cache and timed against the
+// current best and the same-traffic bandwidth kernel, interleaved, at every size and regime.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "opforge/runtime.hpp"
+#include "registry/builder/tuning.h"
+
+namespace opforge::cli {
+
+struct TuneOptions {
+  std::vector<std::string> isas;    // ISAs to tune (each must run here)
+  std::vector<std::string> ops;     // only the families with one of these ops; empty: all
+  std::vector<std::string> params;  // searched, in this order
+  std::vector<int64_t> sizes;       // elements per tensor, the size buckets
+  std::vector<bool> idle_regimes;   // false: awake (back to back), true: idle (a sleep first)
+  double idle_gap_us = 2000;
+  int threads = 2;
+  double point_seconds = 0.02;  // time per contender per (size, regime), about
+  std::string cache_dir;
+  std::vector<std::string> rules;
+  std::function<void(const std::string&)> progress;  // one line at a time
+};
+
+// A family to tune: its name, ISA and the registry variants in it.
+struct TuneFamily {
+  std::string family, isa;
+  std::vector<std::string> variants;
+};
+
+struct TuneResult {
+  TuneFamily family;
+  builder::TunedFamily tuned;               // params that differ from the defaults, evidence
+  std::map<std::string, int64_t> defaults;  // the searched params' recipe defaults
+  int candidates = 0;                       // previews timed
+  int compiled = 0;                         // of which the cache did not have
+  double seconds = 0;
+};
+
+// The tunable families of the registry's variants (the op table and `rules`), by family and
+// ISA, restricted to `o.isas` and `o.ops`.
+std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o);
+
+TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o);
+
+// The values tried for each param, given the ISA's natural vector width.
+std::vector<int64_t> candidate_values(const std::string& param, int natural_vector);
+
+}  // namespace opforge::cli

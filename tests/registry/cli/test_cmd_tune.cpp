@@ -1,0 +1,172 @@
+// opforge tune writes this machine's tuning file (families, params, same-run evidence);
+// opforge build applies it (explicitly, or found beside the registry), describe / inspect name
+// it, --tuning none and a bad file behave; opforge bench --set times a preview beside the
+// registered variant. CI-sized: one family, one ISA, one size, one param.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "cli_util.h"
+
+namespace opforge::testing {
+namespace {
+
+const std::map<std::string, std::string> kNoPrune = {{"OPFORGE_CACHE_MAXSIZE", "0"}};
+
+Result tune(const std::string& out, std::vector<std::string> extra = {}) {
+  return opforge_reg(concat({"tune", "--ops", "apply_gradient_descent", "--isa", "avx2", "--sizes",
+                             "1e4", "--regime", "awake", "--params", "tasks", "--out", out,
+                             "--cache-dir", test_cache_dir()},
+                            extra),
+                     kNoPrune);
+}
+
+Result build(const std::string& reg, const std::string& tuning) {
+  std::vector<std::string> args = {"build",
+                                   "--registry",
+                                   reg,
+                                   "--cache-dir",
+                                   test_cache_dir(),
+                                   "--only",
+                                   "apply_gradient_descent",
+                                   "--json"};
+  if (!tuning.empty()) args.insert(args.end(), {"--tuning", tuning});
+  return opforge(args, kNoPrune);
+}
+
+TEST_CASE("tune: this machine's file, applied by build, named by describe and inspect") {
+  TempDir dir;
+  const std::string file = dir / "tuning.json";
+  const Result t = tune(file, {"--json"});
+  REQUIRE_MESSAGE(t.rc == 0, t.all());
+  const nlohmann::json j = parse_json(t);
+  CHECK(j["tuning_file"] == file);
+  // Every family with an apply_gradient_descent variant (fp32, narrow gradients, ...).
+  nlohmann::json f;
+  for (const auto& e : j["families"]) {
+    CHECK(e["isa"] == "avx2");
+    if (e["family"] == "s1_g1") f = e;  // plain SGD moves one state and one gradient
+  }
+  REQUIRE(f.is_object());
+  for (const auto& [k, v] : f["params"].items()) {
+    CHECK(k == "tasks");
+    CHECK(v.get<int>() >= 1);
+  }
+  CHECK(f["defaults"]["tasks"] == 8);
+  REQUIRE(f["measured_variants"].size() >= 1);
+  std::set<std::string> timed;
+  for (const auto& b : f["buckets"]) {
+    timed.insert(b["variant"].get<std::string>());
+    CHECK(b["n"] == 10000);
+    CHECK(b["regime"] == "awake");
+    CHECK(b["default_us"].get<double>() > 0);
+    CHECK(b["tuned_us"].get<double>() > 0);
+    CHECK(b["bandwidth_us"].get<double>() > 0);
+  }
+  for (const auto& v : f["measured_variants"]) {
+    CHECK(contains(v.get<std::string>(), "__avx2"));
+    CHECK(timed.count(v.get<std::string>()));
+  }
+  const nlohmann::json written = nlohmann::json::parse(slurp(file));
+  const std::string machine = written["fingerprint"];
+  CHECK(j["machine"] == machine);
+  CHECK(written["format"] == "opforge-tuning/1");
+  CHECK(written["families"]["s1_g1"].contains("avx2"));
+
+  // build --tuning FILE: the avx2 variants of the family carry it, the avx512 ones do not.
+  const std::string reg = dir / "reg";
+  const Result b = build(reg, file);
+  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  const nlohmann::json bj = parse_json(b);
+  CHECK(bj["tuning"] == file);
+  CHECK(bj["tuned_variants"].get<int>() >= 1);
+  const std::string named = "machine tuning " + machine + " (family s1_g1)";
+  const Result d = opforge({"describe", "apply_gradient_descent", "--registry", reg});
+  REQUIRE_MESSAGE(d.rc == 0, d.all());
+  CHECK(contains(d.out, named));
+  const Result i2 = opforge({"inspect", "apply_gradient_descent", "--registry", reg, "--isa",
+                             "avx2", "--cache-dir", test_cache_dir()});
+  REQUIRE_MESSAGE(i2.rc == 0, i2.all());
+  CHECK(contains(i2.out, "tuning    " + named));
+  const Result i5 = opforge({"inspect", "apply_gradient_descent", "--registry", reg, "--isa",
+                             "avx512", "--cache-dir", test_cache_dir()});
+  REQUIRE_MESSAGE(i5.rc == 0, i5.all());
+  CHECK(contains(i5.out, "tuning    recipe defaults"));
+
+  // --tuning none: the defaults again.
+  const Result n = build(reg, "none");
+  REQUIRE_MESSAGE(n.rc == 0, n.all());
+  CHECK(parse_json(n)["tuned_variants"] == 0);
+  CHECK_FALSE(contains(opforge({"describe", "apply_gradient_descent", "--registry", reg}).out,
+                       "machine tuning"));
+
+  // auto (the default): the file of this machine's fingerprint beside the registry.
+  fs::create_directories(fs::path(reg) / "tuning");
+  fs::copy_file(file, fs::path(reg) / "tuning" / (machine + ".json"));
+  const Result a = build(reg, "");
+  REQUIRE_MESSAGE(a.rc == 0, a.all());
+  CHECK(parse_json(a)["tuning"] == (fs::path(reg) / "tuning" / (machine + ".json")).string());
+  CHECK(contains(opforge({"describe", "apply_gradient_descent", "--registry", reg}).out, named));
+}
+
+TEST_CASE("build --tuning: a corrupt or foreign file stops the build before anything is written") {
+  TempDir dir;
+  const std::string reg = dir / "reg";
+  std::ofstream(dir / "bad.json") << "{";
+  const Result bad = build(reg, dir / "bad.json");
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.err, dir / "bad.json"));
+  CHECK(empty_or_absent(reg));
+  const Result missing = build(reg, dir / "none.json");
+  CHECK(missing.rc != 0);
+  CHECK(contains(missing.err, dir / "none.json"));
+  CHECK(empty_or_absent(reg));
+}
+
+TEST_CASE("tune: bad options are named before any timing, no file written") {
+  TempDir dir;
+  const std::string out = dir / "t.json";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--params", "tiles"}, "unknown schedule param 'tiles'"},
+      {{"--ops", "matmul"}, "'matmul' is not a dense optimizer op"},
+      {{"--regime", "sometimes"}, "--regime: awake, idle or both"},
+      {{"--sizes", "0"}, "--sizes: expected positive counts"},
+  };
+  for (const auto& [extra, what] : cases) {
+    CAPTURE(what);
+    std::vector<std::string> args = {"tune", "--isa", "avx2", "--out", out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = opforge_reg(args);
+    CHECK(r.rc != 0);
+    CHECK(contains(r.err, what));
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
+TEST_CASE("bench --set: the preview and the registered variant side by side; bad params named") {
+  const Result r = opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--reps", "5",
+                                "--set", "tasks=2", "--cache-dir", test_cache_dir(), "--json"},
+                               kNoPrune);
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const nlohmann::json j = parse_json(r);
+  CHECK(j["set"] == "tasks=2");
+  REQUIRE(j["side_by_side"].size() == 2);
+  CHECK(j["side_by_side"][0]["label"] == "preview");
+  CHECK(j["side_by_side"][1]["label"] == "registered");
+  CHECK(j["side_by_side"][0]["variant"] == j["side_by_side"][1]["variant"]);
+  for (const auto& [set, what] : std::vector<std::pair<std::string, std::string>>{
+           {"tasks=0", "'tasks' = 0 is outside"}, {"tiles=2", "unknown schedule param"}}) {
+    const Result bad = opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--set", set,
+                                    "--cache-dir", test_cache_dir()});
+    CHECK(bad.rc != 0);
+    CHECK_MESSAGE(contains(bad.err, what), bad.err);
+  }
+  const Result model = opforge_reg(
+      {"bench", "apply_gradient_descent", "--model", "transformer-small", "--set", "tasks=2"});
+  CHECK(model.rc != 0);
+  CHECK(contains(model.err, "--set times a preview against the registered variant"));
+}
+
+}  // namespace
+}  // namespace opforge::testing
