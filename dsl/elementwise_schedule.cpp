@@ -23,6 +23,9 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
        "elements per parallel task; 0: ceil(N / tasks) rounded up to whole vectors at run time"},
       {"serial_below", 16384, 0, 1 << 30,
        "N below which a serial path runs (a thread-pool dispatch costs 3-8 us)"},
+      // Which is faster depends on the CPU's divider, not the ISA (measurements: dsl/math.h).
+      {"divide", 0, 0, 1,
+       "1/x in the update as an exact divide (1) or the rcp estimate and a Newton step (0)"},
   };
   return p;
 }
@@ -256,6 +259,7 @@ std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p
   } else {
     s += "; serial";
   }
+  if (p.at("divide")) s += "; exact divides";
   return s + "; GuardWithIf tails (safe in place)";
 }
 

@@ -18,8 +18,12 @@ Expr sign(const Expr& x) {
   return Halide::select(x > 0, Halide::cast(t, 1), x < 0, Halide::cast(t, -1), Halide::cast(t, 0));
 }
 
-Expr reciprocal(const Expr& x) {
-  if (x.type() != Halide::Float(32)) return 1.0f / x;  // fp64 golden builds: exact
+namespace {
+
+// The placeholder reciprocal() leaves for lower_fp32_math.
+constexpr const char* kReciprocal = "opforge_reciprocal_f32";
+
+Expr estimated_reciprocal(const Expr& x) {
   Expr r0 = Halide::fast_inverse(x);
   Expr r1 = r0 * (2.0f - x * r0);
   // For 0, denormals, inf and NaN the Newton step gives NaN; the estimate itself is exact
@@ -27,6 +31,40 @@ Expr reciprocal(const Expr& x) {
   // both `x == inf` and is_nan() were optimized into wrong tests.
   Expr exponent = (Halide::reinterpret(Halide::UInt(32), x) >> 23) & 0xff;
   return Halide::select(exponent == 0 || exponent == 0xff, r0, r1);
+}
+
+class LowerFp32Math : public Halide::Internal::IRMutator {
+ public:
+  explicit LowerFp32Math(bool divide) : divide_(divide) {}
+
+ protected:
+  using IRMutator::visit;
+  Expr visit(const Halide::Internal::Call* op) override {
+    using Halide::Internal::Call;
+    if (op->call_type != Call::PureExtern || op->args.size() != 1) return IRMutator::visit(op);
+    if (op->name == kReciprocal) {
+      Expr x = mutate(op->args[0]);
+      return divide_ ? 1.0f / x : estimated_reciprocal(x);
+    }
+    if (op->name == "sqrt_f32")
+      return Call::make(op->type, "llvm.sqrt.f32", {mutate(op->args[0])}, Call::PureExtern);
+    return IRMutator::visit(op);
+  }
+
+ private:
+  bool divide_;
+};
+
+}  // namespace
+
+Expr reciprocal(const Expr& x) {
+  if (x.type() != Halide::Float(32)) return 1.0f / x;  // fp64 golden builds: exact
+  using Halide::Internal::Call;
+  return Call::make(Halide::Float(32), kReciprocal, {x}, Call::PureExtern);
+}
+
+Expr lower_fp32_math(const Expr& e, bool divide) {
+  return e.defined() ? LowerFp32Math(divide).mutate(e) : e;
 }
 
 Halide::Expr is_finite(const Halide::Expr& x) {

@@ -13,13 +13,29 @@ Halide::Expr select(const Halide::Expr& condition, Halide::Expr a, Halide::Expr 
 // sign(x): 1, -1 or 0 (TensorFlow's sign(0) == 0). Halide 14 has no sign().
 Halide::Expr sign(const Halide::Expr& x);
 
-// 1/x for fp32 from the hardware estimate (rcpps) and one Newton-Raphson step: within 2 ulp
-// for normal x; exact for 0, +-inf and NaN; +-inf for denormal x (rcpps flushes them). Why: sqrt
-// and divide share one divider unit; in apply_adam, replacing the divide moved fp32 Adam from 85%
-// to 100% of the same-traffic bandwidth kernel at N = 1e6 (L3-resident) and from 3.0x to 2.1x its
-// time at N = 1e4 (L2-resident), same runs. Results may differ by an ulp between CPU vendors (rcpps
-// tables differ). For other float types (the fp64 golden) it is the exact 1/x.
+// 1/x in an update rule. For fp32 the schedule chooses how (its `divide` param; see
+// lower_fp32_math): the divider is the bottleneck of sqrt-heavy updates, and which way is
+// faster depends on the CPU, not the ISA. For other float types (the fp64 golden) it is 1/x.
 Halide::Expr reciprocal(const Halide::Expr& x);
+
+// Resolves the fp32 math an update leaves to its schedule, over the whole Expr `e`:
+//  - each reciprocal(): with `divide` false, the hardware estimate (rcpps) and one
+//    Newton-Raphson step: within 2 ulp for normal x; exact for 0, +-inf and NaN; +-inf for
+//    denormal x (rcpps flushes them); may differ by an ulp between CPU vendors (rcpps tables
+//    differ). With `divide` true, the exact IEEE 1/x. Measured, apply_adam: on Sapphire Rapids
+//    (AVX-512) the estimate moved Adam from 85% to 100% of the same-traffic bandwidth kernel at
+//    N = 1e6 and from 3.0x to 2.1x its time at N = 1e4; on an AMD EPYC (family 26) the divide
+//    is faster, one thread, same run (opforge bench --set divide=1): AVX-512 1.73 vs 2.08 us at
+//    1e4, 17.8 vs 19.8 us at 1e5, 213 vs 228 us at 1e6; AVX2 2.94 vs 3.01, 27.1 vs 27.7, 270 vs
+//    289 us. Hence a param `opforge tune` searches; default false.
+//  - each sqrt: LLVM's sqrt intrinsic, which the x86 backend emits at the vector's full width.
+//    Halide 14 maps sqrt to its x86 runtime's 8-lane AVX routine, so a 16-lane (AVX-512) sqrt
+//    was split into two ymm halves with an extract and an insert each; full width took Adam
+//    from 2.60 to 2.10 us at N = 1e4 and 25.0 to 20.0 us at 1e5 (one thread, same run, same
+//    EPYC). Same values: both are the correctly rounded sqrt.
+// Every fp32 update must pass through it (the optimizer pipeline does): an unresolved
+// reciprocal would be an undefined extern call.
+Halide::Expr lower_fp32_math(const Halide::Expr& e, bool divide);
 
 // True where x is neither infinite nor NaN, as an integer test on the exponent bits (fp32, and
 // fp64 for the golden): no float comparison for Halide's simplifier to fold (it broke

@@ -12,6 +12,7 @@
 
 #include "dsl/elementwise_schedule.h"
 #include "dsl/fp8.h"
+#include "dsl/math.h"
 #include "dsl/quant8.h"
 
 namespace opforge::dsl {
@@ -63,18 +64,31 @@ namespace {
 
 // The new value of each state, in output_order, and of each result, in declaration order, as
 // fp32: simultaneous assignment, every update Expr reads the old values. `fast_paths` receives
-// the conditions the update asked to be specialized on.
+// the conditions the update asked to be specialized on. fp32 math is resolved here, every Expr
+// the update hands out included (dsl/math.h lower_fp32_math, `divide` the schedule's param).
 struct NewValues {
   std::vector<Expr> states, results;
   Expr skip;  // where every state keeps its value (UpdateContext::skip_when); may be undefined
 };
 NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>& values,
                         Reducer reducer, std::vector<Expr>* fast_paths = nullptr,
-                        Halide::Type compute = Halide::Float(32)) {
+                        Halide::Type compute = Halide::Float(32), bool divide = false) {
   const OptimizerDecl& decl = op.as_optimizer();
-  UpdateContext ctx(values, op.attrs, decl.name(), std::move(reducer));
+  const bool fp32 = compute == Halide::Float(32);
+  auto lower = [&](const Expr& e) { return fp32 ? lower_fp32_math(e, divide) : e; };
+  Reducer lowered_reducer;
+  if (reducer) {
+    lowered_reducer = [&lower, reducer = std::move(reducer)](const Expr& e, bool squares,
+                                                             bool whole_call) {
+      return reducer(lower(e), squares, whole_call);
+    };
+  }
+  UpdateContext ctx(values, op.attrs, decl.name(), lowered_reducer);
   Updates updates = decl.update_fn()(ctx);
-  if (fast_paths) *fast_paths = ctx.fast_paths();
+  if (fast_paths) {
+    *fast_paths = ctx.fast_paths();
+    for (Expr& e : *fast_paths) e = lower(e);
+  }
   std::map<std::string, Expr> by_state;
   const std::vector<std::string> states = output_order(op);
   const std::vector<std::string>& results = op.results;
@@ -98,10 +112,10 @@ NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>&
     const bool quantized = decl.storage().quant && stored == Halide::UInt(8);
     const bool narrow = compute == Halide::Float(32) &&
                         (stored.bits() == 16 || (stored == Halide::UInt(8) && !quantized));
-    return Halide::cast(narrow ? stored : compute, it->second);
+    return Halide::cast(narrow ? stored : compute, lower(it->second));
   };
   NewValues out;
-  out.skip = ctx.skip_condition();
+  out.skip = lower(ctx.skip_condition());
   for (const auto& s : states) out.states.push_back(value_of(s, "state"));
   for (const auto& r : results) out.results.push_back(value_of(r, "result"));
   return out;
@@ -378,6 +392,12 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   return w;
 }
 
+// The schedule's choice for the update's reciprocals (dsl/math.h); absent when unscheduled.
+bool divides(const std::map<std::string, int64_t>& sched) {
+  auto it = sched.find("divide");
+  return it != sched.end() && it->second != 0;
+}
+
 Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
                         const std::map<std::string, int64_t>& sched) {
   const OptimizerDecl& decl = op.as_optimizer();
@@ -401,7 +421,8 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   // the update is evaluated again reading that sum. Reductions may not depend on each other.
   Reductions red;
   std::vector<Expr> fast_paths;
-  NewValues new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute);
+  NewValues new_values =
+      state_updates(op, values, red.collector(), &fast_paths, in.compute, divides(sched));
   // new_values_first(): the new values are computed whole into a buffer before `out`
   // copies them over the states (see OptimizerDecl::new_values_first).
   const bool values_first = decl.computes_new_values_first();
@@ -418,10 +439,11 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     red.define_sum(total, {}, {}, [&](size_t k) { return red.element(term, k, {r}); });
     size_t next = 0;
     Reducer read = [&](const Expr&, bool, bool) { return red.element(total, next++, {}); };
-    new_values = state_updates(op, update_values, read, nullptr, in.compute);
+    new_values = state_updates(op, update_values, read, nullptr, in.compute, divides(sched));
     def.reduction_reads = red.reads(in);
   } else if (quantized) {
-    new_values = state_updates(op, update_values, red.collector(), nullptr, in.compute);
+    new_values =
+        state_updates(op, update_values, red.collector(), nullptr, in.compute, divides(sched));
   }
   Func values_func = exact_func("new_values");
   if (values_first && !new_values.states.empty()) {
@@ -495,7 +517,8 @@ Definition define_sparse(const ResolvedOp& op, const Bindings& in, Func out,
   }
   std::vector<Expr> fast_paths;
   if (!op.results.empty()) fail(decl.name(), "the sparse form has no results");
-  define_values(out, {c, r}, state_updates(op, values, nullptr, &fast_paths, in.compute).states);
+  define_values(out, {c, r},
+                state_updates(op, values, nullptr, &fast_paths, in.compute, divides(sched)).states);
   Definition def;
   def.algorithm = algorithm_text(out);
   if (in.scheduled) ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
@@ -518,7 +541,8 @@ Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func ou
 
   Reductions red;
   std::vector<Expr> fast_paths;
-  NewValues new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute);
+  NewValues new_values =
+      state_updates(op, values, red.collector(), &fast_paths, in.compute, divides(sched));
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
   Func lanes = exact_func("chunk_lanes"), chunk = exact_func("chunk_sum"),
@@ -541,7 +565,7 @@ Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func ou
       const size_t j = next++;
       return red.whole_call[j] ? red.element(all, j, {}) : red.element(per_tensor, j, {seg_k});
     };
-    new_values = state_updates(op, values, read, nullptr, in.compute);
+    new_values = state_updates(op, values, read, nullptr, in.compute, divides(sched));
     def.reduction_reads = red.reads(in);
   }
   define_values(out, {c, k}, new_values.states);

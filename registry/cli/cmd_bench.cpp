@@ -494,8 +494,8 @@ Command bench_command() {
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
         {"set", "NAME=VALUE",
          "dense ops: time a preview with this schedule param changed (vector, unroll, tasks, "
-         "chunk, serial_below; compiled into the cache, not the registry) side by side with "
-         "the registered variant (repeatable)",
+         "chunk, serial_below, divide; compiled into the cache, not the registry) side by side "
+         "with the registered variant",
          true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "

@@ -61,7 +61,7 @@ TuneOptions tune_options(const Args& a) {
   }
   o.ops = comma_list(a.get("ops", ""));
   o.params = comma_list(
-      a.get("params", quick ? "serial_below,tasks" : "serial_below,tasks,unroll,vector"));
+      a.get("params", quick ? "serial_below,tasks" : "serial_below,tasks,unroll,vector,divide"));
   for (const auto& p : o.params) candidate_values(p, 8);  // names checked before any work
   o.sizes = count_list(a.get("sizes", quick ? "1e4,1e6" : "1e3,1e4,1e5,1e6,1e7"), "--sizes");
   const std::string regime = a.get("regime", quick ? "awake" : "both");
@@ -189,16 +189,16 @@ Command tune_command() {
   return {
       {"tune",
        "",
-       "Search the elementwise recipe's params (serial_below, tasks, unroll, vector) per op "
-       "family and ISA on this machine, timed against the bandwidth kernels, and write the "
+       "Search the elementwise recipe's params (serial_below, tasks, unroll, vector, divide) per "
+       "op family and ISA on this machine, timed against the bandwidth kernels, and write the "
        "tuning file `opforge build` applies",
        {registry_option(),
         cache_option(),
         rules_option(),
-        {"isa", "ISA", "tune this ISA (repeatable; default: every ISA this CPU runs)", true},
+        {"isa", "ISA", "tune this ISA (default: every ISA this CPU runs)", true},
         {"ops", "OP[,OP...]", "only the families of these ops (default: every family)"},
         {"params", "P[,P...]",
-         "params searched, in order (default serial_below,tasks,unroll,vector; also chunk)"},
+         "params searched, in order (default serial_below,tasks,unroll,vector,divide; also chunk)"},
         {"sizes", "N[,N...]",
          "elements per tensor, the size buckets (default 1e3,1e4,1e5,1e6,1e7)"},
         {"regime", "awake|idle|both",

@@ -1,5 +1,6 @@
-// dsl/math: sign() and reciprocal() against exact results, JIT-compiled for the vector
-// target the kernels use and for the scalar path; the f16/bf16 storage conversions bit-exactly
+// dsl/math: sign(), reciprocal() both ways lower_fp32_math resolves it, and the full-width sqrt
+// against exact results, JIT-compiled for the vector target the kernels use and for the scalar
+// path; the f16/bf16 storage conversions bit-exactly
 // against the IEEE reference rounding (tests/ieee_half.h), on the host and the avx2 target.
 #include <doctest/doctest.h>
 
@@ -42,7 +43,55 @@ std::vector<float> realize(Halide::Expr (*f)(const Halide::Expr&), const std::ve
   return std::vector<float>(r.data(), r.data() + in.size());
 }
 
-TEST_CASE("reciprocal: within 2 ulp of 1/x for normal x, exact for 0, inf, NaN") {
+Halide::Expr estimated_reciprocal(const Halide::Expr& x) {
+  return lower_fp32_math(reciprocal(x), false);
+}
+Halide::Expr divided_reciprocal(const Halide::Expr& x) {
+  return lower_fp32_math(reciprocal(x), true);
+}
+Halide::Expr lowered_sqrt(const Halide::Expr& x) {
+  return lower_fp32_math(Halide::sqrt(x), false);
+}
+
+std::vector<float> special_and_random(int count, int lowest_exponent) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1.0f, -3.0f, 1e-30f, 3e37f};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(lowest_exponent, 100);
+  for (int k = 0; k < count; ++k) x.push_back(std::ldexp(mant(rng), expo(rng)) * (k % 2 ? 1 : -1));
+  return x;
+}
+
+// Bit-exact, a NaN for a NaN (payloads aside).
+void check_exact(const std::vector<float>& got, const std::vector<float>& x, float (*want)(float)) {
+  int wrong = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const float w = want(x[k]);
+    const bool ok = std::isnan(w) ? std::isnan(got[k]) : f32_bits(got[k]) == f32_bits(w);
+    if (!ok && ++wrong <= 5) MESSAGE("x=" << x[k] << " got " << got[k] << " want " << w);
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("reciprocal, divide: the exact IEEE 1/x, specials included") {
+  const std::vector<float> x = special_and_random(4000, -100);
+  for (int width : {1, 8, 16}) {
+    CAPTURE(width);
+    check_exact(realize(divided_reciprocal, x, width), x, [](float v) { return 1.0f / v; });
+  }
+}
+
+TEST_CASE("sqrt, lowered: the correctly rounded sqrt at every width, specials included") {
+  // Subnormal inputs too (exponents down to -140): the intrinsic must not flush them.
+  const std::vector<float> x = special_and_random(4000, -140);
+  for (int width : {1, 8, 16, 32}) {
+    CAPTURE(width);
+    check_exact(realize(lowered_sqrt, x, width), x, [](float v) { return std::sqrt(v); });
+  }
+}
+
+TEST_CASE("reciprocal, estimate: within 2 ulp of 1/x for normal x, exact for 0, inf, NaN") {
   // Denormal x gives +-inf (documented), so the random values stay normal.
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1.0f, -3.0f, 1e-30f, 3e37f};
@@ -52,7 +101,7 @@ TEST_CASE("reciprocal: within 2 ulp of 1/x for normal x, exact for 0, inf, NaN")
   for (int k = 0; k < 4000; ++k) x.push_back(std::ldexp(mant(rng), expo(rng)) * (k % 2 ? 1 : -1));
   for (int width : {1, 8, 16}) {
     CAPTURE(width);
-    const std::vector<float> got = realize(reciprocal, x, width);
+    const std::vector<float> got = realize(estimated_reciprocal, x, width);
     int64_t worst = 0;
     for (size_t k = 0; k < x.size(); ++k) {
       const float want = 1.0f / x[k];

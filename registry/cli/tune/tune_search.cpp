@@ -124,8 +124,9 @@ std::vector<int64_t> candidate_values(const std::string& param, int natural) {
   if (param == "unroll") return {1, 2, 4};
   if (param == "vector") return {natural, 2 * natural};
   if (param == "chunk") return {0, 16384, 65536, 262144};
+  if (param == "divide") return {0, 1};
   throw UsageError("--params: unknown schedule param '" + param +
-                   "' (serial_below, tasks, unroll, vector, chunk)");
+                   "' (serial_below, tasks, unroll, vector, divide, chunk)");
 }
 
 std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {

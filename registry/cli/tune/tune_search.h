@@ -1,6 +1,6 @@
 // What `opforge tune` does for one op family on one ISA: time the family's members with the
 // recipe defaults to pick the one furthest from its bandwidth kernel, then a coordinate
-// search over the elementwise recipe's params (serial_below, tasks, unroll, vector) on that
+// search over the elementwise recipe's params (serial_below, tasks, unroll, vector, divide) on that
 // member, each candidate a schedule preview compiled into the cache and timed against the
 // current best and the same-traffic bandwidth kernel, interleaved, at every size and regime.
 #pragma once

@@ -1,7 +1,8 @@
 // opforge tune writes this machine's tuning file (families, params, same-run evidence);
 // opforge build applies it (explicitly, or found beside the registry), describe / inspect name
 // it, --tuning none and a bad file behave; opforge bench --set times a preview beside the
-// registered variant. CI-sized: one family, one ISA, one size, one param.
+// registered variant; a tuning with divide=1 gives a kernel that divides and still passes check.
+// CI-sized: one family, one ISA, one size, one param.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -108,6 +109,36 @@ TEST_CASE("tune: this machine's file, applied by build, named by describe and in
   REQUIRE_MESSAGE(a.rc == 0, a.all());
   CHECK(parse_json(a)["tuning"] == (fs::path(reg) / "tuning" / (machine + ".json")).string());
   CHECK(contains(opforge({"describe", "apply_gradient_descent", "--registry", reg}).out, named));
+}
+
+TEST_CASE("tuning divide=1: Adam's kernel divides, and still matches its fp64 golden") {
+  TempDir dir;
+  const std::string file = dir / "tuning.json";
+  const Result t = tune(file);
+  REQUIRE_MESSAGE(t.rc == 0, t.all());
+  // This machine's file, with fp32 Adam's family set to exact divides by hand.
+  nlohmann::json j = nlohmann::json::parse(slurp(file));
+  nlohmann::json family = j["families"]["s1_g1"]["avx2"];
+  family["params"] = {{"divide", 1}};
+  j["families"]["s3_g1"]["avx2"] = family;
+  std::ofstream(file) << j.dump(2);
+  const std::string reg = dir / "reg";
+  const Result b = opforge({"build", "--registry", reg, "--cache-dir", test_cache_dir(), "--only",
+                            "apply_adam", "--tuning", file, "--quiet"},
+                           kNoPrune);
+  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  auto asm_of = [&](const std::string& registry) {
+    const Result r = opforge({"inspect", "apply_adam", "--registry", registry, "--isa", "avx2",
+                              "--asm", "--cache-dir", test_cache_dir()});
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    return r.out;
+  };
+  CHECK(contains(asm_of(reg), "vdivps"));
+  CHECK(contains(asm_of(test_registry_dir()), "vrcpps"));  // the default: the refined estimate
+  const Result c =
+      opforge({"check", "apply_adam", "--registry", reg, "--isa", "avx2", "--n", "1001"});
+  CHECK_MESSAGE(c.rc == 0, c.all());
+  CHECK(contains(opforge({"describe", "apply_adam", "--registry", reg}).out, "exact divides"));
 }
 
 TEST_CASE("build --tuning: a corrupt or foreign file stops the build before anything is written") {
