@@ -32,7 +32,11 @@ const char* const kEpsilonModeDoc =
 Expr adam_step(const dsl::UpdateContext& c, const Expr& lr, const Expr& num, const Expr& vv,
                const Expr& bc1, const Expr& bc2) {
   if (c.attr_string("epsilon_mode") == "torch") {
-    Expr denom = Halide::sqrt(vv) / Halide::sqrt(bc2) + c["epsilon"];
+    // sqrt(v_hat) as sqrt(v) times a per-call scalar 1/sqrt(bc2), not a divide per element:
+    // the divider (shared by sqrt and div) bounds Adam at cache-resident sizes; this is one of
+    // three divider ops per element instead of four (AVX2, 1e5 elements on an AMD EPYC: see
+    // scripts/BENCHMARKS.md). At most one ulp from torch's divide, inside the tolerance.
+    Expr denom = Halide::sqrt(vv) * (1.f / Halide::sqrt(bc2)) + c["epsilon"];
     return lr / bc1 * num * dsl::reciprocal(denom);
   }
   Expr lr_t = lr * Halide::sqrt(bc2) / bc1;

@@ -22,6 +22,7 @@
 #include "runtime/halide_alloc.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
+#include "runtime/thread_pool.h"
 #include "runtime/views.h"
 
 namespace opforge {
@@ -395,6 +396,14 @@ void* Registry::runtime_handle() {
       set_malloc(halide_alloc::allocate);
     }
   }
+  // Parallel loops on the caller's OpenMP team unless OPFORGE_THREAD_POOL=halide (thread_pool.h).
+  if (thread_pool::from_environment() == thread_pool::Kind::openmp) {
+    using ParFor = int (*)(void*, thread_pool::Task, int, int, uint8_t*);
+    auto set_par_for =
+        reinterpret_cast<ParFor (*)(ParFor)>(dlsym(h, "halide_set_custom_do_par_for"));
+    if (!set_par_for) throw Error(path + ": Halide runtime lacks halide_set_custom_do_par_for");
+    set_par_for(thread_pool::openmp_do_par_for);
+  }
   runtime_ = h;
   return h;
 }
@@ -411,6 +420,7 @@ void Registry::set_num_threads(int n) {
   std::unique_lock<std::shared_mutex> pool(thread_pool_mutex());
   shutdown();
   set(n);
+  thread_pool::set_openmp_threads(n);
 }
 
 std::string storage_tag(const Descriptor& d) {

@@ -24,6 +24,7 @@
 #include "registry/cli/inspected_kernel.h"
 #include "registry/cli/preview_kernel.h"
 #include "registry/cli/user_rules.h"
+#include "runtime/thread_pool.h"
 
 namespace opforge::cli {
 
@@ -331,7 +332,9 @@ void print_one(const nlohmann::json& j) {
 // Every table names the machine it ran on (the ISA is in each variant's name); printed with
 // the results, so an error leaves stdout empty.
 void print_host() {
-  std::printf("%s\nregime: %s\n", host_summary().c_str(), regime().text().c_str());
+  std::printf("%s\nregime: %s; parallel loops on the %s thread pool (OPFORGE_THREAD_POOL)\n",
+              host_summary().c_str(), regime().text().c_str(),
+              thread_pool::name(thread_pool::from_environment()));
 }
 
 // The regime, in every JSON result.

@@ -164,7 +164,7 @@ Command inspect_command() {
             {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
             {"set", "NAME=VALUE",
              "preview with this schedule param changed (vector, unroll, tasks, chunk, "
-             "serial_below): compiled into the cache, not the registry",
+             "serial_below, divide): compiled into the cache, not the registry",
              true},
             {"rules", "PATH", "rule files a previewed op comes from", true},
             {"stmt", "", "print the lowered Halide IR (stmt)"},

@@ -196,7 +196,9 @@ Command tune_command() {
         cache_option(),
         rules_option(),
         {"isa", "ISA", "tune this ISA (default: every ISA this CPU runs)", true},
-        {"ops", "OP[,OP...]", "only the families of these ops (default: every family)"},
+        {"ops", "OP[,OP...]",
+         "only the families of these ops, timed on these ops' variants (default: every "
+         "family, timed on its heaviest and lightest members)"},
         {"params", "P[,P...]",
          "params searched, in order (default serial_below,tasks,unroll,vector,divide; also chunk)"},
         {"sizes", "N[,N...]",

@@ -152,6 +152,7 @@ std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
       if (it == out.end()) it = out.insert(out.end(), TuneFamily{family, isa, {}});
       it->variants.push_back(id);
       if (asked) wanted.insert(static_cast<size_t>(it - out.begin()));
+      if (asked && !o.ops.empty()) it->asked.push_back(id);
     }
   }
   for (const auto& op : o.ops) {
@@ -181,9 +182,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   };
 
   // The members furthest from and closest to their bandwidth kernels (registered schedules,
-  // awake): the params must suit the family's heaviest and lightest compute.
+  // awake): the params must suit the family's heaviest and lightest compute. With --ops, among
+  // the named ops' members only.
   std::vector<std::pair<double, registry::Descriptor>> ranked;
-  for (const auto& id : f.variants) {
+  for (const auto& id : f.asked.empty() ? f.variants : f.asked) {
     const registry::Descriptor d = reg.descriptor(id);
     Kernel& k = reg.load(d.variant);
     Kernel* bw = bandwidth_kernel(reg, d);

@@ -30,10 +30,13 @@ struct TuneOptions {
   std::function<void(const std::string&)> progress;  // one line at a time
 };
 
-// A family to tune: its name, ISA and the registry variants in it.
+// A family to tune: its name, ISA and the registry variants in it; with --ops, `asked` holds the
+// named ops' variants, and the search times those (a family shares a traffic shape, not a
+// compute mix: its heaviest and lightest members may not care for a param the named op needs).
 struct TuneFamily {
   std::string family, isa;
   std::vector<std::string> variants;
+  std::vector<std::string> asked;
 };
 
 struct TuneResult {

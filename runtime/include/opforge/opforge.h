@@ -205,7 +205,9 @@ int opforge_call_model(opforge_kernel* k, const opforge_model_layout* layout,
 int opforge_fp8_encode(const float* x, size_t n, float scale, int dtype, uint8_t* bits);
 int opforge_fp8_decode(const uint8_t* bits, size_t n, int dtype, float* x);
 
-/* Threads of the shared Halide thread pool (0: Halide's default). */
+/* Threads a kernel's parallel loop runs on (0: the default: the calling thread's OpenMP team
+ * size, OMP_NUM_THREADS or omp_set_num_threads; Halide's own pool's default with
+ * OPFORGE_THREAD_POOL=halide). */
 int opforge_set_num_threads(opforge_registry* reg, int n);
 
 /* Whether calls check each scalar against its descriptor's declared domain (finite, or e.g.

@@ -212,8 +212,9 @@ class Registry {
   // stays loaded with the registry. Throws Error naming the path.
   Kernel& load_file(const registry::Descriptor& d, const std::string& path);
 
-  // The shared Halide thread pool's size; 0 = Halide's default. Waits for kernel calls in
-  // flight (in any thread) to finish; calls made meanwhile wait for it.
+  // Threads of a kernel's parallel loop; 0 = the calling thread's OpenMP team size (Halide's
+  // default with OPFORGE_THREAD_POOL=halide). Waits for kernel calls in flight (in any thread)
+  // to finish; calls made meanwhile wait for it.
   void set_num_threads(int n);
 
   // Thread safety: a Registry and its Kernels may be shared between threads. select(), load()

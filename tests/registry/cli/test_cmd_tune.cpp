@@ -67,6 +67,8 @@ TEST_CASE("tune: this machine's file, applied by build, named by describe and in
   }
   for (const auto& v : f["measured_variants"]) {
     CHECK(contains(v.get<std::string>(), "__avx2"));
+    // --ops: timed on the named op's variants, not the family's other members.
+    CHECK(v.get<std::string>().rfind("apply_gradient_descent__", 0) == 0);
     CHECK(timed.count(v.get<std::string>()));
   }
   const nlohmann::json written = nlohmann::json::parse(slurp(file));
