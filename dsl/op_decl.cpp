@@ -1,6 +1,7 @@
 #include "dsl/op_decl.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -171,6 +172,7 @@ OptimizerDecl& OptimizerDecl::grad_scaling() {
   attrs_[attrs_.size() - 2].in_id_at_default = false;
   attrs_.back().in_id_at_default = false;
   scalar(kInvScale, "1 / loss scale: gradients are multiplied by it", {kUnscale, "true"});
+  typical(kInvScale, 1.0 / 65536);  // torch.cuda.amp.GradScaler's initial scale
   result(kFoundInf,
          "Set to 1 when any (unscaled) gradient element is inf or NaN, else left as it was",
          {kUnscale, "true", {{kSkip, "true"}}});
@@ -284,6 +286,14 @@ std::vector<ArgDecl> OptimizerDecl::args_for(const AttrValues& attrs) const {
   return out;
 }
 
+namespace {
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+}  // namespace
+
 OptimizerDecl& OptimizerDecl::domain(const std::string& scalar, const std::string& text) {
   for (auto& a : args_) {
     if (a.name != scalar) continue;
@@ -293,9 +303,27 @@ OptimizerDecl& OptimizerDecl::domain(const std::string& scalar, const std::strin
     } catch (const std::invalid_argument& e) {
       fail(e.what());
     }
+    if (a.typical && !registry::ScalarDomain::parse(a.domain).contains(*a.typical)) {
+      fail("domain: " + scalar + "'s typical value " + number_text(*a.typical) + " is outside " +
+           a.domain);
+    }
     return *this;
   }
   fail("domain: no scalar '" + scalar + "' (declare it first)");
+}
+
+OptimizerDecl& OptimizerDecl::typical(const std::string& scalar, double value) {
+  for (auto& a : args_) {
+    if (a.name != scalar) continue;
+    if (a.role != Input::Role::scalar) fail("typical: '" + scalar + "' is not a scalar");
+    if (!registry::ScalarDomain::parse(a.domain).contains(value)) {
+      fail("typical: " + scalar + " = " + number_text(value) + " is outside its domain " +
+           a.domain);
+    }
+    a.typical = value;
+    return *this;
+  }
+  fail("typical: no scalar '" + scalar + "' (declare it first)");
 }
 
 std::vector<std::string> OptimizerDecl::argument_names() const {
@@ -472,6 +500,7 @@ void OptimizerDecl::scale_fp8_gradients() {
                 registry::DType::f32,
                 {}};
   scale.domain = "(0, inf)";
+  scale.typical = 1.0;
   args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(at), scale);
   // Outermost: every wrapper inside (grad_scaling's unscale and non-finite check) sees the
   // scaled gradients.

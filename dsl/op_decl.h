@@ -50,8 +50,11 @@ struct ArgDecl {
   // Scalars: the values a call may pass (opforge/scalar_domain.h), written into the
   // descriptor and checked by the runtime. Every scalar is finite unless declared otherwise.
   std::string domain = "finite";
+  // Scalars: a value typical of real training (beta1 0.9, FTRL's lr_power -0.5), inside the
+  // domain: what `opforge check`, bench, profile and report pass when the user names none.
+  std::optional<double> typical = std::nullopt;
   // uint8 states of the 8-bit storage (Storage::quant): the map their codes index.
-  std::optional<StateQuant> quant;
+  std::optional<StateQuant> quant = std::nullopt;
 };
 
 // How a variant stores its tensors (arithmetic is always fp32). The default is all fp32.
@@ -232,6 +235,8 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   OptimizerDecl& update(UpdateFn fn);
   // The domain of a declared scalar ("[0, 1)", "[0, inf]", "any"; see ArgDecl::domain).
   OptimizerDecl& domain(const std::string& scalar, const std::string& text);
+  // A declared scalar's typical value (see ArgDecl::typical); fails outside its domain.
+  OptimizerDecl& typical(const std::string& scalar, double value);
 
   // A copy with this storage (see Storage): gradients' dtype set, and in master mode the
   // write-only `model` state appended and assigned to_storage(new value of the first state).

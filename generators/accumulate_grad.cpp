@@ -23,6 +23,7 @@ const dsl::OptimizerDecl& accumulate_grad() {
           .state("acc", "fp32 gradient accumulator, in place")
           .grad("grad", "This micro-batch's gradient")
           .scalar("scale", "Multiplies grad before it is added", scaled)
+          .typical("scale", 0.125)
           .attr_bool("scaled", false, "multiply grad by the scalar `scale` (adds the argument)")
           // One fp32 rounding of the exact acc + grad*scale (an fma); atol covers a target that
           // rounds the product separately (|grad*scale| <= 1 in the tests).

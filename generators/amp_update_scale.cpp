@@ -28,8 +28,11 @@ const dsl::OptimizerDecl& amp_update_scale() {
           .state("growth_tracker", "Consecutive steps without inf/NaN, in place (fp32 count)")
           .grad("found_inf", "Nonzero (or NaN) where this step's gradients had an inf/NaN")
           .scalar("growth_factor", "Scale multiplier after growth_interval clean steps (2.0)")
+          .typical("growth_factor", 2.0)
           .scalar("backoff_factor", "Scale multiplier after a step with inf/NaN (0.5)")
+          .typical("backoff_factor", 0.5)
           .scalar_i64("growth_interval", "Clean steps between growths (2000)")
+          .typical("growth_interval", 2000)
           .tolerance(1e-7, 1e-38)  // one fp32 rounding of a double product
           .update([](const dsl::UpdateContext& c) {
             const Expr scale = c["scale"], tracker = c["growth_tracker"];

@@ -20,9 +20,13 @@ const dsl::OptimizerDecl& apply_adagrad_da() {
           .state("gradient_squared_accumulator", "Sum of squared gradients, in place")
           .grad("grad", "The gradient")
           .scalar("lr", "Scaling factor")
+          .typical("lr", 0.01)
           .scalar("l1", "L1 regularization")
+          .typical("l1", 0.001)
           .scalar("l2", "L2 regularization")
+          .typical("l2", 0.001)
           .scalar_i64("global_step", "Training step number (int64; TF converts it to float)")
+          .typical("global_step", 100)
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
             Expr g = c["grad"], lr = c["lr"], l1 = c["l1"];

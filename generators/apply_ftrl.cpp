@@ -74,10 +74,17 @@ dsl::OptimizerDecl ftrl_decl(const std::string& name, bool shrinkage) {
       .state("linear", "Linear term, in place")
       .grad("grad", "The gradient")
       .scalar("lr", "Scaling factor")
+      .typical("lr", 0.01)
       .scalar("l1", "L1 regularization")
-      .scalar("l2", "L2 regularization");
-  if (shrinkage) d.scalar("l2_shrinkage", "L2 shrinkage added to the gradient");
+      .typical("l1", 0.001)
+      .scalar("l2", "L2 regularization")
+      .typical("l2", 0.001);
+  if (shrinkage) {
+    d.scalar("l2_shrinkage", "L2 shrinkage added to the gradient").typical("l2_shrinkage", 0.001);
+  }
   return d.scalar("lr_power", "Learning-rate power (usually -0.5)")
+      .typical("lr_power", -0.5)
+      .domain("lr_power", "(-inf, 0]")  // TF: lr_power must be <= 0
       .attr_bool("multiply_linear_by_lr", false, "keep linear multiplied by lr")
       // linear is a sum of O(1) terms that cancel: a few fp32 roundings exceed 1e-7.
       .tolerance(1e-6, 3e-7)

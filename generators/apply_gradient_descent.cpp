@@ -11,6 +11,7 @@ const dsl::OptimizerDecl& apply_gradient_descent() {
           .formula("var -= alpha * delta")
           .state("var", "Variable to update, in place")
           .scalar("alpha", "Scaling factor (learning rate)")
+          .typical("alpha", 0.01)
           .grad("delta", "The change (gradient)")
           .tolerance(2e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

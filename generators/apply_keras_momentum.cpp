@@ -17,8 +17,10 @@ const dsl::OptimizerDecl& apply_keras_momentum() {
           .state("var", "Variable to update, in place")
           .state("accum", "Momentum accumulator, in place")
           .scalar("lr", "Learning rate")
+          .typical("lr", 0.01)
           .grad("grad", "The gradient")
           .scalar("momentum", "Momentum factor")
+          .typical("momentum", 0.9)
           .attr_bool("use_nesterov", false, "Nesterov momentum: var += accum*momentum - grad*lr")
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

@@ -18,11 +18,15 @@ const dsl::OptimizerDecl& apply_lion() {
           .quantizable("m", true)
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
+          .typical("lr", 0.0001)
           .scalar("beta1", "Interpolation factor for the update")
+          .typical("beta1", 0.9)
           .domain("beta1", "[0, 1]")
           .scalar("beta2", "Momentum decay")
+          .typical("beta2", 0.99)
           .domain("beta2", "[0, 1]")
           .scalar("weight_decay", "Decoupled weight decay")
+          .typical("weight_decay", 0.01)
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
             Expr g = c["grad"], m = c["m"];

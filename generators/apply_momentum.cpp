@@ -15,8 +15,10 @@ const dsl::OptimizerDecl& apply_momentum() {
           .state("accum", "Momentum accumulator, in place")
           .quantizable("accum", true)
           .scalar("lr", "Learning rate")
+          .typical("lr", 0.01)
           .grad("grad", "The gradient")
           .scalar("momentum", "Momentum factor")
+          .typical("momentum", 0.9)
           .attr_bool("use_nesterov", false, "Nesterov momentum: var -= grad*lr + accum*momentum*lr")
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

@@ -16,8 +16,11 @@ const dsl::OptimizerDecl& apply_proximal_adagrad() {
           .state("var", "Variable to update, in place")
           .state("accum", "Sum of squared gradients, in place")
           .scalar("lr", "Scaling factor, > 0")
+          .typical("lr", 0.01)
           .scalar("l1", "L1 regularization, >= 0")
+          .typical("l1", 0.001)
           .scalar("l2", "L2 regularization, >= 0")
+          .typical("l2", 0.001)
           .grad("grad", "The gradient")
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

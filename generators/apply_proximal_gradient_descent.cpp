@@ -15,8 +15,11 @@ const dsl::OptimizerDecl& apply_proximal_gradient_descent() {
               "(1 + alpha*l2); else var = prox / (1 + alpha*l2)")
           .state("var", "Variable to update, in place")
           .scalar("alpha", "Scaling factor (learning rate)")
+          .typical("alpha", 0.01)
           .scalar("l1", "L1 regularization, >= 0")
+          .typical("l1", 0.001)
           .scalar("l2", "L2 regularization, >= 0")
+          .typical("l2", 0.001)
           .grad("delta", "The change")
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {

@@ -15,6 +15,7 @@ const dsl::OptimizerDecl& apply_sign_sqrt() {
           .state("var", "Variable to update, in place")
           .grad("grad", "The gradient")
           .scalar("lr", "Learning rate")
+          .typical("lr", 0.01)
           .tolerance(3e-7, 1e-7)
           .update([](const dsl::UpdateContext& c) {
             return dsl::Updates{{"var", c["var"] - c["lr"] * dsl::sign(c["grad"]) *

@@ -46,6 +46,7 @@ const dsl::OptimizerDecl& clip_by_global_norm() {
               "global_norm = n")
           .state("grad", "Gradients of every tensor, flat; clipped in place")
           .scalar("clip_norm", "Largest global norm kept (TF clip_norm, torch max_norm)")
+          .typical("clip_norm", 1.0)
           .domain("clip_norm", "[0, inf]")
           .result("global_norm", "The global norm n before clipping (written)")
           .attr_string("convention", "tf", {"tf", "torch"},

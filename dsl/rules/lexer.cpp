@@ -145,6 +145,10 @@ Token Lexer::next() {
       return make(Tok::rparen, 1);
     case ',':
       return make(Tok::comma, 1);
+    case '[':
+      return make(Tok::lbracket, 1);
+    case ']':
+      return make(Tok::rbracket, 1);
     case '+':
       return make(Tok::plus, 1);
     case '-':

@@ -31,7 +31,9 @@ enum class Tok {
   and_and,
   or_or,
   bang,
-  bar,  // '|' between an attr's choices
+  bar,       // '|' between an attr's choices
+  lbracket,  // '[' and ']': a hyper's domain, `in [0, 1)`
+  rbracket,
 };
 
 struct Token {

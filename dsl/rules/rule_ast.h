@@ -156,6 +156,7 @@ struct NameDecl {
 struct Hyper {
   std::string name;
   double default_value = 0;
+  std::string domain;       // `in [0, 1)`: canonical (opforge/scalar_domain.h); "" = finite
   std::string description;  // may be empty
   SourceLoc loc;
 };

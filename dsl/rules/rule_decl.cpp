@@ -164,7 +164,12 @@ OptimizerDecl to_decl(std::shared_ptr<const Rule> rule, const std::string& origi
   for (const auto& s : rule->states) d.state(s.name, "state, updated in place");
   for (const auto& q : rule->quantizable) d.quantizable(q.state, q.is_signed);
   for (const auto& in : rule->inputs) d.grad(in.name, "input tensor");
-  for (const auto& h : rule->hypers) d.scalar(h.name, with_default(h), {}, h.default_value);
+  for (const auto& h : rule->hypers) {
+    // A hyper's default is the value its author expects: its typical value too.
+    d.scalar(h.name, with_default(h), {}, h.default_value);
+    if (!h.domain.empty()) d.domain(h.name, h.domain);
+    d.typical(h.name, h.default_value);
+  }
   for (const auto& a : rule->attrs) {
     const std::string desc = a.description.empty() ? a.name : a.description;
     if (a.kind == Attr::Kind::boolean) {

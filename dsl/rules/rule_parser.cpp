@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <stdexcept>
 
 #include "dsl/rules/lexer.h"
+#include "opforge/scalar_domain.h"
 
 namespace opforge::dsl::rules {
 namespace {
@@ -188,6 +190,7 @@ class Parser {
 
   void parse_name_list(Rule& rule, NameKind kind);
   void parse_hyper(Rule& rule);
+  void parse_domain(Hyper& h);
   void parse_storage(Rule& rule);
   void parse_quantizable(Rule& rule);
   void parse_form(SourceLoc& loc, const char* keyword);
@@ -518,6 +521,58 @@ void Parser::check_forms(const Rule& rule) const {
   }
 }
 
+// `in [lo, hi)` after a hyper's default: an interval as opforge/scalar_domain.h reads it
+// (bounds are numbers, -inf or inf), which must hold the default.
+void Parser::parse_domain(Hyper& h) {
+  const SourceLoc at = cur_.loc;
+  advance();
+  std::string text;
+  if (cur_.kind != Tok::lbracket && cur_.kind != Tok::lparen) {
+    fail(cur_.loc,
+         "expected '[' or '(' opening the domain of hyper '" + h.name + "', got " + describe(cur_));
+  }
+  text += cur_.text;
+  advance();
+  for (int bound = 0; bound < 2; ++bound) {
+    if (cur_.kind == Tok::minus) {
+      text += "-";
+      advance();
+    }
+    if (cur_.kind != Tok::number && !at_word("inf")) {
+      fail(cur_.loc, "expected a number or inf as a bound of hyper '" + h.name +
+                         "''s domain, got " + describe(cur_));
+    }
+    text += cur_.text;
+    advance();
+    if (bound == 0) {
+      if (cur_.kind != Tok::comma) {
+        fail(cur_.loc, "expected ',' between the bounds of hyper '" + h.name + "''s domain, got " +
+                           describe(cur_));
+      }
+      text += ", ";
+      advance();
+    }
+  }
+  if (cur_.kind != Tok::rbracket && cur_.kind != Tok::rparen) {
+    fail(cur_.loc,
+         "expected ']' or ')' closing the domain of hyper '" + h.name + "', got " + describe(cur_));
+  }
+  text += cur_.text;
+  advance();
+  registry::ScalarDomain d;
+  try {
+    d = registry::ScalarDomain::parse(text);
+  } catch (const std::invalid_argument& e) {
+    fail(at, e.what());
+  }
+  if (!d.contains(h.default_value)) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.9g", h.default_value);
+    fail(at, "hyper '" + h.name + "': its default " + buf + " is outside its domain " + d.text());
+  }
+  h.domain = d.text();
+}
+
 void Parser::parse_hyper(Rule& rule) {
   advance();
   check_new_name(cur_, "'hyper'");
@@ -542,6 +597,7 @@ void Parser::parse_hyper(Rule& rule) {
   }
   h.default_value = negative ? -cur_.number : cur_.number;
   advance();
+  if (at_word("in")) parse_domain(h);
   if (cur_.kind == Tok::string) {
     h.description = cur_.text;
     advance();
@@ -1022,8 +1078,8 @@ std::string canonical_rule_text(const Rule& rule) {
   for (const NameDecl& s : rule.states) out += "state " + s.name + "\n";
   for (const NameDecl& i : rule.inputs) out += "input " + i.name + "\n";
   for (const Hyper& h : rule.hypers) {
-    out += "hyper " + h.name + " = " + format_double(h.default_value) + description(h.description) +
-           "\n";
+    out += "hyper " + h.name + " = " + format_double(h.default_value) +
+           (h.domain.empty() ? "" : " in " + h.domain) + description(h.description) + "\n";
   }
   for (const Attr& a : rule.attrs) {
     std::string value = a.default_value;

@@ -21,8 +21,10 @@ struct GoldenData {
 };
 
 // Updates the states in `d.tensors` in place with the (optimizer) op's update, computed in
-// fp64.
-void run_golden(const dsl::ResolvedOp& op, GoldenData& d);
+// fp64. fp32: the same declaration computed in fp32, unscheduled, from the inputs rounded to
+// fp32 (a plain fp32 evaluation: how far it lands from the fp64 one measures how much the
+// update's conditioning amplifies fp32 rounding at each element).
+void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32 = false);
 
 // How far a kernel's output is from the golden: the largest absolute, relative (where the
 // golden is not 0) and ulp errors, and how many elements exceed |k - g| <= atol + rtol * |g|
@@ -33,5 +35,10 @@ struct GoldenErrors {
 };
 GoldenErrors compare_with_golden(const std::vector<float>& kernel,
                                  const std::vector<double>& golden, double rtol, double atol);
+// The same with a per-element allowance for the update's conditioning: element i may also be
+// off by conditioning * |fp32_golden[i] - golden[i]| (registry::Tolerance::conditioning).
+GoldenErrors compare_with_golden(const std::vector<float>& kernel,
+                                 const std::vector<double>& golden, double rtol, double atol,
+                                 const std::vector<double>& fp32_golden, double conditioning);
 
 }  // namespace opforge::builder

@@ -155,11 +155,17 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   if (v.op.nn()) return make_nn_descriptor(v, halide_version);
   const dsl::OptimizerDecl& d = v.op.as_optimizer();
   registry::Descriptor r = common_descriptor(v, halide_version);
-  // A rule's hyper defaults, for callers that name no value (from_rule, check).
+  // check's allowance for the update's conditioning (registry::Tolerance::conditioning): 8x a
+  // plain fp32 evaluation's distance from the fp64 one. Not for 8-bit states (judged per
+  // block against the quantization step).
+  if (!d.storage().quant) r.tolerance.conditioning = 8;
+  // A rule's hyper defaults, for callers that name no value (from_rule, check), and each
+  // scalar's typical value (check, bench, profile, report).
   for (auto& in : r.inputs) {
     for (const auto& a : d.args()) {
       if (a.name == in.name && in.role == registry::Input::Role::scalar) {
         in.default_value = a.default_value;
+        in.typical = a.typical;
       }
     }
   }

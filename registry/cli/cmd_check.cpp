@@ -11,9 +11,11 @@
 #include "dsl/quant8.h"
 #include "opforge/fp8.h"
 #include "opforge/runtime.hpp"
+#include "opforge/scalar_domain.h"
 #include "opforge/suggest.hpp"
 #include "registry/builder/golden.h"
 #include "registry/builder/registry_builder.h"
+#include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
 #include "registry/cli/user_rules.h"
 
@@ -102,6 +104,8 @@ struct CheckData {
   std::map<std::string, std::vector<int64_t>> shapes;
   std::vector<Tensor> tensors;
   std::map<std::string, double> scalars;
+  // The same declaration evaluated in fp32 (Tolerance::conditioning), by state.
+  std::map<std::string, std::vector<double>> fp32_golden;
 };
 
 // One output's row of the report.
@@ -156,13 +160,42 @@ nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::
   return errors_json(e);
 }
 
+// A random value inside `in`'s domain, near its typical value: uniform over a bounded
+// interval; above a lower bound lo, lo + (typical - lo) * 2^u with u in [-3, 3] (so a learning
+// rate stays a learning rate), or lo + 10^u, u in [-4, 0], when the typical value is lo (a
+// weight decay of 0); unbounded, typical * 2^u (or u in [-1, 1] without one).
+double random_scalar(const registry::Input& in, std::mt19937& rng) {
+  const registry::ScalarDomain dom =
+      registry::ScalarDomain::parse(in.domain.empty() ? "finite" : in.domain);
+  const double typical = default_scalar(in);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    double v;
+    const bool lo = !dom.any && std::isfinite(dom.lo), hi = !dom.any && std::isfinite(dom.hi);
+    if (lo && hi) {
+      v = dom.lo + (dom.hi - dom.lo) * u(rng);
+    } else if (lo) {
+      v = typical > dom.lo ? dom.lo + (typical - dom.lo) * std::exp2(6 * u(rng) - 3)
+                           : dom.lo + std::pow(10.0, 4 * u(rng) - 4);
+    } else if (hi) {
+      v = typical < dom.hi ? dom.hi - (dom.hi - typical) * std::exp2(6 * u(rng) - 3)
+                           : dom.hi - std::pow(10.0, 4 * u(rng) - 4);
+    } else {
+      v = typical != 0 ? typical * std::exp2(4 * u(rng) - 2) : 2 * u(rng) - 1;
+    }
+    if (in.dtype == registry::DType::f32) v = double(float(v));
+    if (dom.contains(v)) return v;
+  }
+  return typical;  // a domain too narrow for fp32 draws: its typical value
+}
+
 // Seeded data for every argument of `d`: states in [0.1, 1) (accumulators stay positive),
 // other tensors in [-1, 1), narrow tensors (FP8 gradients too) the same draws rounded to
 // nearest even, 8-bit states any code with absmaxes in [0.1, 1); scalars from --scalar, else
-// the rule's default, else 0.1 (1 for integer scalars), fp32 ones rounded to fp32 for the
-// golden too.
-void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::OptimizerDecl& decl,
-                 CheckData& c) {
+// (--scalars typical, the default) the descriptor's typical value, else the rule's default,
+// else 0.5 (1 for integer scalars), or (--scalars random) a seeded draw inside the scalar's
+// domain; fp32 ones rounded to fp32 for the golden too.
+void make_inputs(const Args& a, const registry::Descriptor& d, CheckData& c) {
   std::mt19937 rng(static_cast<unsigned>(a.get_int("seed", 1)));
   std::uniform_real_distribution<float> state(0.1f, 1.0f), other(-1.0f, 1.0f);
   builder::GoldenData& g = c.golden;
@@ -174,18 +207,17 @@ void make_inputs(const Args& a, const registry::Descriptor& d, const dsl::Optimi
     throw UsageError("--n, --rows, --cols must be positive");
   }
   const std::map<std::string, double> given = scalar_options(a);
-  std::map<std::string, double> defaults;
-  for (const auto& arg : decl.args()) {
-    if (arg.default_value) defaults[arg.name] = *arg.default_value;
-  }
+  const std::string how = a.get("scalars", "typical");
+  if (how != "typical" && how != "random")
+    throw UsageError("--scalars " + how + ": expected typical or random");
+  std::mt19937 scalar_rng(static_cast<unsigned>(a.get_int("seed", 1)) * 7919u + 1u);
   std::map<std::string, registry::DType> dtypes;
   for (const auto& in : d.inputs) {
     if (in.role == registry::Input::Role::scalar) {
       const bool integer = in.dtype == registry::DType::i64 || in.dtype == registry::DType::i32;
-      const double v = given.count(in.name)      ? given.at(in.name)
-                       : defaults.count(in.name) ? defaults.at(in.name)
-                       : integer                 ? 1.0
-                                                 : 0.1;
+      const double v = given.count(in.name)          ? given.at(in.name)
+                       : how == "random" && !integer ? random_scalar(in, scalar_rng)
+                                                     : default_scalar(in);
       // The kernel reads an fp32 scalar rounded (0.9 as 0.899999976): the golden reads the
       // same value, as it reads narrow tensors' rounded values. Else a row that a sparse
       // call updates k times (duplicate indices) drifts by k times the rounding.
@@ -281,16 +313,28 @@ nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
       atol += std::ldexp(1.0, -24);
     }
     const std::vector<float>& k = narrow(out.dtype) ? widened : c.f32.at(out.aliases);
-    const builder::GoldenErrors e =
-        builder::compare_with_golden(k, c.golden.tensors.at(out.aliases), rtol, atol);
+    const auto f32 = c.fp32_golden.find(out.aliases);
+    const builder::GoldenErrors e = builder::compare_with_golden(
+        k, c.golden.tensors.at(out.aliases), rtol, atol,
+        f32 == c.fp32_golden.end() ? std::vector<double>{} : f32->second, d.tolerance.conditioning);
     states[out.name] = errors_json(e);
   }
   return states;
 }
 
 void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
-  std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|)\n", d.variant.c_str(),
+  std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|", d.variant.c_str(),
               d.tolerance.atol, d.tolerance.rtol);
+  if (d.tolerance.conditioning > 0)
+    std::printf(" + %g*|fp32 evaluation - golden|", d.tolerance.conditioning);
+  std::printf(")\n");
+  std::string scalars;  // as --scalar options, to repeat a random draw
+  for (const auto& [name, v] : report["scalars"].items()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s=%.9g", name.c_str(), v.get<double>());
+    scalars += buf;
+  }
+  if (!scalars.empty()) std::printf("  scalars:%s\n", scalars.c_str());
   std::printf("  %-28s %12s %12s %8s %10s\n", "state", "max abs", "max rel", "max ulp",
               "exceeding");
   for (const auto& [name, e] : report["states"].items()) {
@@ -302,51 +346,166 @@ void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
                                                : "FAILED: elements exceed the tolerance");
 }
 
+// `kernel` against the fp64 golden of its declaration: the report (op, variant, scalars,
+// tolerance, per-state errors, ok). The golden of a declaration (op, attrs, storage) is computed
+// once per `goldens` and reused for the other ISAs' variants (same seeded inputs).
+nlohmann::json check_kernel(
+    const Args& a, const std::vector<const dsl::OptimizerDecl*>& decls, Kernel& kernel,
+    std::map<std::string, std::map<std::string, std::vector<double>>>& goldens) {
+  const registry::Descriptor& d = kernel.descriptor();
+  const dsl::OptimizerDecl& decl = in_storage_of(decls, d);
+  CheckData c;
+  make_inputs(a, d, c);
+  std::string golden_key = d.op + "|" + storage_tag(d);
+  for (const auto& [k, v] : d.attr_values()) golden_key += "|" + k + "=" + v;
+  kernel.call(c.tensors, c.scalars);
+  if (auto it = goldens.find(golden_key); it != goldens.end()) {
+    c.golden.tensors = it->second;
+    if (auto f = goldens.find(golden_key + "#fp32"); f != goldens.end()) c.fp32_golden = f->second;
+  } else {
+    // 8-bit states: the golden is the declaration without the quantization, in fp64, from the
+    // decoded states; compare() judges the new codes and absmaxes against it.
+    std::unique_ptr<dsl::OptimizerDecl> plain;
+    const dsl::OptimizerDecl* golden_decl = &decl;
+    if (decl.storage().quant) {
+      dsl::Storage st = decl.storage();
+      st.quant.reset();
+      golden_decl = nullptr;
+      for (const auto* x : decls) {
+        if (x->storage().tag() == st.tag()) golden_decl = x;
+      }
+      if (!golden_decl) {
+        plain = std::make_unique<dsl::OptimizerDecl>(decls.front()->with_storage(st));
+        golden_decl = plain.get();
+      }
+    }
+    const dsl::ResolvedOp resolved = dsl::resolve(*golden_decl, d.attr_values());
+    builder::GoldenData fp32 = c.golden;  // the inputs, before the fp64 run updates them
+    builder::run_golden(resolved, c.golden);
+    goldens[golden_key] = c.golden.tensors;
+    // fp32 storage only: a narrow state's tolerance already adds half its dtype's ulp, far
+    // above any fp32 conditioning term (and the fp32 evaluation would round it to bf16).
+    if (d.tolerance.conditioning > 0 && storage_tag(d) == "f32") {
+      builder::run_golden(resolved, fp32, /*fp32=*/true);
+      c.fp32_golden = fp32.tensors;
+      goldens[golden_key + "#fp32"] = fp32.tensors;
+    }
+  }
+  nlohmann::json report = {{"op", d.op},
+                           {"variant", d.variant},
+                           {"scalars", c.golden.scalars},
+                           {"rtol", d.tolerance.rtol},
+                           {"atol", d.tolerance.atol},
+                           {"conditioning", d.tolerance.conditioning},
+                           {"states", compare(d, c)}};
+  bool ok = true;
+  for (const auto& [name, e] : report["states"].items()) ok = ok && e["exceeding"] == 0;
+  report["ok"] = ok;
+  return report;
+}
+
+// Why `opforge check --all` does not check a variant of this op, or "" when it does.
+std::string not_checked(const registry::Descriptor& d) {
+  if (d.kind == "nn") return "NN op: no fp64 golden in check yet (tests/generators/test_nn_*.cpp)";
+  if (d.kind == "bandwidth") return "bandwidth kernel: a measuring stick, no formula";
+  if (!d.shape.segments.empty()) return "multi-tensor op: no segment table in check yet";
+  return "";
+}
+
+// opforge check --all: every variant the host runs (or --isa's), one line each, a summary;
+// exit 1 when any fails.
+int check_all(const Args& a) {
+  if (!a.positional.empty()) throw UsageError("--all checks every op: name no OP");
+  if (a.has("variant") || a.has("attr"))
+    throw UsageError("--all checks every variant: drop --variant/--attr");
+  auto reg = Registry::open(registry_dir(a));
+  const std::string isa = a.get("isa", "");
+  std::map<std::string, std::vector<std::string>> by_op;  // op -> variants to check
+  for (const auto& e : reg->index().variants) {
+    if (!isa.empty() && e.isa != isa) continue;
+    by_op[e.op].push_back(e.variant);
+  }
+  if (by_op.empty()) throw UsageError("no variants" + (isa.empty() ? "" : " for --isa " + isa));
+  nlohmann::json rows = nlohmann::json::array();
+  int passed = 0, failed = 0, skipped = 0;
+  auto row = [&](const std::string& status, const std::string& variant, const std::string& what) {
+    rows.push_back({{"status", status}, {"variant", variant}, {"detail", what}});
+    if (!a.has("json"))
+      std::printf("%-7s %-90s %s\n", status.c_str(), variant.c_str(), what.c_str());
+    std::fflush(stdout);
+  };
+  for (const auto& [op, variants] : by_op) {
+    std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+    std::vector<const dsl::OptimizerDecl*> decls;
+    std::map<std::string, std::map<std::string, std::vector<double>>> goldens;
+    for (const auto& id : variants) {
+      const registry::Descriptor d = reg->descriptor(id);
+      std::string why = not_checked(d);
+      bool runs = true;
+      for (const auto& f : d.target.cpu_features) runs = runs && cpu_supports(f);
+      if (why.empty() && !runs) why = "this CPU lacks " + d.target.isa;
+      if (!why.empty()) {
+        ++skipped;
+        row("skipped", id, why);
+        continue;
+      }
+      try {
+        if (decls.empty()) decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
+        const nlohmann::json r = check_kernel(a, decls, reg->load(id), goldens);
+        int64_t worst_ulp = 0;
+        std::string bad;
+        for (const auto& [name, e] : r["states"].items()) {
+          worst_ulp = std::max<int64_t>(worst_ulp, e["max_ulp"].get<int64_t>());
+          if (e["exceeding"] != 0)
+            bad += " " + name + ": " + std::to_string(e["exceeding"].get<int64_t>()) + " elements";
+        }
+        if (r["ok"].get<bool>()) {
+          ++passed;
+          row("ok", id, "max " + std::to_string(worst_ulp) + " ulp");
+        } else {
+          ++failed;
+          row("FAILED", id, "past the tolerance:" + bad);
+        }
+      } catch (const std::exception& e) {
+        ++failed;
+        row("FAILED", id, e.what());
+      }
+    }
+  }
+  if (a.has("json")) {
+    std::cout << nlohmann::json{{"passed", passed},
+                                {"failed", failed},
+                                {"skipped", skipped},
+                                {"variants", rows}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%d variants: %d passed, %d failed, %d skipped\n", passed + failed + skipped,
+                passed, failed, skipped);
+  }
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int cmd_check(const Args& a) {
+  if (a.has("all")) return check_all(a);
+  if (a.positional.empty()) throw UsageError("name an OP, or --all");
   const std::string op = a.positional.at(0);
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
   build_rule_op_if_missing(a, op);
   auto reg = Registry::open(registry_dir(a));
   const auto decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
   Kernel& kernel = op_kernel(*reg, a, op);
-  const registry::Descriptor& d = kernel.descriptor();
-  const dsl::OptimizerDecl& decl = in_storage_of(decls, d);
-  CheckData c;
-  make_inputs(a, d, decl, c);
-  kernel.call(c.tensors, c.scalars);
-  // 8-bit states: the golden is the declaration without the quantization, in fp64, from the
-  // decoded states; compare() judges the new codes and absmaxes against it.
-  std::unique_ptr<dsl::OptimizerDecl> plain;
-  const dsl::OptimizerDecl* golden_decl = &decl;
-  if (decl.storage().quant) {
-    dsl::Storage s = decl.storage();
-    s.quant.reset();
-    golden_decl = nullptr;
-    for (const auto* x : decls) {
-      if (x->storage().tag() == s.tag()) golden_decl = x;
-    }
-    if (!golden_decl) {
-      plain = std::make_unique<dsl::OptimizerDecl>(decls.front()->with_storage(s));
-      golden_decl = plain.get();
-    }
-  }
-  builder::run_golden(dsl::resolve(*golden_decl, d.attr_values()), c.golden);
-  nlohmann::json report = {{"op", op},
-                           {"variant", d.variant},
-                           {"rtol", d.tolerance.rtol},
-                           {"atol", d.tolerance.atol},
-                           {"states", compare(d, c)}};
-  bool ok = true;
-  for (const auto& [name, e] : report["states"].items()) ok = ok && e["exceeding"] == 0;
-  report["ok"] = ok;
+  std::map<std::string, std::map<std::string, std::vector<double>>> goldens;
+  nlohmann::json report = check_kernel(a, decls, kernel, goldens);
+  report["op"] = op;
   if (a.has("json")) {
     std::cout << report.dump(2) << "\n";
   } else {
-    print_report(d, report);
+    print_report(kernel.descriptor(), report);
   }
-  return ok ? 0 : 1;
+  return report["ok"].get<bool>() ? 0 : 1;
 }
 
 Command check_command() {
@@ -362,7 +521,18 @@ Command check_command() {
             {"cols", "C", "sparse ops: columns (default 17)"},
             {"indices", "K", "sparse ops: indexed rows (default 500)"},
             {"seed", "S", "random seed (default 1)"},
-            {"scalar", "NAME=VALUE", "a scalar (default: the rule's, else 0.1; integers 1)", true},
+            {"all", "",
+             "check every variant of every op the CPU runs (with --isa: that ISA's), one line "
+             "each and a summary; exit 1 when any fails (NN, bandwidth and multi-tensor ops "
+             "are listed as skipped)",
+             false, true},
+            {"scalar", "NAME=VALUE",
+             "a scalar (default: its typical value, declared with the op, else the rule's "
+             "default)",
+             true},
+            {"scalars", "typical|random",
+             "scalars not given: their typical values (default), or random draws inside each "
+             "scalar's domain near its typical value (seeded by --seed; the report lists them)"},
             rules_option(),
             cache_option(),
             json_option()}},

@@ -103,6 +103,21 @@ void describe_nn(const std::vector<registry::Descriptor>& vs) {
   print_variants_and_run(vs);
 }
 
+// A scalar's typical value and domain, as describe and an op's --help show them:
+// " (typical 0.9, in [0, 1))"; "" for tensors.
+std::string scalar_values_text(const registry::Input& in) {
+  if (in.role != registry::Input::Role::scalar) return "";
+  std::vector<std::string> parts;
+  if (in.typical) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "typical %.9g", *in.typical);
+    parts.push_back(buf);
+  }
+  if (!in.domain.empty() && in.domain != "any") parts.push_back("in " + in.domain);
+  if (parts.empty()) return "";
+  return " (" + join(parts, ", ") + ")";
+}
+
 }  // namespace
 
 std::string op_help(const Args& a, const std::string& op) {
@@ -114,7 +129,7 @@ std::string op_help(const Args& a, const std::string& op) {
                        (scalar ? "=VALUE" : "=FILE.npy");
     left.resize(std::max<size_t>(left.size() + 1, 32), ' ');
     s += left + (in.dims.empty() ? registry::role_name(in.role) : dims_text(in.dims)) + ", " +
-         registry::dtype_name(in.dtype) + ": " + in.description + "\n";
+         registry::dtype_name(in.dtype) + ": " + in.description + scalar_values_text(in) + "\n";
   }
   for (const auto& at : d.attrs) {
     std::string left = "  --attr " + at.name + "=" + registry::attr_type_name(at.type);
@@ -157,8 +172,9 @@ int cmd_describe(const Args& a) {
   }
   std::printf("arguments (in order):\n");
   for (const auto& in : d.inputs) {
-    std::printf("  %-14s %-9s %-8s %s\n", in.name.c_str(), registry::role_name(in.role),
-                registry::dtype_name(in.dtype), in.description.c_str());
+    std::printf("  %-14s %-9s %-8s %s%s\n", in.name.c_str(), registry::role_name(in.role),
+                registry::dtype_name(in.dtype), in.description.c_str(),
+                scalar_values_text(in).c_str());
   }
   // Arguments can depend on attrs (apply_adamw: v_max with amsgrad): list the other forms.
   std::set<std::string> forms = {join([&] {
@@ -219,8 +235,13 @@ int cmd_describe(const Args& a) {
         "multi-tensor: one call may update a whole model's flat buffers (call_model, "
         "bench --model)\n");
   }
-  std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|\n", d.tolerance.atol,
+  std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|", d.tolerance.atol,
               d.tolerance.rtol);
+  if (d.tolerance.conditioning > 0) {
+    std::printf(" + %g*|fp32 evaluation - ref| (the update's conditioning)",
+                d.tolerance.conditioning);
+  }
+  std::printf("\n");
   std::printf("traffic: %d B read + %d B written per element\n\n", d.traffic.bytes_read_per_element,
               d.traffic.bytes_written_per_element);
   print_variants_and_run(vs);

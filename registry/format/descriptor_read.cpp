@@ -38,6 +38,14 @@ Input parse_input(const std::string& origin, const json& j, const std::string& p
     in.default_value = o.number("default");
     if (!std::isfinite(*in.default_value)) o.fail_at("default", "not a finite number");
   }
+  if (o.field("typical", false)) {
+    if (in.role != Input::Role::scalar)
+      o.fail_at("typical", "only a scalar input has a typical value");
+    in.typical = o.number("typical");
+    const ScalarDomain domain = ScalarDomain::parse(in.domain.empty() ? "any" : in.domain);
+    if (!std::isfinite(*in.typical) || !domain.contains(*in.typical))
+      o.fail_at("typical", "not a finite number inside the domain " + domain.text());
+  }
   if (o.field("quant_map", false)) {
     in.quant_map = o.str("quant_map");
     const bool known = in.quant_map == "dynamic_signed" || in.quant_map == "dynamic_unsigned" ||
@@ -204,6 +212,7 @@ Tolerance parse_tolerance(const std::string& origin, const json& j, const std::s
   Tolerance t;
   t.rtol = tolerance_value(o, "rtol");
   t.atol = tolerance_value(o, "atol");
+  if (o.field("conditioning", false)) t.conditioning = tolerance_value(o, "conditioning");
   o.finish();
   return t;
 }

@@ -18,6 +18,7 @@ ojson input_json(const Input& in) {
   if (!in.domain.empty()) j["domain"] = in.domain;
   if (!in.quant_map.empty()) j["quant_map"] = in.quant_map;
   if (in.default_value) j["default"] = *in.default_value;
+  if (in.typical) j["typical"] = *in.typical;
   return j;
 }
 
@@ -141,6 +142,7 @@ std::string to_json(const Descriptor& d) {
   j["target"] = target_json(d.target);
   j["schedule"] = schedule_json(d.schedule);
   j["tolerance"] = {{"rtol", d.tolerance.rtol}, {"atol", d.tolerance.atol}};
+  if (d.tolerance.conditioning > 0) j["tolerance"]["conditioning"] = d.tolerance.conditioning;
   j["traffic"] = {{"bytes_read_per_element", d.traffic.bytes_read_per_element},
                   {"bytes_written_per_element", d.traffic.bytes_written_per_element}};
   j["cache_key"] = d.cache_key;

@@ -60,6 +60,21 @@ TEST_CASE("scalar domains: finite by default, declared ones canonical, misuse re
                        "op 'x': domain: no scalar 'lr' (declare it first)", std::invalid_argument);
   CHECK_THROWS_WITH_AS(OptimizerDecl("x").scalar("lr", "l").domain("lr", "[1, 0)"),
                        doctest::Contains("scalar domain '[1, 0)'"), std::invalid_argument);
+  // A typical value lies inside the domain, whichever is declared first.
+  const OptimizerDecl t =
+      OptimizerDecl("x").scalar("beta", "b").typical("beta", 0.9).domain("beta", "[0, 1)");
+  REQUIRE(t.args()[0].typical);
+  CHECK(*t.args()[0].typical == 0.9);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").scalar("b", "b").domain("b", "[0, 1)").typical("b", 1),
+                       "op 'x': typical: b = 1 is outside its domain [0, 1)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").scalar("b", "b").typical("b", 2).domain("b", "[0, 1)"),
+                       "op 'x': domain: b's typical value 2 is outside [0, 1)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").state("var", "v").typical("var", 1),
+                       "op 'x': typical: 'var' is not a scalar", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(OptimizerDecl("x").typical("lr", 1),
+                       "op 'x': typical: no scalar 'lr' (declare it first)", std::invalid_argument);
   const NnOpDecl nn = NnOpDecl("y").scalar("eps", "e").domain("eps", "[0, inf)");
   CHECK(nn.args()[0].scalar.domain == "[0, inf)");
 }

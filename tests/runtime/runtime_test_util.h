@@ -20,6 +20,7 @@
 #include "opforge/descriptor.h"
 #include "opforge/fp8.h"
 #include "opforge/runtime.hpp"
+#include "opforge/scalar_domain.h"
 #include "opforge/sha256.h"
 #include "test_registry.h"
 
@@ -97,6 +98,17 @@ inline std::string error_of(const std::function<void()>& f) {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// A float scalar for tests that compare two call forms bit for bit: 0.5, or the typical value
+// where 0.5 is outside the scalar's domain (FTRL's lr_power <= 0). Why 0.5: products with it
+// are exact, so the forms agree whatever each loop's multiply-add contraction; with typical
+// values (0.9, 0.999) a kernel's serial and parallel paths can differ in the last bit (seen:
+// call_model vs per-tensor calls of Adam, Adadelta), which these tests do not judge.
+inline double bit_test_scalar(const registry::Input& in) {
+  const bool half_ok =
+      registry::ScalarDomain::parse(in.domain.empty() ? "any" : in.domain).contains(0.5);
+  return half_ok || !in.typical ? 0.5 : *in.typical;
 }
 
 // The one shared registry, opened once per test binary.

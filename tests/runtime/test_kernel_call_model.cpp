@@ -36,7 +36,7 @@ struct FlatArgs {
     for (const Input& in : d.inputs) {
       if (in.role == Input::Role::scalar) {
         const bool integer = in.dtype == DType::i32 || in.dtype == DType::i64;
-        scalars.push_back({in.name.c_str(), integer ? 1.0 : 0.5});
+        scalars.push_back({in.name.c_str(), integer ? 1.0 : bit_test_scalar(in)});
         continue;
       }
       names.push_back(in.name);

@@ -25,8 +25,8 @@ using registry::DType;
 using registry::Input;
 
 // Seeded arguments of any dense op, as raw bytes in each tensor's dtype: states in [0.1, 1)
-// (second moments stay positive), other tensors in [-1, 1); scalars 0.5, integer scalars 1
-// (as `bench`). Copies compare byte for byte; views() points into this object.
+// (second moments stay positive), other tensors in [-1, 1); scalars 0.5 (bit_test_scalar),
+// integer scalars 1. Copies compare byte for byte; views() points into this object.
 // 8-bit states: codes over all 256 values, and block_scale tensors of ceil(n / block)
 // absmaxes in [0.1, 1).
 struct DenseArgs {
@@ -44,7 +44,7 @@ struct DenseArgs {
     for (const Input& in : d.inputs) {
       if (in.role == Input::Role::scalar) {
         const bool integer = in.dtype == DType::i32 || in.dtype == DType::i64;
-        scalars.push_back({in.name.c_str(), integer ? 1.0 : 0.5});
+        scalars.push_back({in.name.c_str(), integer ? 1.0 : bit_test_scalar(in)});
         continue;
       }
       const bool scale = in.role == Input::Role::block_scale;

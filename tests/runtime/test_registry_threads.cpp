@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -101,7 +102,12 @@ TEST_CASE("set_num_threads while 4 threads call kernels: no hang, results bit-id
       }
     });
   }
-  for (int k = 0; k < 40; ++k) reg.set_num_threads(1 + k % 4);
+  // A pause after each change lets callers in: on the OpenMP team a change takes microseconds
+  // (no Halide pool to shut down), and 40 back to back could end before any call started.
+  for (int k = 0; k < 40; ++k) {
+    reg.set_num_threads(1 + k % 4);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
   stop = true;
   for (auto& th : callers) th.join();
   reg.set_num_threads(0);

@@ -30,6 +30,8 @@ uint16_t f16_bits_normal(float x) {
 }
 
 double default_scalar(const registry::Input& in) {
+  if (in.typical) return *in.typical;
+  if (in.default_value) return *in.default_value;
   return in.dtype == registry::DType::i32 || in.dtype == registry::DType::i64 ? 1.0 : 0.5;
 }
 

@@ -26,7 +26,8 @@ using Buffer = std::unique_ptr<void, AlignedFree>;
 uint16_t bf16_bits(float x);
 uint16_t f16_bits_normal(float x);
 
-// Scalars not given: 0.5, or 1 for integer ones (a step count).
+// Scalars not given: the descriptor's typical value, else its default (a rule's hyper), else
+// 0.5, or 1 for integer ones (a step count).
 double default_scalar(const registry::Input& in);
 
 // Tensors and scalars for one dense kernel, `n` elements per tensor (multi-tensor forms: n

@@ -344,6 +344,39 @@ TEST_CASE("declarations: float attrs, negative defaults, optional descriptions, 
   CHECK(r.lets[0].expr->fn == Builtin::norm2);
 }
 
+TEST_CASE("a hyper's domain: `in` an interval that holds the default, canonical, checked") {
+  const Rule r = parse_rule(
+      "optimizer x\nstate w\nhyper b = 0.9 in [0,1) \"decay\"\nhyper p = -0.5 in (-inf, 0]\n"
+      "hyper lr = 0.01\nw = w * b * p * lr\n",
+      "t.rule");
+  REQUIRE(r.hypers.size() == 3);
+  CHECK(r.hypers[0].domain == "[0, 1)");
+  CHECK(r.hypers[0].description == "decay");
+  CHECK(r.hypers[1].domain == "(-inf, 0]");
+  CHECK(r.hypers[2].domain.empty());
+  const std::string text = canonical_rule_text(r);
+  CHECK(text.find(" in [0, 1) \"decay\"\n") != std::string::npos);
+  CHECK(canonical_rule_text(parse_rule(text, "c.rule")) == text);
+  // A domain changes the canonical text (the cache key of the rule's kernels).
+  CHECK(canonical("optimizer x\nstate w\nhyper b = 0.9 in [0, 1)\nw = w * b\n") !=
+        canonical("optimizer x\nstate w\nhyper b = 0.9\nw = w * b\n"));
+  auto error = [](const std::string& hyper) {
+    try {
+      parse_rule("optimizer x\nstate w\n" + hyper + "\nw = w * b\n", "t.rule");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(parsed)");
+  };
+  CHECK(error("hyper b = 1.5 in [0, 1)").find("its default 1.5 is outside its domain [0, 1)") !=
+        std::string::npos);
+  CHECK(error("hyper b = 0.5 in 0, 1").find("expected '[' or '('") != std::string::npos);
+  CHECK(error("hyper b = 0.5 in [0 1)").find("expected ','") != std::string::npos);
+  CHECK(error("hyper b = 0.5 in [0, x)").find("expected a number or inf") != std::string::npos);
+  CHECK(error("hyper b = 0.5 in [0, 1").find("expected ']' or ')'") != std::string::npos);
+  CHECK(error("hyper b = 0.5 in [1, 0)").find("scalar domain") != std::string::npos);
+}
+
 TEST_CASE("canonical text: stable under formatting, different under edits") {
   const std::string original = canonical(example_rule());
   const std::vector<std::string> same = {

@@ -87,5 +87,40 @@ TEST_CASE("compare_with_golden: errors, ulps, the tolerance, NaN only matching N
   CHECK_THROWS_AS(compare_with_golden({1.0f}, {1.0, 2.0}, 0, 0), std::invalid_argument);
 }
 
+TEST_CASE("run_golden fp32: the declaration in fp32; its distance widens the bound there only") {
+  // Centered RMSProp's denominator ms' - mg'^2 + eps: with grad = mg and ms = mg^2 the new
+  // ms' and mg'^2 are equal in exact arithmetic, so it cancels and an fp32 evaluation is far
+  // from fp64 (epsilon 1e-6 keeps it positive in fp32); at ms = 1, mg = 0.1, grad = 0.5 it
+  // does not.
+  GoldenData g;
+  g.n = 2;
+  const float mg0 = std::sqrt(0.5f), ms0 = mg0 * mg0;
+  g.tensors = {{"var", {1.0, 1.0}},
+               {"mg", {mg0, 0.1}},
+               {"ms", {ms0, 1.0}},
+               {"mom", {0.0, 0.0}},
+               {"grad", {mg0, 0.5}}};
+  g.scalars = {
+      {"lr", double(0.001f)}, {"rho", double(0.9f)}, {"momentum", 0.0}, {"epsilon", double(1e-6f)}};
+  GoldenData g32 = g;
+  const dsl::ResolvedOp op = dsl::resolve(generators::apply_centered_rms_prop());
+  run_golden(op, g);
+  run_golden(op, g32, /*fp32=*/true);
+  const double far = std::fabs(g32.tensors["var"][0] - g.tensors["var"][0]);
+  const double near = std::fabs(g32.tensors["var"][1] - g.tensors["var"][1]);
+  CHECK(far > 1e-6);   // cancellation: the fp32 evaluation lost digits
+  CHECK(near < 1e-7);  // well conditioned: fp32 rounding only
+  // A kernel value off by 4x the fp32 evaluation's distance passes with conditioning 8, not
+  // without it; the same absolute error on the well-conditioned element fails either way.
+  const std::vector<float> k = {float(g.tensors["var"][0] + 4 * far),
+                                float(g.tensors["var"][1] + 4 * far)};
+  CHECK(compare_with_golden({k[0]}, {g.tensors["var"][0]}, 1e-6, 1e-7).exceeding == 1);
+  CHECK(compare_with_golden({k[0]}, {g.tensors["var"][0]}, 1e-6, 1e-7, {g32.tensors["var"][0]}, 8)
+            .exceeding == 0);
+  CHECK(compare_with_golden({k[1]}, {g.tensors["var"][1]}, 1e-6, 1e-7, {g32.tensors["var"][1]}, 8)
+            .exceeding == 1);
+  CHECK_THROWS_AS(compare_with_golden({1.0f}, {1.0}, 0, 0, {1.0, 2.0}, 8), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace opforge::builder

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -28,14 +29,93 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
   // Sparse and int64 scalar ops go through the same golden.
   CHECK(opforge_reg({"check", "sparse_apply_momentum", "--rows", "50", "--indices", "80"}).rc == 0);
   CHECK(opforge_reg({"check", "apply_adagrad_da"}).rc == 0);
-  // Centered RMSProp on generic data divides by ms - mg^2 + eps close to 0: fp32 cannot meet
-  // the tolerance there, and check says so with exit code 1.
-  const Result bad = opforge_reg({"check", "apply_centered_rms_prop"});
-  CHECK(bad.rc == 1);
-  CHECK(contains(bad.out, "FAILED"));
+  // Centered RMSProp on generic data with a tiny epsilon divides by ms - mg^2 + eps close to
+  // 0: the bound widens by 8x a plain fp32 evaluation's distance from fp64 there (the
+  // descriptor's tolerance.conditioning), so the kernel passes; the next case shows that the
+  // bound still catches a wrong constant.
+  const Result cond =
+      opforge_reg({"check", "apply_centered_rms_prop", "--scalar", "epsilon=1e-10", "--json"});
+  CHECK_MESSAGE(cond.rc == 0, cond.all());
+  if (cond.rc == 0) CHECK(json::parse(cond.out)["conditioning"] == 8);
   const Result unknown = opforge_reg({"check", "apply_adma"});
   CHECK(unknown.rc == 2);
   CHECK(contains(unknown.err, "did you mean 'apply_adam'"));
+}
+
+TEST_CASE("check fails a kernel whose declaration differs by one constant perturbed by 1e-4") {
+  // The golden from adam_rule with beta1 * m scaled by 1.0001, the kernel from the shipped rule.
+  TempDir dir;
+  std::string text = slurp(fs::path(OPFORGE_SOURCE_DIR) / "generators/rules/adam_rule.rule");
+  const std::string from = "let m_t   = beta1 * m", to = "let m_t   = 1.0001 * beta1 * m";
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), to);
+  std::ofstream(dir / "adam_rule.rule") << text;
+  const Result r =
+      opforge_reg({"check", "adam_rule", "--rules", dir / "adam_rule.rule", "--json"});
+  CHECK(r.rc == 1);
+  const json j = json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["states"]["m"]["exceeding"].get<int64_t>() > 90000);  // of 1e5
+  // The shipped rule itself passes.
+  CHECK(opforge_reg({"check", "adam_rule"}).rc == 0);
+}
+
+TEST_CASE("check --all: every variant this CPU runs, one line each, a summary, green") {
+  const Result r = opforge_reg({"check", "--all", "--n", "1001", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json j = json::parse(r.out);
+  CHECK(j["failed"] == 0);
+  CHECK(j["passed"].get<int>() > 150);
+  std::set<std::string> reasons, ops;
+  for (const auto& v : j["variants"]) {
+    if (v["status"] == "skipped") reasons.insert(v["detail"].get<std::string>().substr(0, 8));
+    if (v["status"] == "ok") ops.insert(v["variant"].get<std::string>().substr(0, 10));
+  }
+  CHECK(reasons.count("NN op: n"));
+  CHECK(reasons.count("bandwidt"));
+  CHECK(ops.count("apply_ftrl"));  // FTRL with its typical scalars
+  CHECK(ops.count("adam_rule_"));  // a library rule op without --rules
+  const Result text = opforge_reg({"check", "--all", "--isa", "avx2", "--n", "17"});
+  CHECK_MESSAGE(text.rc == 0, text.all());
+  CHECK(contains(text.out, " passed, 0 failed, "));
+  const Result both = opforge_reg({"check", "apply_adam", "--all"});
+  CHECK(both.rc == 2);
+  CHECK(contains(both.err, "--all checks every op: name no OP"));
+}
+
+TEST_CASE("check draws scalars from their typical values, or at random inside their domains") {
+  // With each scalar's typical value (lr_power -0.5 among them), the FTRL family passes; the
+  // report lists the values. (With 0.1 for every scalar, a positive lr_power outside TF's
+  // domain, apply_ftrl failed by 6,413 elements.)
+  for (const char* op : {"apply_ftrl", "apply_ftrl_v2", "sparse_apply_ftrl"}) {
+    CAPTURE(op);
+    const Result r = opforge_reg({"check", op, "--json"});
+    CHECK_MESSAGE(r.rc == 0, r.all());
+    if (r.rc == 0) CHECK(json::parse(r.out)["scalars"]["lr_power"] == -0.5);
+  }
+  const Result text = opforge_reg({"check", "apply_adam", "--n", "1001"});
+  CHECK(contains(text.out, "scalars: beta1=0.899999976 beta1_power="));
+  // --scalars random: seeded draws inside each domain, reproducible, listed.
+  auto drawn = [](const std::string& seed) {
+    const Result r = opforge_reg(
+        {"check", "apply_adamw", "--n", "1001", "--scalars", "random", "--seed", seed, "--json"});
+    REQUIRE_MESSAGE((r.rc == 0 || r.rc == 1), r.all());
+    return json::parse(r.out)["scalars"];
+  };
+  const json a = drawn("3"), b = drawn("3"), c = drawn("4");
+  CHECK(a == b);
+  CHECK(a != c);
+  for (const json& s : {a, c}) {
+    for (const char* beta : {"beta1", "beta2"}) {
+      CHECK(s[beta].get<double>() >= 0);
+      CHECK(s[beta].get<double>() < 1);
+    }
+    CHECK(s["epsilon"].get<double>() >= 0);
+    CHECK(s["lr"].get<double>() != 0.001f);  // not the typical value
+  }
+  const Result bad = opforge_reg({"check", "apply_adam", "--scalars", "wild"});
+  CHECK(bad.rc == 2);
+  CHECK(contains(bad.err, "--scalars wild: expected typical or random"));
 }
 
 TEST_CASE("check: 8-bit states and FP8 gradients against the golden of the unquantized op") {

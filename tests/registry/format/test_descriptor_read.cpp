@@ -177,6 +177,41 @@ TEST_CASE("scalar domains: canonical on read; refused on a tensor or when malfor
                  "only a scalar input has a domain");
 }
 
+TEST_CASE("tolerance.conditioning: optional, read and written back, refused when negative") {
+  json j = json::parse(to_json(make_adam()));
+  CHECK_FALSE(j["tolerance"].contains("conditioning"));  // 0: not written
+  j["tolerance"]["conditioning"] = 8;
+  const Descriptor d = descriptor_from_json(j.dump(), kOrigin);
+  CHECK(d.tolerance.conditioning == 8);
+  CHECK(json::parse(to_json(d))["tolerance"]["conditioning"] == 8);
+  check_rejected(reject([](json& x) { x["tolerance"]["conditioning"] = -1; }),
+                 "/tolerance/conditioning", "must be finite and >= 0");
+}
+
+TEST_CASE(
+    "scalar typical values: read and written back; refused on a tensor or outside the domain") {
+  json j = json::parse(to_json(make_adam()));
+  size_t lr = 0;
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    if (j["inputs"][i]["name"] == "lr") lr = i;
+  }
+  j["inputs"][lr]["domain"] = "[0, 1)";
+  j["inputs"][lr]["typical"] = 0.001;
+  const Descriptor d = descriptor_from_json(j.dump(), kOrigin);
+  REQUIRE(d.find_input("lr")->typical);
+  CHECK(*d.find_input("lr")->typical == 0.001);
+  CHECK(json::parse(to_json(d))["inputs"][lr]["typical"] == 0.001);
+  CHECK_FALSE(d.find_input("var")->typical);
+  const std::string at = "/inputs/" + std::to_string(lr) + "/typical";
+  check_rejected(reject([&](json& x) {
+                   x["inputs"][lr]["domain"] = "[0, 1)";
+                   x["inputs"][lr]["typical"] = 1.5;
+                 }),
+                 at, "inside the domain [0, 1)");
+  check_rejected(reject([](json& x) { x["inputs"][0]["typical"] = 1; }), "/inputs/0/typical",
+                 "only a scalar input has a typical value");
+}
+
 TEST_CASE("scalar defaults: read and written back; refused on a tensor or when not finite") {
   json j = json::parse(to_json(make_adam()));
   size_t lr = 0;

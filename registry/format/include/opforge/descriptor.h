@@ -62,6 +62,9 @@ struct Input {
   // Scalars: the value a caller that names none uses (a rule's `hyper lr = 0.01`); absent
   // for scalars every call must give (the C++ ops').
   std::optional<double> default_value;
+  // Scalars: a value typical of real use, inside the domain (beta1 0.9, FTRL's lr_power -0.5):
+  // what check, bench, profile and report pass when the user names none. Absent: none declared.
+  std::optional<double> typical;
   // uint8 states (8-bit optimizer states): the map their codes index, "dynamic_signed",
   // "dynamic_unsigned", "linear_signed" or "linear_unsigned"; "" otherwise.
   std::string quant_map;
@@ -195,6 +198,10 @@ struct ShapeConstraints {
 struct Tolerance {
   double rtol = 0;  // |kernel - fp64 reference| <= atol + rtol * |reference|
   double atol = 0;
+  // + conditioning * |fp32 evaluation - fp64 reference| per element (0: no such term): where
+  // the update cancels (centered RMSProp's ms - mg^2), a plain fp32 evaluation of the same
+  // declaration loses what the kernel loses, so the bound widens there and only there.
+  double conditioning = 0;
 };
 
 // Bytes moved per element, for GB/s figures and for picking the bandwidth kernel to
