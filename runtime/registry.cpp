@@ -396,13 +396,15 @@ void* Registry::runtime_handle() {
       set_malloc(halide_alloc::allocate);
     }
   }
-  // Parallel loops on the caller's OpenMP team unless OPFORGE_THREAD_POOL=halide (thread_pool.h).
+  // Parallel loops on the caller's OpenMP team unless OPFORGE_THREAD_POOL=halide; serial in a
+  // forked child (thread_pool.h).
   if (thread_pool::from_environment() == thread_pool::Kind::openmp) {
-    using ParFor = int (*)(void*, thread_pool::Task, int, int, uint8_t*);
+    using thread_pool::ParFor;
     auto set_par_for =
         reinterpret_cast<ParFor (*)(ParFor)>(dlsym(h, "halide_set_custom_do_par_for"));
     if (!set_par_for) throw Error(path + ": Halide runtime lacks halide_set_custom_do_par_for");
     set_par_for(thread_pool::openmp_do_par_for);
+    thread_pool::run_serially_after_fork(set_par_for);
   }
   runtime_ = h;
   return h;

@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -11,7 +12,20 @@ namespace opforge::thread_pool {
 
 namespace {
 std::atomic<int> requested{0};  // set_openmp_threads; 0 = the team's default
+std::atomic<bool> forked_child{false};
+std::atomic<ParFor (*)(ParFor)> installer{nullptr};
+
+void after_fork_in_child() {
+  forked_child.store(true);
+  if (auto set = installer.load()) set(openmp_do_par_for);
+}
 }  // namespace
+
+void run_serially_after_fork(ParFor (*set_par_for)(ParFor)) {
+  static const int registered = pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  (void)registered;
+  installer.store(set_par_for);
+}
 
 Kind from_environment() {
   const char* v = std::getenv("OPFORGE_THREAD_POOL");
@@ -29,6 +43,7 @@ void set_openmp_threads(int n) {
 }
 
 int openmp_threads() {
+  if (forked_child.load(std::memory_order_relaxed)) return 1;
   const int n = requested.load(std::memory_order_relaxed);
   return omp_in_parallel() && !omp_get_nested() ? 1 : n > 0 ? n : omp_get_max_threads();
 }

@@ -33,6 +33,15 @@ int openmp_do_par_for(void* user_context, Task task, int min, int size, uint8_t*
 // Threads of openmp_do_par_for's regions; 0: the team's default (OMP_NUM_THREADS, or what the
 // host set with omp_set_num_threads, e.g. torch.set_num_threads).
 void set_openmp_threads(int n);
-int openmp_threads();  // what a region gets now
+int openmp_threads();  // what a region gets now; 1 in a forked child
+
+// A forked child does not inherit libgomp's team: after the parent's parallel calls, a kernel's
+// parallel loop in the child waited for the parent's workers forever (Halide's own pool
+// recovers; torch's own ops hang in such a child too, GNU libgomp's known limit). Registers,
+// once, a pthread_atfork child handler that makes openmp_do_par_for serial and reinstalls it
+// through `set_par_for` (halide_set_custom_do_par_for), so the child's kernels run on the
+// calling thread.
+using ParFor = int (*)(void*, Task, int, int, uint8_t*);
+void run_serially_after_fork(ParFor (*set_par_for)(ParFor));
 
 }  // namespace opforge::thread_pool

@@ -5,8 +5,12 @@
 // threads that ran it, in place at odd sizes.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -128,6 +132,45 @@ TEST_CASE("thread pool: Adam in place gives the same bits on 1, 2 and 3 threads,
       }
     }
   }
+  reg.set_num_threads(0);
+}
+
+TEST_CASE("thread pool: a forked child runs kernels (serially) after the parent's parallel calls") {
+  // libgomp's team does not exist in a child: before the fork handler (thread_pool.h) its
+  // first parallel loop waited for it forever (this test, with the handler removed, killed the
+  // hung child after 30 s; Halide's pool passed). The child exits 0 when its result matches.
+  Registry& reg = shared_registry();
+  Kernel& k = reg.select("apply_adam");
+  const size_t n = 300007;  // the parallel path
+  reg.set_num_threads(2);
+  const std::vector<float> want = [&] {
+    AdamData d(n, 5);
+    k.call(d.tensors({static_cast<int64_t>(n)}), adam_scalars());
+    return d.var;
+  }();
+  for (int i = 0; i < 3; ++i) {  // the team (or Halide's workers) awake at the fork
+    AdamData d(n, 6);
+    k.call(d.tensors({static_cast<int64_t>(n)}), adam_scalars());
+  }
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    AdamData d(n, 5);
+    k.call(d.tensors({static_cast<int64_t>(n)}), adam_scalars());
+    _exit(std::memcmp(d.var.data(), want.data(), n * sizeof(float)) == 0 ? 0 : 3);
+  }
+  int status = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL("the forked child hung in its kernel call");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
   reg.set_num_threads(0);
 }
 
