@@ -63,7 +63,7 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
         // A result holds one element whatever n is.
         shape = {a.role == Input::Role::result ? 1 : static_cast<int>(d.n)};
       }
-      const std::vector<double>& t = d.tensors.at(a.name);
+      std::vector<double>& t = d.tensors.at(a.name);
       int64_t need = 1;
       for (int e : shape) need *= e;
       if (static_cast<int64_t>(t.size()) < need)
@@ -73,7 +73,7 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
         f.assign(t.begin(), t.begin() + need);
         b = Halide::Buffer<float>(f.data(), shape);
       } else {
-        b = Halide::Buffer<double>(const_cast<double*>(t.data()), shape);
+        b = Halide::Buffer<double>(t.data(), shape);
       }
     }
     Halide::ImageParam im(b.type(), dims, a.name);
