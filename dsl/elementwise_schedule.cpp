@@ -1,5 +1,6 @@
 #include "dsl/elementwise_schedule.h"
 
+#include <set>
 #include <stdexcept>
 
 namespace opforge::dsl {
@@ -30,24 +31,83 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
   return p;
 }
 
+bool ElementwiseSchedule::bucketable(const std::string& name) {
+  return name == "vector" || name == "unroll" || name == "tasks" || name == "chunk";
+}
+
+std::optional<std::pair<std::string, int64_t>> ElementwiseSchedule::split_bucket_key(
+    const std::string& key) {
+  const size_t at = key.find('@');
+  if (at == std::string::npos) return std::nullopt;
+  const std::string name = key.substr(0, at), bound = key.substr(at + 1);
+  if (!bucketable(name)) {
+    throw std::invalid_argument("schedule param '" + key + "': only vector, unroll, tasks and " +
+                                "chunk take a size bucket (name@N)");
+  }
+  // Decimal digits, no leading zero: one spelling per bound (the text is in cache keys).
+  const bool digits = !bound.empty() && bound.size() <= 10 && bound[0] != '0' &&
+                      bound.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoll(bound) > (int64_t{1} << 31)) {
+    throw std::invalid_argument("schedule param '" + key +
+                                "': the bucket's N must be an integer in [1, 2^31], in decimal "
+                                "digits without a leading zero");
+  }
+  return std::make_pair(name, std::stoll(bound));
+}
+
 std::map<std::string, int64_t> ElementwiseSchedule::resolve(
     const std::map<std::string, int64_t>& given, const Halide::Target& target) {
   std::map<std::string, int64_t> out;
-  for (const auto& [k, v] : given) {
-    bool known = false;
-    for (const auto& d : params()) known = known || d.name == k;
-    if (!known) throw std::invalid_argument("unknown schedule param '" + k + "'");
-  }
-  for (const auto& d : params()) {
-    auto it = given.find(d.name);
-    int64_t v = it == given.end() ? d.default_value : it->second;
+  auto decl = [&](const std::string& name) -> const ScheduleParamDecl* {
+    for (const auto& d : params()) {
+      if (d.name == name) return &d;
+    }
+    return nullptr;
+  };
+  auto checked = [&](const ScheduleParamDecl& d, const std::string& key, int64_t v) {
     if (d.name == "vector" && v == 0) v = target.natural_vector_size(Halide::Float(32));
     if (v < d.min || v > d.max) {
-      throw std::invalid_argument("schedule param '" + d.name + "' = " + std::to_string(v) +
+      throw std::invalid_argument("schedule param '" + key + "' = " + std::to_string(v) +
                                   " is outside [" + std::to_string(d.min) + ", " +
                                   std::to_string(d.max) + "]");
     }
-    out[d.name] = v;
+    return v;
+  };
+  for (const auto& [k, v] : given) {
+    const auto bucket = split_bucket_key(k);
+    const ScheduleParamDecl* d = decl(bucket ? bucket->first : k);
+    if (!d) throw std::invalid_argument("unknown schedule param '" + k + "'");
+    if (bucket) out[k] = checked(*d, k, v);
+  }
+  for (const auto& d : params()) {
+    auto it = given.find(d.name);
+    out[d.name] = checked(d, d.name, it == given.end() ? d.default_value : it->second);
+  }
+  return out;
+}
+
+std::vector<int64_t> ElementwiseSchedule::bucket_bounds(const std::map<std::string, int64_t>& p) {
+  std::set<int64_t> b;
+  for (const auto& [k, v] : p) {
+    if (const auto bucket = split_bucket_key(k)) b.insert(bucket->second);
+  }
+  return {b.begin(), b.end()};
+}
+
+std::map<std::string, int64_t> ElementwiseSchedule::params_at(
+    const std::map<std::string, int64_t>& p, int64_t n) {
+  std::map<std::string, int64_t> out, bound_of;
+  for (const auto& [k, v] : p) {
+    if (k.find('@') == std::string::npos) out[k] = v;
+  }
+  for (const auto& [k, v] : p) {
+    const auto bucket = split_bucket_key(k);
+    if (!bucket || bucket->second > n) continue;
+    // The largest bound at or below n wins.
+    if (!bound_of.count(bucket->first) || bound_of[bucket->first] < bucket->second) {
+      bound_of[bucket->first] = bucket->second;
+      out[bucket->first] = v;
+    }
   }
   return out;
 }
@@ -55,54 +115,71 @@ std::map<std::string, int64_t> ElementwiseSchedule::resolve(
 void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
                                 const std::map<std::string, int64_t>& p,
                                 const std::vector<Expr>& fast_paths, Expr n) {
-  const int vec = static_cast<int>(p.at("vector"));
-  const int unroll = static_cast<int>(p.at("unroll"));
-  const int tasks = static_cast<int>(p.at("tasks"));
-  const int serial_below = static_cast<int>(p.at("serial_below"));
-  const int fixed_chunk = static_cast<int>(p.at("chunk"));
-  const int step = vec * unroll;
+  const std::map<std::string, int64_t> base = params_at(p, 0);
+  const int serial_below = static_cast<int>(base.at("serial_below"));
   if (!n.defined()) n = out.output_buffers()[0].dim(0).extent();
 
   // Split names must be unique across all copies of the definition: copy k uses suffix k.
   int copy = 0;
-  auto vectorize = [&](Halide::Stage s, const Var& v) {
+  auto vectorize = [&](Halide::Stage s, const Var& v, const std::map<std::string, int64_t>& q) {
+    const int vec = static_cast<int>(q.at("vector")), unroll = static_cast<int>(q.at("unroll"));
     if (unroll > 1) {
       Var vo("vo" + std::to_string(copy)), vi("vi" + std::to_string(copy));
-      s.split(v, vo, vi, step, TailStrategy::GuardWithIf)
+      s.split(v, vo, vi, vec * unroll, TailStrategy::GuardWithIf)
           .vectorize(vi, vec, TailStrategy::GuardWithIf)
           .unroll(vi);
     } else {
       s.vectorize(v, vec, TailStrategy::GuardWithIf);
     }
   };
-  // Specializations, checked in this order: each fast path with large N (parallel), each
-  // fast path (serial), large N (parallel), then the default (serial). Flat conditions rather
-  // than nested specializations: a specialization of a specialization scheduled the parent.
-  auto parallel = [&](Halide::Stage s) {
+  auto splits = [](const std::map<std::string, int64_t>& q) {
+    return q.at("tasks") > 1 || q.at("chunk") > 0;
+  };
+  // Parallel chunks when q splits, else one serial loop.
+  auto range = [&](Halide::Stage s, const std::map<std::string, int64_t>& q) {
     ++copy;
+    if (!splits(q)) return vectorize(s, i, q);
+    const int step = static_cast<int>(q.at("vector") * q.at("unroll"));
+    const int tasks = static_cast<int>(q.at("tasks"));
+    const int fixed_chunk = static_cast<int>(q.at("chunk"));
     Var io("io" + std::to_string(copy)), ii("ii" + std::to_string(copy));
     Expr chunk = fixed_chunk > 0 ? Expr(((fixed_chunk + step - 1) / step) * step)
                                  : ((n + tasks * step - 1) / (tasks * step)) * step;
     s.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
-    vectorize(s, ii);
+    vectorize(s, ii, q);
   };
-  auto serial = [&](Halide::Stage s) {
-    ++copy;
-    vectorize(s, i);
+  // Specializations, checked in this order: each fast path with large N (its size buckets,
+  // largest first, then the rest of large N), each fast path (serial), large N (buckets, then
+  // the rest), then the default (serial). Flat conditions rather than nested
+  // specializations: a specialization of a specialization scheduled the parent. Buckets
+  // apply to the parallel path only; below serial_below the serial loop keeps the base values.
+  const std::map<std::string, int64_t> big_base = params_at(p, serial_below);
+  const bool split = splits(big_base);
+  const Expr big = serial_below > 0 ? n >= serial_below : Halide::Internal::const_true();
+  const std::vector<int64_t> bounds = bucket_bounds(p);
+  // `cond` undefined: no fast path.
+  auto both = [](const Expr& cond, const Expr& size) {
+    return cond.defined() ? cond && size : size;
   };
-  const bool split = tasks > 1 || fixed_chunk > 0;
-  Expr big = serial_below > 0 ? n >= serial_below : Halide::Internal::const_true();
+  auto large = [&](const Expr& cond, bool with_rest) {
+    for (auto b = bounds.rbegin(); b != bounds.rend() && *b > serial_below; ++b) {
+      range(out.specialize(both(cond, n >= static_cast<int>(*b))), params_at(p, *b));
+    }
+    if (split && with_rest) range(out.specialize(both(cond, big)), big_base);
+  };
   std::vector<Halide::Stage> serial_copies;
   for (const Expr& cond : fast_paths) {
-    if (split) parallel(out.specialize(cond && big));
+    large(cond, true);
     if (!split || serial_below > 0) serial_copies.push_back(out.specialize(cond));
   }
-  if (split && serial_below > 0) parallel(out.specialize(big));
-  for (auto& s : serial_copies) serial(s);
-  if (split && serial_below == 0) {
-    parallel(out);
+  const bool all_parallel = split && serial_below == 0;
+  large(Expr(), !all_parallel);
+  for (auto& s : serial_copies) ++copy, vectorize(s, i, base);
+  if (all_parallel) {
+    range(out, big_base);
   } else {
-    serial(out);
+    ++copy;
+    vectorize(out, i, base);
   }
 }
 
@@ -258,6 +335,16 @@ std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p
          " parallel chunks sized at run time; smaller N: serial";
   } else {
     s += "; serial";
+  }
+  for (int64_t b : bucket_bounds(p)) {
+    s += "; N >= " + std::to_string(b) + ":";
+    const char* sep = " ";
+    for (const auto& [k, v] : p) {
+      const auto bucket = split_bucket_key(k);
+      if (!bucket || bucket->second != b) continue;
+      s += sep + bucket->first + " " + std::to_string(v);
+      sep = ", ";
+    }
   }
   if (p.at("divide")) s += "; exact divides";
   return s + "; GuardWithIf tails (safe in place)";

@@ -9,6 +9,9 @@
 //                       ceil(N / (tasks*V*unroll)) * V*unroll, each a loop of V-wide vectors.
 //                       A fixed chunk (65536) left the last task running masked vectors past
 //                       the data: Adam at N = 1e4 took 400-600 us (measured on Halide 14).
+//   name@B (vector, unroll, tasks, chunk): the value for N >= B on the parallel path, a size
+//                       bucket (`opforge tune` writes them where one size range wants other
+//                       params); each bucket is one more specialization of the definition.
 // Tails are GuardWithIf: the kernels run in place, and ShiftInwards re-reads elements it has
 // already written (wrong results when aliased); RoundUp would write past the end.
 #pragma once
@@ -16,6 +19,7 @@
 #include <Halide.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,10 +37,20 @@ class ElementwiseSchedule {
   static const char* recipe_name() { return "elementwise"; }
   static const std::vector<ScheduleParamDecl>& params();
 
-  // Given values (possibly partial) -> every param resolved for `target`, range-checked.
+  // Given values (possibly partial) -> every param resolved for `target`, range-checked;
+  // size-bucket keys (name@B) are kept as given, range-checked like their param.
   // Throws std::invalid_argument naming the param.
   static std::map<std::string, int64_t> resolve(const std::map<std::string, int64_t>& given,
                                                 const Halide::Target& target);
+
+  // Params that may differ per size bucket, and a key's (name, B) when it is "name@B"
+  // (std::invalid_argument for a malformed bucket key).
+  static bool bucketable(const std::string& name);
+  static std::optional<std::pair<std::string, int64_t>> split_bucket_key(const std::string& key);
+  // The bucket bounds in `p`, ascending, and the plain params in force at N = n.
+  static std::vector<int64_t> bucket_bounds(const std::map<std::string, int64_t>& p);
+  static std::map<std::string, int64_t> params_at(const std::map<std::string, int64_t>& p,
+                                                  int64_t n);
 
   // Applies the schedule to a 1-D output Func over `i`, and to a copy specialized on each of
   // `fast_paths` (conditions over scalars, tried in order). `n`: the element count, needed

@@ -628,6 +628,13 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   KernelPipeline r;
   const AttrValues& attrs = op.attrs;
   r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
+  if ((decl.sparse() || decl.is_multi_tensor() || decl.storage().quant) &&
+      !ElementwiseSchedule::bucket_bounds(r.schedule_params).empty()) {
+    throw std::invalid_argument(
+        "op '" + op.name() +
+        "': size-bucket schedule params (name@N) apply to dense "
+        "elementwise ops only, not sparse, multi-tensor or 8-bit-state ones");
+  }
   r.schedule_recipe = decl.sparse()            ? "sparse_rows"
                       : decl.is_multi_tensor() ? "multi_tensor"
                                                : ElementwiseSchedule::recipe_name();

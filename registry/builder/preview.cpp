@@ -37,8 +37,13 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   }
   generators::VariantSpec spec = *row;
   spec.isas = {registered.target.isa};
-  // The registered variant's params (a machine-tuned build's included), --set on top.
-  for (const auto& [k, text] : registered.schedule.params) spec.schedule[k] = std::stoll(text);
+  // The registered variant's params (a machine-tuned build's included), --set on top. A
+  // plain `--set tasks=4` means 4 at every size: the registered size buckets of tasks go.
+  for (const auto& [k, text] : registered.schedule.params) {
+    const size_t at = k.find('@');
+    if (at != std::string::npos && set.count(k.substr(0, at))) continue;
+    spec.schedule[k] = std::stoll(text);
+  }
   for (const auto& [k, v] : set) spec.schedule[k] = v;
 
   const std::string root = cache_dir.empty() ? cache::CompileCache::default_root() : cache_dir;

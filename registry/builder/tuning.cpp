@@ -94,18 +94,24 @@ double number(const json& o, const std::string& key, const std::string& origin,
 }
 
 // A tuned param must be one the recipe declares, inside its range.
-void check_param(const std::string& name, int64_t value, const std::string& origin,
+void check_param(const std::string& key, int64_t value, const std::string& origin,
                  const std::string& where) {
+  std::string name = key;
+  try {
+    if (const auto bucket = dsl::ElementwiseSchedule::split_bucket_key(key)) name = bucket->first;
+  } catch (const std::invalid_argument& e) {
+    fail(origin, where + "." + key, e.what());
+  }
   for (const auto& d : dsl::ElementwiseSchedule::params()) {
     if (d.name != name) continue;
     if (value < d.min || value > d.max) {
-      fail(origin, where + "." + name,
+      fail(origin, where + "." + key,
            std::to_string(value) + " is outside [" + std::to_string(d.min) + ", " +
                std::to_string(d.max) + "]");
     }
     return;
   }
-  fail(origin, where, "unknown schedule param '" + name + "'");
+  fail(origin, where, "unknown schedule param '" + key + "'");
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ TuneOptions tune_options(const Args& a) {
       a.get("params", quick ? "serial_below,tasks" : "serial_below,tasks,unroll,vector,divide"));
   for (const auto& p : o.params) candidate_values(p, 8);  // names checked before any work
   o.sizes = count_list(a.get("sizes", quick ? "1e4,1e6" : "1e3,1e4,1e5,1e6,1e7"), "--sizes");
+  o.size_buckets = !a.has("one-set");
   const std::string regime = a.get("regime", quick ? "awake" : "both");
   if (regime == "awake" || regime == "both") o.idle_regimes.push_back(false);
   if (regime == "idle" || regime == "both") o.idle_regimes.push_back(true);
@@ -84,7 +85,8 @@ void print_result(const TuneResult& r) {
   std::string changed, was;
   for (const auto& [k, v] : r.tuned.params) {
     changed += " " + k + "=" + std::to_string(v);
-    was += " " + k + "=" + std::to_string(r.defaults.at(k));
+    const std::string base = k.substr(0, k.find('@'));
+    if (r.defaults.count(base)) was += " " + k + "=" + std::to_string(r.defaults.at(base));
   }
   std::printf(
       "%s %s: %s  (%d candidates, %d previews compiled, %.0f s)\n", r.family.family.c_str(),
@@ -202,7 +204,11 @@ Command tune_command() {
         {"params", "P[,P...]",
          "params searched, in order (default serial_below,tasks,unroll,vector,divide; also chunk)"},
         {"sizes", "N[,N...]",
-         "elements per tensor, the size buckets (default 1e3,1e4,1e5,1e6,1e7)"},
+         "elements per tensor, the size buckets (default 1e3,1e4,1e5,1e6,1e7); after one set "
+         "for all sizes, the parallel sizes' vector, unroll, tasks and chunk are searched "
+         "again at each size, and a value kept there is written as name@N (from the geometric "
+         "midpoint to the next smaller size up)"},
+        {"one-set", "", "one set of params for every size: no per-size search"},
         {"regime", "awake|idle|both",
          "time calls back to back, with a sleep before each, or both (default both)"},
         {"idle-gap", "US", "microseconds of sleep before each idle call (default 2000)"},

@@ -339,6 +339,19 @@ bool is_valid_identifier(const std::string& s) {
   return true;
 }
 
+bool is_valid_schedule_param_key(const std::string& s) {
+  const size_t at = s.find('@');
+  if (at == std::string::npos) return is_valid_identifier(s);
+  const std::string count = s.substr(at + 1);
+  if (!is_valid_identifier(s.substr(0, at)) || count.empty() || count.size() > 10 ||
+      count[0] == '0')
+    return false;
+  for (char c : count) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
 bool is_safe_relative_path(const std::string& s) {
   if (s.empty() || s.size() > 255 || s[0] == '/') return false;
   for (char c : s) {

@@ -187,7 +187,8 @@ Schedule parse_schedule(const std::string& origin, const json& j, const std::str
   Obj o(origin, j, ptr);
   Schedule s;
   s.recipe = o.str("recipe");
-  if (const json* p = o.field("params", false)) s.params = string_map(origin, *p, o.at("params"));
+  if (const json* p = o.field("params", false))
+    s.params = string_map(origin, *p, o.at("params"), is_valid_schedule_param_key);
   s.summary = o.opt_str("summary");
   if (const json* t = o.field("tuning", false)) {
     Obj to(origin, *t, o.at("tuning"));

@@ -174,12 +174,14 @@ std::vector<std::string> string_array(const std::string& origin, const json& a,
 }
 
 std::map<std::string, std::string> string_map(const std::string& origin, const json& j,
-                                              const std::string& ptr) {
+                                              const std::string& ptr,
+                                              bool (*key_ok)(const std::string&)) {
+  if (!key_ok) key_ok = is_valid_identifier;
   if (!j.is_object()) fail(origin, ptr, std::string("expected object, got ") + j.type_name());
   std::map<std::string, std::string> out;
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string p = child(ptr, it.key());
-    if (!is_valid_identifier(it.key())) fail(origin, p, quote(it.key()) + " is not a valid name");
+    if (!key_ok(it.key())) fail(origin, p, quote(it.key()) + " is not a valid name");
     if (!it->is_string()) fail(origin, p, std::string("expected string, got ") + it->type_name());
     out[it.key()] = it->get<std::string>();
   }

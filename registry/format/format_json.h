@@ -134,9 +134,10 @@ class Obj {
 
 std::vector<std::string> string_array(const std::string& origin, const json& a,
                                       const std::string& ptr);
-// An object of identifier keys and string values.
+// An object of string values whose keys pass `key_ok` (default: identifiers).
 std::map<std::string, std::string> string_map(const std::string& origin, const json& j,
-                                              const std::string& ptr);
+                                              const std::string& ptr,
+                                              bool (*key_ok)(const std::string&) = nullptr);
 
 template <typename T>
 std::vector<T> parse_array(Obj& o, const std::string& key,

@@ -83,10 +83,11 @@ std::vector<Point> points(const TuneOptions& o) {
 
 // Per subject and point: {first us, second us, bandwidth us}.
 std::vector<std::vector<double>> time_all(std::vector<Subject>& subjects, Kernel* Subject::*first,
-                                          Kernel* Subject::*second, const TuneOptions& o) {
+                                          Kernel* Subject::*second, const TuneOptions& o,
+                                          const std::vector<Point>& at) {
   std::vector<std::vector<double>> out;
   for (Subject& s : subjects) {
-    for (const Point& p : points(o)) {
+    for (const Point& p : at) {
       Subject::Sized& w = s.work.at(p.n);
       out.push_back(time_point({{s.*first, w.best.get()},
                                 {s.*second, w.candidate.get()},
@@ -232,36 +233,72 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     say(f.family + " " + f.isa + ": timing " + s.d.variant);
   }
 
+  // Tries `cand` against the best so far at `at`; keeps it when it wins twice.
+  auto attempt = [&](const std::map<std::string, int64_t>& cand, const std::string& label,
+                     const std::vector<Point>& at) {
+    for (Subject& s : subjects) s.candidate = load(s, cand);
+    ++r.candidates;
+    auto [mean, worst] = score(time_all(subjects, &Subject::best, &Subject::candidate, o, at));
+    bool keep = mean < kKeepBelow && worst < kWorstPoint;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %s: %.3fx of the best so far (worst point %.3fx)",
+                  label.c_str(), mean, worst);
+    std::string text = line;
+    if (keep) {  // a second round must agree
+      auto [mean2, worst2] = score(time_all(subjects, &Subject::best, &Subject::candidate, o, at));
+      keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
+      std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
+      text += line;
+    }
+    say(text + (keep ? ": kept" : ""));
+    if (!keep) return;
+    best = cand;
+    for (Subject& s : subjects) s.best = s.candidate;
+  };
+
+  // One set for every size first.
   for (const std::string& param : o.params) {
     if (!best.count(param)) continue;
     for (int64_t value : candidate_values(param, natural)) {
       if (value == best.at(param)) continue;
       std::map<std::string, int64_t> cand = best;
       cand[param] = value;
-      for (Subject& s : subjects) s.candidate = load(s, cand);
-      ++r.candidates;
-      auto [mean, worst] = score(time_all(subjects, &Subject::best, &Subject::candidate, o));
-      bool keep = mean < kKeepBelow && worst < kWorstPoint;
-      char line[256];
-      std::snprintf(line, sizeof line, "  %s=%lld: %.3fx of the best so far (worst point %.3fx)",
-                    param.c_str(), static_cast<long long>(value), mean, worst);
-      std::string text = line;
-      if (keep) {  // a second round must agree
-        auto [mean2, worst2] = score(time_all(subjects, &Subject::best, &Subject::candidate, o));
-        keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
-        std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
-        text += line;
+      attempt(cand, param + "=" + std::to_string(value), points(o));
+    }
+  }
+  // Then size buckets: at each size on the parallel path, the bucketable params again, timed
+  // at that size only; a value kept there holds from the bucket's lower bound (the geometric
+  // midpoint to the next smaller size) up to the next bucket. 8-bit states have one schedule.
+  // The serial threshold in force: searched, else the registered variant's.
+  const int64_t serial_below = best.count("serial_below")
+                                   ? best.at("serial_below")
+                                   : std::stoll(heaviest.schedule.params.at("serial_below"));
+  if (o.size_buckets && !blockwise(heaviest)) {
+    std::vector<int64_t> sizes = o.sizes;
+    std::sort(sizes.begin(), sizes.end());
+    for (size_t k = 1; k < sizes.size(); ++k) {
+      const int64_t n = sizes[k];
+      if (n < serial_below) continue;
+      const auto bound = static_cast<int64_t>(
+          std::llround(std::sqrt(static_cast<double>(sizes[k - 1]) * static_cast<double>(n))));
+      std::vector<Point> at;
+      for (bool idle : o.idle_regimes) at.push_back({n, idle});
+      for (const std::string& param : o.params) {
+        if (!best.count(param) || !dsl::ElementwiseSchedule::bucketable(param)) continue;
+        for (int64_t value : candidate_values(param, natural)) {
+          if (value == dsl::ElementwiseSchedule::params_at(best, n).at(param)) continue;
+          std::map<std::string, int64_t> cand = best;
+          const std::string key = param + "@" + std::to_string(bound);
+          cand[key] = value;
+          attempt(cand, key + "=" + std::to_string(value) + " (N " + std::to_string(n) + ")", at);
+        }
       }
-      say(text + (keep ? ": kept" : ""));
-      if (!keep) continue;
-      best = cand;
-      for (Subject& s : subjects) s.best = s.candidate;
     }
   }
 
   // The evidence: defaults against the result at every point, one more round.
   const std::vector<std::vector<double>> t =
-      time_all(subjects, &Subject::defaults, &Subject::best, o);
+      time_all(subjects, &Subject::defaults, &Subject::best, o, points(o));
   size_t i = 0;
   for (const Subject& s : subjects) {
     for (const Point& p : points(o)) {
@@ -270,7 +307,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     }
   }
   for (const auto& [k, v] : best) {
-    if (v != r.defaults.at(k)) r.tuned.params[k] = v;
+    if (!r.defaults.count(k) || v != r.defaults.at(k)) r.tuned.params[k] = v;
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;

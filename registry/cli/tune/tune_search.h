@@ -1,8 +1,9 @@
 // What `opforge tune` does for one op family on one ISA: time the family's members with the
 // recipe defaults to pick the one furthest from its bandwidth kernel, then a coordinate
 // search over the elementwise recipe's params (serial_below, tasks, unroll, vector, divide) on that
-// member, each candidate a schedule preview compiled into the cache and timed against the
-// current best and the same-traffic bandwidth kernel, interleaved, at every size and regime.
+// member, then per size bucket (name@N params for a size range that wants its own), each candidate
+// a schedule preview compiled into the cache and timed against the current best and the
+// same-traffic bandwidth kernel, interleaved, at every size and regime.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ struct TuneOptions {
   std::vector<std::string> ops;     // only the families with one of these ops; empty: all
   std::vector<std::string> params;  // searched, in this order
   std::vector<int64_t> sizes;       // elements per tensor, the size buckets
+  bool size_buckets = true;         // then per size: params that only that size range wants
   std::vector<bool> idle_regimes;   // false: awake (back to back), true: idle (a sleep first)
   double idle_gap_us = 2000;
   int threads = 2;

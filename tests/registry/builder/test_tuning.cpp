@@ -33,7 +33,7 @@ Tuning sample_tuning() {
   t.created = "2026-12-03T11:00:00Z";
   t.threads = 2;
   TunedFamily f;
-  f.params = {{"tasks", 2}, {"serial_below", 65536}};
+  f.params = {{"tasks", 2}, {"serial_below", 65536}, {"tasks@316228", 4}};
   f.measured_variants = {"apply_ftrl__multiply_linear_by_lr_1__f32__avx2"};
   f.buckets = {{"apply_ftrl__multiply_linear_by_lr_1__f32__avx2", 10000, "idle", 12.5, 10.0, 3.0}};
   t.families["s3_g1"]["avx2"] = f;
@@ -99,6 +99,12 @@ TEST_CASE("tuning file: round trip, and each malformed part named") {
   fails(edited("\"tasks\": 2", "\"tiles\": 2"),
         "families.s3_g1.avx2.params: unknown schedule param 'tiles'");
   fails(edited("\"tasks\": 2", "\"tasks\": \"2\""), "families.s3_g1.avx2.params.tasks");
+  fails(edited("\"tasks@316228\": 4", "\"tasks@316228\": 4096"),
+        "families.s3_g1.avx2.params.tasks@316228: 4096 is outside [1, 1024]");
+  fails(edited("\"tasks@316228\": 4", "\"divide@316228\": 1"),
+        "families.s3_g1.avx2.params.divide@316228: schedule param 'divide@316228': only vector");
+  fails(edited("\"tasks@316228\": 4", "\"tasks@3e5\": 4"),
+        "families.s3_g1.avx2.params.tasks@3e5: schedule param 'tasks@3e5': the bucket's N");
   fails(edited("\"regime\": \"idle\",", ""), "families.s3_g1.avx2.buckets: missing field 'regime'");
 }
 
@@ -157,6 +163,9 @@ TEST_CASE("plan with a tuning: its family's variants on its ISA only, a new key,
       ++changed;
       CHECK(b.pipeline.schedule_params.at("tasks") == 2);
       CHECK(b.pipeline.schedule_params.at("serial_below") == 65536);
+      CHECK(b.pipeline.schedule_params.at("tasks@316228") == 4);  // a size bucket
+      CHECK(d.schedule.params.at("tasks@316228") == "4");
+      CHECK(d.schedule.summary.find("N >= 316228: tasks 4") != std::string::npos);
       CHECK(a.pipeline.schedule_params.at("tasks") == 8);  // the recipe default
       CHECK(a.key.hex_digest() != b.key.hex_digest());
       CHECK(d.schedule.tuning_machine == t.machine.fingerprint());

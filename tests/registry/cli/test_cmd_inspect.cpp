@@ -122,6 +122,28 @@ TEST_CASE("inspect --set: a preview compiles into the cache, the registry stays 
   CHECK(contains(reg.out, "source    registry"));
 }
 
+TEST_CASE("inspect --set name@N: a size bucket is one more case, taken from N up") {
+  const std::vector<std::string> set = {"inspect", kAdamAvx2, "--set", "tasks@300000=2"};
+  const Result big = opforge_reg(with_cache(concat(set, {"--n", "1e6"})));
+  REQUIRE_MESSAGE(big.rc == 0, big.all());
+  CHECK(contains(big.out, "changed   tasks@300000=2"));
+  CHECK(contains(big.out, "N >= 300000: tasks 2"));
+  CHECK(contains(big.out, ">= 300000)   <== taken"));
+  CHECK(contains(big.out, "(= 500000)"));  // 2 tasks of whole 8-lane vectors
+  const Result mid = opforge_reg(with_cache(concat(set, {"--n", "1e5"})));
+  REQUIRE_MESSAGE(mid.rc == 0, mid.all());
+  CHECK(contains(mid.out, ">= 16384)   <== taken"));
+  CHECK(contains(mid.out, "(= 12504)"));  // 8 tasks: ceil(1e5 / 64) * 8
+  // A plain --set drops the registered buckets of that param; a bad bucket names itself.
+  const Result bad = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "divide@1000=1"}));
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.err, "'divide@1000': only vector, unroll, tasks and chunk"));
+  const Result sparse =
+      opforge_reg(with_cache({"inspect", "sparse_apply_adagrad", "--set", "tasks@1000=2"}));
+  CHECK(sparse.rc != 0);
+  CHECK(contains(sparse.err, "apply to dense elementwise ops only"));
+}
+
 TEST_CASE("inspect --set: bad params name themselves") {
   const Result unknown = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "vectr=4"}));
   CHECK(unknown.rc != 0);

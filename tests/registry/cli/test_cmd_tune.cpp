@@ -15,9 +15,10 @@ namespace {
 
 const std::map<std::string, std::string> kNoPrune = {{"OPFORGE_CACHE_MAXSIZE", "0"}};
 
-Result tune(const std::string& out, std::vector<std::string> extra = {}) {
+Result tune(const std::string& out, std::vector<std::string> extra = {},
+            const std::string& sizes = "1e4") {
   return opforge_reg(concat({"tune", "--ops", "apply_gradient_descent", "--isa", "avx2", "--sizes",
-                             "1e4", "--regime", "awake", "--params", "tasks", "--out", out,
+                             sizes, "--regime", "awake", "--params", "tasks", "--out", out,
                              "--cache-dir", test_cache_dir()},
                             extra),
                      kNoPrune);
@@ -141,6 +142,42 @@ TEST_CASE("tuning divide=1: Adam's kernel divides, and still matches its fp64 go
       opforge({"check", "apply_adam", "--registry", reg, "--isa", "avx2", "--n", "1001"});
   CHECK_MESSAGE(c.rc == 0, c.all());
   CHECK(contains(opforge({"describe", "apply_adam", "--registry", reg}).out, "exact divides"));
+}
+
+TEST_CASE("size buckets: searched per size, built from a file, each range matches the golden") {
+  TempDir dir;
+  const std::string file = dir / "tuning.json";
+  // Two sizes: after the one-set search, tasks again at 1e5 alone (bucket from sqrt(1e4 * 1e5)).
+  const Result t = tune(file, {}, "1e4,1e5");
+  REQUIRE_MESSAGE(t.rc == 0, t.all());
+  CHECK(contains(t.err, "tasks@31623="));
+  CHECK(contains(t.err, "(N 100000)"));
+  // The file, with fp32 Adam's family given buckets by hand (ranges: serial below 16384, 8
+  // tasks, 3 tasks from 20000, 16-wide vectors unrolled twice from 50000).
+  nlohmann::json j = nlohmann::json::parse(slurp(file));
+  nlohmann::json family = j["families"]["s1_g1"]["avx2"];
+  family["params"] = {{"tasks@20000", 3}, {"vector@50000", 16}, {"unroll@50000", 2}};
+  j["families"]["s3_g1"]["avx2"] = family;
+  std::ofstream(file) << j.dump(2);
+  const std::string reg = dir / "reg";
+  const Result b = opforge({"build", "--registry", reg, "--cache-dir", test_cache_dir(), "--only",
+                            "apply_adam", "--tuning", file, "--quiet"},
+                           kNoPrune);
+  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  const Result d = opforge({"describe", "apply_adam", "--registry", reg});
+  CHECK(contains(d.out, "N >= 20000: tasks 3"));
+  CHECK(contains(d.out, "N >= 50000: unroll 2, vector 16"));
+  // Odd sizes in each range, in place, against the fp64 golden.
+  for (const char* n : {"1001", "17001", "20001", "49999", "65543"}) {
+    CAPTURE(n);
+    const Result c = opforge({"check", "apply_adam", "--registry", reg, "--isa", "avx2", "--n", n});
+    CHECK_MESSAGE(c.rc == 0, c.all());
+  }
+  const Result i = opforge({"inspect", "apply_adam", "--registry", reg, "--isa", "avx2", "--n",
+                            "65543", "--cache-dir", test_cache_dir()});
+  REQUIRE_MESSAGE(i.rc == 0, i.all());
+  CHECK(contains(i.out, ">= 50000)   <== taken"));
+  CHECK(contains(i.out, "(16 lanes)"));
 }
 
 TEST_CASE("build --tuning: a corrupt or foreign file stops the build before anything is written") {

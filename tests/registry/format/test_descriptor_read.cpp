@@ -119,6 +119,8 @@ TEST_CASE("reject: wrong JSON type") {
   check_rejected(reject([](json& j) { j["schedule"]["params"]["vector_width"] = 8; }),
                  "/schedule/params/vector_width", "expected string");
   check_rejected(reject([](json& j) { j["op_version"] = 0; }), "/op_version", "out of range");
+  check_rejected(reject([](json& j) { j["schedule"]["params"]["tasks@0300"] = "2"; }),
+                 "/schedule/params/tasks@0300", "is not a valid name");
 }
 
 TEST_CASE("reject: wrong schema") {

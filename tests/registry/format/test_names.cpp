@@ -31,6 +31,16 @@ TEST_CASE("is_valid_identifier") {
   CHECK_FALSE(is_valid_identifier(std::string(129, 'a')));
 }
 
+TEST_CASE("is_valid_schedule_param_key: identifiers and size buckets name@N") {
+  for (const char* good : {"tasks", "tasks@1", "vector@316228", "unroll@2147483648"}) {
+    CHECK_MESSAGE(is_valid_schedule_param_key(good), good);
+  }
+  for (const char* bad : {"", "tasks@", "tasks@0", "tasks@0123", "tasks@1e6", "@100", "9a@100",
+                          "tasks@12345678901", "tasks@-5", "tasks@100@200"}) {
+    CHECK_FALSE_MESSAGE(is_valid_schedule_param_key(bad), bad);
+  }
+}
+
 TEST_CASE("is_safe_relative_path") {
   for (const char* good : {"a", "kernels/x.so", "ops/apply_adam-f32.json", "a/b/c", "x.y.z",
                            ".hidden", "a/..b", "...", "lib/libopforge_halide_runtime.so"}) {

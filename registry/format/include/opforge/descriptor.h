@@ -277,6 +277,9 @@ std::string index_digest(const Index& idx);
 // has not passed this check.
 bool is_valid_op_name(const std::string& s);
 bool is_valid_identifier(const std::string& s);  // C identifier, at most 128 chars
+// A schedule param key: an identifier, or an identifier, '@' and a count without a leading
+// zero ("tasks@316228": the value for N >= 316228, a size bucket).
+bool is_valid_schedule_param_key(const std::string& s);
 // A relative path inside the registry: no leading '/', no "..", no empty or "." segments,
 // only [A-Za-z0-9_.-/].
 bool is_safe_relative_path(const std::string& s);
