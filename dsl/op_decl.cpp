@@ -1,5 +1,6 @@
 #include "dsl/op_decl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -257,6 +258,16 @@ OptimizerDecl& OptimizerDecl::multi_tensor() {
                        {}});
   multi_tensor_ = true;
   return *this;
+}
+
+OptimizerDecl OptimizerDecl::per_tensor() const {
+  OptimizerDecl d = *this;
+  if (!multi_tensor_) return d;
+  d.args_.erase(std::remove_if(d.args_.begin(), d.args_.end(),
+                               [](const ArgDecl& a) { return a.name == kSegmentsArg; }),
+                d.args_.end());
+  d.multi_tensor_ = false;
+  return d;
 }
 
 OptimizerDecl& OptimizerDecl::new_values_first() {

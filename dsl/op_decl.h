@@ -216,6 +216,10 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   // of C = elements / K. Needs a dense op; the op's results stay whole-call.
   OptimizerDecl& multi_tensor();
   bool is_multi_tensor() const { return multi_tensor_; }
+  // The single-tensor form a multi-tensor op applies to each model tensor (without the
+  // `segments` argument); a copy of this op when it is not multi-tensor. The fp64 golden of
+  // the multi-tensor form runs it per tensor.
+  OptimizerDecl per_tensor() const;
   // For updates where a state's new value reads another state that the output Tuple stores
   // before it (LARS: m reads var for the L2 term, var reads m). Halide stores a Tuple's
   // elements one after another, each recomputed from the inputs; in place, a masked tail

@@ -378,6 +378,16 @@ void opforge_set_scalar_checks(int enabled) {
   opforge::set_scalar_checks(enabled != 0);
 }
 
+int opforge_set_dump_dir(const char* dir) {
+  return guarded([&] { opforge::set_dump_dir(dir ? dir : ""); });
+}
+
+const char* opforge_dump_dir(void) {
+  static thread_local std::string dir;
+  dir = opforge::dump_dir();
+  return dir.c_str();
+}
+
 int opforge_set_num_threads(opforge_registry* reg, int n) {
   if (!reg) return last_error = "opforge_set_num_threads: registry is NULL", 1;
   return guarded([&] { reg->reg->set_num_threads(n); });

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "opforge/runtime.hpp"
+#include "runtime/call_dump.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
 #include "runtime/views.h"
@@ -238,7 +239,9 @@ void Kernel::call_named(const TensorView* const* t_at, const double* s_at) {
   ScalarValue values[kMaxArgs];
   void* argv[3 * kMaxArgs];
   fill_argv(argv, bufs, values, s_at);
+  const auto dumped = dump::begin(d, tensor_inputs_, n_in, t_at, scalar_inputs_, s_at);
   invoke(argv, "");
+  if (dumped) dump::finish(*dumped);
 }
 
 void Kernel::call(const std::vector<Tensor>& tensors,
@@ -287,6 +290,10 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   Layout l;
   if (!plan_layout(slots, a, l)) return;
   check_no_overlap(slots, a);
+  // Precision dumps (call_dump.h), once every check has passed: the inputs now, the outputs
+  // once every slice has run.
+  const auto dumped =
+      dump::begin(d, tensor_inputs_, tensor_inputs_.size(), a.t_at, scalar_inputs_, a.s_at);
 
   // One halide_buffer_t per tensor; an output gets the buffer of the state it overwrites.
   halide_buffer_t bufs[kMaxArgs];
@@ -309,6 +316,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   };
   if (!d.shape.elementwise || !d.shape.segments.empty()) {
     run(0, 0, 0);
+    if (dumped) dump::finish(*dumped);
     return;
   }
 
@@ -340,6 +348,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
     }
     run(off, chunk >= n ? 0 : len, n);
   }
+  if (dumped) dump::finish(*dumped);
 }
 
 }  // namespace opforge

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include "dsl/optimizer_pipeline.h"
@@ -13,14 +14,74 @@ namespace opforge::builder {
 
 using registry::Input;
 
+namespace {
+
+// A multi-tensor op: each model tensor's chunks gathered, its single-tensor form run on them
+// (LAMB's and LARS's norms per tensor, as the segmented kernel reduces), scattered back.
+// Results (found_inf) are whole-call flags each tensor may set and every tensor's update
+// reads: a first pass finds what any tensor sets; where that differs from the flag's value
+// before the call, a second pass starts every tensor from it (all skip, as the kernel does).
+void run_per_tensor(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
+  const int64_t chunks = static_cast<int64_t>(d.segments.size());
+  if (chunks == 0 || d.n % chunks != 0) {
+    throw std::invalid_argument("op '" + op.name() + "': the golden needs a segment table of K " +
+                                "chunks dividing the " + std::to_string(d.n) + " elements");
+  }
+  const int64_t c = d.n / chunks;
+  const dsl::OptimizerDecl single = op.as_optimizer().per_tensor();
+  const dsl::ResolvedOp per_tensor = dsl::resolve(single, op.attrs);
+  std::map<int32_t, std::vector<int64_t>> chunks_of;  // model tensor -> its chunks, in order
+  for (int64_t k = 0; k < chunks; ++k) chunks_of[d.segments[k]].push_back(k);
+  std::map<std::string, double> results;  // one-element tensors: their values before the call
+  for (const auto& r : op.results) {
+    if (d.tensors.count(r)) results[r] = d.tensors.at(r).at(0);
+  }
+  // Every tensor's update from `start` (result values); the results each tensor left, max'd.
+  auto pass = [&](const std::map<std::string, double>& start, GoldenData& out) {
+    std::map<std::string, double> set = start;
+    for (const auto& [t, ks] : chunks_of) {
+      GoldenData sub;
+      sub.scalars = d.scalars;
+      sub.n = static_cast<int64_t>(ks.size()) * c;
+      for (const auto& [name, v] : d.tensors) {
+        auto& w = sub.tensors[name];
+        if (results.count(name)) {
+          w = {start.at(name)};
+          continue;
+        }
+        if (static_cast<int64_t>(v.size()) != d.n)
+          throw std::invalid_argument("op '" + op.name() + "': tensor '" + name +
+                                      "' is neither a flat model buffer nor a result");
+        for (int64_t k : ks) w.insert(w.end(), v.begin() + k * c, v.begin() + (k + 1) * c);
+      }
+      run_golden(per_tensor, sub, fp32);
+      for (auto& [name, v] : out.tensors) {
+        const std::vector<double>& w = sub.tensors.at(name);
+        if (results.count(name)) {
+          set[name] = std::max(set[name], w.at(0));
+          continue;
+        }
+        for (size_t j = 0; j < ks.size(); ++j)
+          std::copy(w.begin() + j * c, w.begin() + (j + 1) * c, v.begin() + ks[j] * c);
+      }
+    }
+    for (const auto& [name, v] : set) out.tensors.at(name) = {v};
+    return set;
+  };
+  GoldenData first = d;
+  const std::map<std::string, double> set = pass(results, first);
+  if (set == results) {
+    d.tensors = std::move(first.tensors);
+    return;
+  }
+  pass(set, d);
+}
+
+}  // namespace
+
 void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
   const dsl::OptimizerDecl& decl = op.as_optimizer();
-  if (decl.is_multi_tensor()) {
-    throw std::invalid_argument("op '" + decl.name() +
-                                "': the fp64 golden runs single-tensor forms; check the op it "
-                                "applies per tensor (tests/generators/test_multi_tensor_ops.cpp "
-                                "checks this form)");
-  }
+  if (decl.is_multi_tensor()) return run_per_tensor(op, d, fp32);
   if (decl.storage().quant) {
     throw std::invalid_argument("op '" + decl.name() + "': storage " + decl.storage().tag() +
                                 " (8-bit states) is not in the fp64 golden yet; "

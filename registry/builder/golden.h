@@ -18,10 +18,14 @@ struct GoldenData {
   int64_t n = 0;               // dense: elements per tensor
   int64_t rows = 0, cols = 0;  // sparse: states are [rows, cols]
   int64_t count = 0;           // sparse: len(indices); gradients are [count, cols]
+  // Multi-tensor: the model tensor of each of the K chunks (n / K elements each) of the flat
+  // tensors; the golden applies the single-tensor op to each model tensor's chunks.
+  std::vector<int32_t> segments;
 };
 
 // Updates the states in `d.tensors` in place with the (optimizer) op's update, computed in
-// fp64. fp32: the same declaration computed in fp32, unscheduled, from the inputs rounded to
+// fp64 (a multi-tensor op: its single-tensor form per model tensor, d.segments). fp32: the same
+// declaration computed in fp32, unscheduled, from the inputs rounded to
 // fp32 (a plain fp32 evaluation: how far it lands from the fp64 one measures how much the
 // update's conditioning amplifies fp32 rounding at each element).
 void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32 = false);

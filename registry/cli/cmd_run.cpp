@@ -199,6 +199,8 @@ int cmd_run(const Args& a) {
       tensors.push_back({o.name, arr.data.data(), o.dtype, arr.shape});
     }
   }
+  // --dump: this call's inputs, scalars and outputs for `opforge check --replay DIR`.
+  if (a.has("dump")) set_dump_dir(checked_dir("--dump", a.get("dump")));
   k.call(tensors, scalars);  // validates every argument first; in-place ops update the arrays
 
   // Every input was validated and the kernel has run before the first write; each output
@@ -233,6 +235,9 @@ Command run_command() {
             isa_option(),
             variant_option(),
             {"out", "DIR", "where outputs go (created if missing)"},
+            {"dump", "DIR",
+             "also record the call (inputs, scalars, outputs, descriptor) under DIR for "
+             "`opforge check --replay DIR` (several runs append)"},
             {"threads", "N", "Halide thread pool size (default: all cores)"},
             unchecked_scalars_option()}},
           cmd_run};

@@ -12,12 +12,12 @@
 
 #include "fp8_reference.h"
 #include "generators/auto_schedules.h"
-#include "generators/nn_reference.h"
 #include "generators/op_table.h"
 #include "generators/reference.h"
 #include "host_isa.h"
 #include "ieee_half.h"
 #include "opforge/runtime.hpp"
+#include "registry/builder/nn_golden/nn_reference.h"
 #include "test_registry.h"
 
 namespace opforge::testing {
@@ -420,9 +420,9 @@ TEST_CASE("every op in the registry has an fp64 reference") {
     // rule itself, checked at odd sizes on every ISA by tests/registry/cli/test_cmd_check.cpp;
     // the example rules against hand-written formulas by test_registry_builder_rules.cpp.
     if (reg->variants(op).front().reference.rfind("rule file ", 0) == 0) continue;
-    // NN ops have their own references (test_nn_kernels.cpp).
+    // NN ops have their own references (registry/builder/nn_golden, test_nn_kernels.cpp).
     if (reg->variants(op).front().shape.named_dims) {
-      CHECK_MESSAGE(find_nn_reference(op), op);
+      CHECK_MESSAGE(nn_golden::find_nn_reference(op), op);
       continue;
     }
     CHECK_MESSAGE(find_reference(dense), op);

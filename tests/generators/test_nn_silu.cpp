@@ -1,71 +1,21 @@
-// silu and silu_mul: fp64 references written from the formula (torch.nn.functional.silu:
-// x * sigmoid(x) = x / (1 + e^-x)), registered for test_nn_kernels.cpp, which runs every
-// variant (each ISA the CPU runs) on them: N = 1, tails of the 8- and 16-wide vectors (5, 17,
-// 1000), the serial path (N < 16384) and ragged parallel chunks (65543); inputs up to +-100,
-// where exp(-x) overflows (y -> -0) and vanishes (y = x). This file adds NaN and infinities,
-// and bad shapes, which must fail naming the argument.
+// silu and silu_mul beyond the reference run (their fp64 references and problems:
+// registry/builder/nn_golden/silu.cpp; test_nn_kernels.cpp runs every variant on them): NaN
+// and infinities as torch, and bad shapes, which must fail naming the argument.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "generators/nn_call_error.h"
-#include "generators/nn_reference.h"
 #include "generators/reference.h"
 #include "opforge/runtime.hpp"
+#include "registry/builder/nn_golden/nn_reference.h"
 #include "test_registry.h"
 
 namespace opforge::testing {
 namespace {
 
-double silu(double v) {
-  return v / (1 + std::exp(-v));
-}
-
-std::vector<NnProblem> elementwise_problems(const std::vector<std::string>& tensors) {
-  std::vector<NnProblem> out;
-  for (int64_t n : {1, 5, 17, 1000, 65543}) {
-    for (double range : {6.0, 20.0, 100.0}) {
-      NnProblem p;
-      for (const auto& t : tensors) p.shapes[t] = {n};
-      p.lo = -range, p.hi = range;
-      out.push_back(p);
-    }
-  }
-  return out;
-}
-
-const RegisterNnReference reg_silu("silu", {elementwise_problems({"x"}),
-                                            [](const NnShapes&, const NnTensors& in,
-                                               const NnScalars&, const NnAttrs&) {
-                                              const auto& x = in.at("x");
-                                              std::vector<double> y(x.size());
-                                              for (size_t i = 0; i < x.size(); ++i)
-                                                y[i] = silu(x[i]);
-                                              return NnTensors{{"y", y}};
-                                            }});
-
-const RegisterNnReference reg_silu_mul("silu_mul", {elementwise_problems({"a", "b"}),
-                                                    [](const NnShapes&, const NnTensors& in,
-                                                       const NnScalars&, const NnAttrs&) {
-                                                      const auto &a = in.at("a"), &b = in.at("b");
-                                                      std::vector<double> y(a.size());
-                                                      for (size_t i = 0; i < a.size(); ++i)
-                                                        y[i] = silu(a[i]) * b[i];
-                                                      return NnTensors{{"y", y}};
-                                                    }});
-
-const RegisterNnReference reg_add("bandwidth_add",
-                                  {elementwise_problems({"a", "b"}),
-                                   [](const NnShapes&, const NnTensors& in, const NnScalars&,
-                                      const NnAttrs&) {
-                                     const auto &a = in.at("a"), &b = in.at("b");
-                                     std::vector<double> y(a.size());
-                                     // fp32 operands: the fp32 sum is their exact sum rounded once.
-                                     for (size_t i = 0; i < a.size(); ++i)
-                                       y[i] = static_cast<float>(static_cast<float>(a[i]) + b[i]);
-                                     return NnTensors{{"y", y}};
-                                   }});
+using namespace nn_golden;  // NnProblem, NnReference, the formulas
 
 TEST_CASE("silu and silu_mul: NaN stays NaN, -inf gives NaN and +inf itself, as torch") {
   auto reg = Registry::open(test_registry_dir());

@@ -215,6 +215,13 @@ int opforge_set_num_threads(opforge_registry* reg, int n);
  * process (experiments outside the domains). */
 void opforge_set_scalar_checks(int enabled);
 
+/* Precision dumps: while dir is set, every kernel call in the process writes its inputs,
+ * scalars and outputs under dir (for `opforge check --replay dir`); NULL or "" turns it off.
+ * 1 and opforge_last_error() when dir cannot be created. opforge_dump_dir: the directory, ""
+ * when off (valid until the next call of either). */
+int opforge_set_dump_dir(const char* dir);
+const char* opforge_dump_dir(void);
+
 #ifdef __cplusplus
 }
 #endif

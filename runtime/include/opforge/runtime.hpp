@@ -289,6 +289,14 @@ bool cpu_supports(const std::string& feature);
 void set_scalar_checks(bool enabled);
 bool scalar_checks();
 
+// Precision dumps: while `dir` is set (not ""), every kernel call in the process writes its
+// inputs, scalars and outputs under it for `opforge check --replay DIR` (layout:
+// runtime/call_dump.h). Starts from $OPFORGE_DUMP_DIR when that is set. Throws Error when the
+// directory cannot be created; a failed write during a call throws from that call, after the
+// kernel has run.
+void set_dump_dir(const std::string& dir);
+std::string dump_dir();  // "" when off
+
 // What cpu_supports sees, for reports.
 struct CpuFeatures {
   std::vector<std::string> host;     // the CPU's own, in known_cpu_features() order

@@ -13,6 +13,7 @@ arrays carry bfloat16 bits). Runtime failures raise OpforgeError with the runtim
 
 from . import dtypes, fp8
 from ._lib import OpforgeError
+from .dump import dump_dir, dumping, set_dump_dir
 from ._lib import find_library as _find_library
 from ._lib import lib as _load
 from .layout import ModelLayout, preset_names
@@ -21,7 +22,7 @@ from .rules import RuleOp, rule, user_registry_dir
 
 __all__ = ["OpforgeError", "Registry", "Kernel", "ModelLayout", "RuleOp", "open", "rule",
            "preset_names", "version", "default_registry", "user_registry_dir", "library_path",
-           "dtypes", "fp8", "set_scalar_checks"]
+           "dtypes", "fp8", "set_scalar_checks", "set_dump_dir", "dump_dir", "dumping"]
 
 
 def version():

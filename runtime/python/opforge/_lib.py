@@ -122,6 +122,8 @@ SIGNATURES = {
     "opforge_call_model": ([_P, _P, _T, _SZ, _S, _SZ], _I),
     "opforge_set_num_threads": ([_P, _I], _I),
     "opforge_set_scalar_checks": ([_I], None),
+    "opforge_set_dump_dir": ([_STR], _I),
+    "opforge_dump_dir": ([], _STR),
     "opforge_fp8_encode": ([ctypes.c_void_p, _SZ, ctypes.c_float, _I, ctypes.c_void_p], _I),
     "opforge_fp8_decode": ([ctypes.c_void_p, _SZ, _I, ctypes.c_void_p], _I),
 }

@@ -50,8 +50,7 @@ TEST_CASE("check fails a kernel whose declaration differs by one constant pertur
   REQUIRE(text.find(from) != std::string::npos);
   text.replace(text.find(from), from.size(), to);
   std::ofstream(dir / "adam_rule.rule") << text;
-  const Result r =
-      opforge_reg({"check", "adam_rule", "--rules", dir / "adam_rule.rule", "--json"});
+  const Result r = opforge_reg({"check", "adam_rule", "--rules", dir / "adam_rule.rule", "--json"});
   CHECK(r.rc == 1);
   const json j = json::parse(r.out);
   CHECK(j["ok"] == false);
@@ -71,16 +70,35 @@ TEST_CASE("check --all: every variant this CPU runs, one line each, a summary, g
     if (v["status"] == "skipped") reasons.insert(v["detail"].get<std::string>().substr(0, 8));
     if (v["status"] == "ok") ops.insert(v["variant"].get<std::string>().substr(0, 10));
   }
-  CHECK(reasons.count("NN op: n"));
   CHECK(reasons.count("bandwidt"));
   CHECK(ops.count("apply_ftrl"));  // FTRL with its typical scalars
   CHECK(ops.count("adam_rule_"));  // a library rule op without --rules
+  CHECK(ops.count("multi_tens"));  // LAMB and LARS over a random model's chunk table
+  CHECK(ops.count("layer_norm"));  // NN ops against their fp64 references
+  CHECK(ops.count("scaled_dot"));
   const Result text = opforge_reg({"check", "--all", "--isa", "avx2", "--n", "17"});
   CHECK_MESSAGE(text.rc == 0, text.all());
   CHECK(contains(text.out, " passed, 0 failed, "));
   const Result both = opforge_reg({"check", "apply_adam", "--all"});
   CHECK(both.rc == 2);
   CHECK(contains(both.err, "--all checks every op: name no OP"));
+}
+
+TEST_CASE("check for an NN op: its reference problems, --example, per output errors") {
+  const Result r = opforge_reg({"check", "layer_norm", "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json j = json::parse(r.out);
+  CHECK(j["ok"] == true);
+  CHECK(j["ran"].get<int>() >= 10);  // the row problems: 1x1 up to 8x8192
+  int random = 0;
+  for (const auto& p : j["problems"]) random += p["kind"] == "random";
+  CHECK(random == 4);  // --random-shapes' default: redrawn dims the checks accept
+  CHECK(j["states"]["y"]["exceeding"] == 0);
+  CHECK(j["states"]["y"]["elements"].get<int64_t>() > 100000);
+  const Result ex = opforge_reg({"check", "gelu", "--example"});
+  CHECK_MESSAGE(ex.rc == 0, ex.all());
+  CHECK(contains(ex.out, "example "));
+  CHECK(contains(ex.out, "ok: within tolerance"));
 }
 
 TEST_CASE("check draws scalars from their typical values, or at random inside their domains") {

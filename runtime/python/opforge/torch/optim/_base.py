@@ -1,7 +1,9 @@
 """What the opforge optimizers share: the registry and kernels, parameter checks, and the
 flat buffers a parameter group lives in for fused steps."""
 
+import contextlib
 import operator
+import os
 import weakref
 
 import torch
@@ -197,7 +199,8 @@ class OpforgeOptimizer(torch.optim.Optimizer):
             for key, value in self.group_defaults.items():
                 group.setdefault(key, value)
 
-    def __init__(self, params, defaults, fused, registry, isa, master_weights=False):
+    def __init__(self, params, defaults, fused, registry, isa, master_weights=False,
+                 dump_dir=None):
         for flag in ("capturable", "differentiable"):
             if defaults.pop(flag, False):
                 raise ValueError(f"{type(self).__name__}: {flag}=True is not supported by "
@@ -206,6 +209,8 @@ class OpforgeOptimizer(torch.optim.Optimizer):
         self._master = bool(master_weights)
         self._registry = registry
         self._isa = isa
+        # Precision dumps of this optimizer's kernel calls (opforge check --replay DIR).
+        self._dump_dir = os.fspath(dump_dir) if dump_dir is not None else None
         self._kernels = {}
         self._flat_groups = {}  # tuple of parameter ids -> FlatGroup
         self._group_flat = {}  # id(param group) -> (its params list, FlatGroup)
@@ -325,11 +330,14 @@ class OpforgeOptimizer(torch.optim.Optimizer):
         for gi, group in enumerate(self.param_groups):
             if not ready[gi]:
                 self.check_grads(gi, group)
-        for gi, group in enumerate(self.param_groups):
-            if ready[gi]:
-                self.group_step(group, True)
-            elif any(p.grad is not None for p in group["params"]):
-                self.group_step(group, False)
+        dumping = (opforge.dumping(self._dump_dir) if getattr(self, "_dump_dir", None)
+                   else contextlib.nullcontext())
+        with dumping:
+            for gi, group in enumerate(self.param_groups):
+                if ready[gi]:
+                    self.group_step(group, True)
+                elif any(p.grad is not None for p in group["params"]):
+                    self.group_step(group, False)
         return loss
 
     def zero_grad(self, set_to_none=False):

@@ -21,7 +21,7 @@ class Adadelta(ElementwiseOptimizer):
     step_type = int
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
-                 maximize=False, fused=None, registry=None, isa=None):
+                 maximize=False, fused=None, registry=None, isa=None, dump_dir=None):
         check_hyper("learning rate", lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
@@ -29,7 +29,7 @@ class Adadelta(ElementwiseOptimizer):
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     group_defaults = {"foreach": None, "maximize": False}
 

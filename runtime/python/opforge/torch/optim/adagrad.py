@@ -27,7 +27,7 @@ class Adagrad(ElementwiseOptimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
-                 fused=None, registry=None, isa=None):
+                 fused=None, registry=None, isa=None, dump_dir=None):
         check_hyper("learning rate", lr)
         check_hyper("lr_decay value", lr_decay)
         check_hyper("weight_decay value", weight_decay)
@@ -36,7 +36,7 @@ class Adagrad(ElementwiseOptimizer):
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     def add_param_group(self, param_group):
         # torch makes the state in the constructor; here also for groups added later

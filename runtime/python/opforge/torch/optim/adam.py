@@ -50,7 +50,7 @@ class Adam(EightBitStates, ElementwiseOptimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, master_weights=False, registry=None,
-                 isa=None, state_bits=32, quant_map="dynamic"):
+                 isa=None, dump_dir=None, state_bits=32, quant_map="dynamic"):
         check_hyper("learning rate", lr)
         self._init_state_bits(state_bits, quant_map, master_weights)
         check_hyper("epsilon value", eps)
@@ -59,7 +59,7 @@ class Adam(EightBitStates, ElementwiseOptimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable)
-        super().__init__(params, defaults, fused, registry, isa, master_weights)
+        super().__init__(params, defaults, fused, registry, isa, master_weights, dump_dir=dump_dir)
 
     group_defaults = {"amsgrad": False, "maximize": False}
 

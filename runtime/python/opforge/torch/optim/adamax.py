@@ -19,14 +19,15 @@ class Adamax(ElementwiseOptimizer):
     is one kernel call per group per step, fused=False one per parameter."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 foreach=None, *, maximize=False, fused=None, registry=None, isa=None):
+                 foreach=None, *, maximize=False, fused=None, registry=None, isa=None,
+                 dump_dir=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     group_defaults = {"foreach": None, "maximize": False}
 

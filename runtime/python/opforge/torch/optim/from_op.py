@@ -27,7 +27,7 @@ class FromOp(ElementwiseOptimizer):
     The gradient is passed unchanged."""
 
     def __init__(self, op, params, attrs=None, *, fused=None, registry=None, isa=None,
-                 **hypers):
+                 dump_dir=None, **hypers):
         reg = registry or default_registry()
         kernel = reg.select(op, attrs or {}, isa)
         d = kernel.descriptor
@@ -80,7 +80,8 @@ class FromOp(ElementwiseOptimizer):
                      for n in scalars)
         self.step_type = type(self).step_type if counts else None
         multi = bool(d["shape"].get("multi_tensor"))
-        super().__init__(params, hypers, fused if multi else False, registry, isa)
+        super().__init__(params, hypers, fused if multi else False, registry, isa,
+                         dump_dir=dump_dir)
 
     def slots(self, group):
         return [(name, name, 0.0) for name in self._state_args]
@@ -127,18 +128,21 @@ class FromOp(ElementwiseOptimizer):
                 t.copy_(flat[k][:n].view(t.shape))
 
 
-def from_op(op, params, attrs=None, *, fused=None, registry=None, isa=None, **hypers):
+def from_op(op, params, attrs=None, *, fused=None, registry=None, isa=None, dump_dir=None,
+            **hypers):
     """An optimizer stepping `params` with registry op `op`, a built-in or rule-file op (attrs
     select the variant): see FromOp. Unknown hyperparameters, scalars without a value and
     arguments that are not dense float32 states / one gradient / scalars / a segmented op's
     chunk table are refused, naming them."""
-    return FromOp(op, params, attrs, fused=fused, registry=registry, isa=isa, **hypers)
+    return FromOp(op, params, attrs, fused=fused, registry=registry, isa=isa,
+                  dump_dir=dump_dir, **hypers)
 
 
 def from_rule(text_or_path, params, attrs=None, *, fused=None, registry=None, isa=None,
-              **hypers):
+              dump_dir=None, **hypers):
     """An optimizer stepping `params` with the op of a rule (its text, or a rule file's
     path), built on the fly into the user registry through the compile cache
     (opforge.rule): FromOp over that op, its hyperparameters defaulting to the rule's."""
     op = opforge.rule(text_or_path, registry or default_registry())
-    return FromOp(op.name, params, attrs, fused=fused, registry=op.registry, isa=isa, **hypers)
+    return FromOp(op.name, params, attrs, fused=fused, registry=op.registry, isa=isa,
+                  dump_dir=dump_dir, **hypers)

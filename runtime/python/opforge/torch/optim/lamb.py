@@ -25,13 +25,13 @@ class LAMB(ElementwiseOptimizer):
     ratios still per tensor); fused=False: one apply_lamb call per parameter."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, *,
-                 fused=None, registry=None, isa=None):
+                 fused=None, registry=None, isa=None, dump_dir=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     def slots(self, group):
         return [("m", "exp_avg", 0.0), ("v", "exp_avg_sq", 0.0)]

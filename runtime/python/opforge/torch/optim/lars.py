@@ -31,7 +31,8 @@ class LARS(ElementwiseOptimizer):
     step_type = None
 
     def __init__(self, params, lr=required, momentum=0.9, weight_decay=1e-4, eta=1e-3,
-                 epsilon=0.0, nesterov=False, *, fused=None, registry=None, isa=None):
+                 epsilon=0.0, nesterov=False, *, fused=None, registry=None, isa=None,
+                 dump_dir=None):
         if lr is not required:
             check_hyper("learning rate", lr)
         check_hyper("momentum value", momentum)
@@ -40,7 +41,7 @@ class LARS(ElementwiseOptimizer):
         check_hyper("epsilon value", epsilon)
         defaults = dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta,
                         epsilon=epsilon, nesterov=nesterov)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     def slots(self, group):
         return [("m", "momentum_buffer", 0.0)]

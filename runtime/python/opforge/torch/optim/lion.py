@@ -30,13 +30,13 @@ class Lion(EightBitStates, ElementwiseOptimizer):
     step_type = None
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *, fused=None,
-                 registry=None, isa=None, state_bits=32):
+                 registry=None, isa=None, dump_dir=None, state_bits=32):
         check_hyper("learning rate", lr)
         self._init_state_bits(state_bits, "dynamic", False)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     def slots(self, group):
         return [("m", "exp_avg", 0.0)]

@@ -37,7 +37,7 @@ class RMSprop(ElementwiseOptimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, foreach=None, maximize=False, differentiable=False, *,
-                 fused=None, registry=None, isa=None):
+                 fused=None, registry=None, isa=None, dump_dir=None):
         check_hyper("learning rate", lr)
         check_hyper("epsilon value", eps)
         check_hyper("momentum value", momentum)
@@ -46,7 +46,7 @@ class RMSprop(ElementwiseOptimizer):
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, foreach=foreach, maximize=maximize,
                         differentiable=differentiable)
-        super().__init__(params, defaults, fused, registry, isa)
+        super().__init__(params, defaults, fused, registry, isa, dump_dir=dump_dir)
 
     group_defaults = {"momentum": 0, "centered": False, "foreach": None, "maximize": False,
                       "differentiable": False}

@@ -41,7 +41,8 @@ class SGD(EightBitStates, ElementwiseOptimizer):
 
     def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None, master_weights=False, registry=None, isa=None, state_bits=32):
+                 fused=None, master_weights=False, registry=None, isa=None,
+                 dump_dir=None, state_bits=32):
         if lr is not required:
             check_hyper("learning rate", lr)
         check_hyper("momentum value", momentum)
@@ -56,7 +57,7 @@ class SGD(EightBitStates, ElementwiseOptimizer):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                         foreach=foreach, differentiable=differentiable)
-        super().__init__(params, defaults, fused, registry, isa, master_weights)
+        super().__init__(params, defaults, fused, registry, isa, master_weights, dump_dir=dump_dir)
 
     group_defaults = {"nesterov": False, "maximize": False}
 

@@ -29,14 +29,14 @@ class SparseAdam(OpforgeOptimizer):
     multi-tensor). registry / isa as for opforge.torch.optim.Adam."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False, *,
-                 registry=None, isa=None):
+                 registry=None, isa=None, dump_dir=None):
         if not 0.0 < lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 < eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         check_betas(betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, maximize=maximize)
-        super().__init__(params, defaults, False, registry, isa)
+        super().__init__(params, defaults, False, registry, isa, dump_dir=dump_dir)
 
     group_defaults = {"maximize": False}
 

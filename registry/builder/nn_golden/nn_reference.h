@@ -1,18 +1,19 @@
-// fp64 references for the NN kernels, written from each op's published definition (torch's
-// functional ops), never from the kernel. Each op's test file registers its reference and the
-// problems (odd shapes, scalars, attrs) to check it on; test_nn_kernels.cpp runs every variant
-// of every NN op in the registry (each algorithm, each ISA the CPU has) on every problem whose
-// shapes the variant's algorithm applies to, so a new variant is tested by construction.
+// fp64 references for the NN ops, written from each op's published definition (torch's
+// functional ops), never from the kernel, with the problems (odd shapes, scalars, attrs) to
+// check them on. `opforge check` (NN ops) and tests/generators/test_nn_kernels.cpp run every
+// variant on every problem whose shapes its algorithm applies to (nn_check.h), so a new
+// variant is checked by construction. One file per op family here (norms.cpp, attention.cpp,
+// ...), each adding its ops in add_<family>() (add_references.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace opforge::testing {
+namespace opforge::nn_golden {
 
 using NnShapes = std::map<std::string, std::vector<int64_t>>;  // tensor -> shape, outermost first
 using NnTensors = std::map<std::string, std::vector<double>>;  // tensor -> row-major values
@@ -35,16 +36,17 @@ struct NnReference {
       outputs;
   // The accepted error |kernel - ref| <= atol + rtol * |ref| when tighter or looser than the
   // descriptor's tolerance must be justified per problem (e.g. Winograd over K = 640*9 terms):
-  // a function of the problem returning {rtol, atol}; empty: the descriptor's.
+  // a function of the problem returning {rtol, atol}; empty: the descriptor's. A replayed call
+  // (opforge check --replay) passes its shapes, scalars, attrs and, as [lo, hi], the range of
+  // its float inputs.
   std::function<std::pair<double, double>(const NnProblem&)> tolerance = {};
 };
 
-std::map<std::string, NnReference>& nn_references();
-const NnReference* find_nn_reference(const std::string& op);
+using NnReferences = std::map<std::string, NnReference>;
 
-struct RegisterNnReference {
-  RegisterNnReference(const std::string& op, NnReference r) { nn_references()[op] = std::move(r); }
-};
+// Every NN op's reference, by op name; null for an op without one.
+const NnReferences& nn_references();
+const NnReference* find_nn_reference(const std::string& op);
 
 // Row-major index helpers for the references.
 inline int64_t elements(const std::vector<int64_t>& shape) {
@@ -53,4 +55,7 @@ inline int64_t elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-}  // namespace opforge::testing
+// Formulas tests use on their own inputs too.
+std::vector<double> ref_softmax(const std::vector<float>& x, int64_t rows, int64_t cols);
+
+}  // namespace opforge::nn_golden

@@ -1,16 +1,14 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
-// definition (NCHW, zero padding, stride, dilation, groups), registered for
-// test_nn_kernels.cpp, which runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, winograd, depthwise) of both ops on
-// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
-// stride 1 to 3, dilation, padding 0 to 2, non-square filters.
-#include <doctest/doctest.h>
-
+// definition (NCHW, zero padding, stride, dilation, groups); check (nn_check.h) runs every
+// algorithm (direct, direct_oc, direct_oc_unpadded, direct_oc_small, direct_oc_small_14x14,
+// direct_oc_blocked, winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial,
+// channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2,
+// non-square filters.
 #include <algorithm>
 
-#include "generators/nn_reference.h"
+#include "registry/builder/nn_golden/add_references.h"
 
-namespace opforge::testing {
+namespace opforge::nn_golden {
 namespace {
 
 struct Conv {
@@ -106,15 +104,15 @@ NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars& sc,
   return {{"y", y}};
 }
 
-const RegisterNnReference conv("conv2d",
-                               {problems(false),
-                                [](const NnShapes& s, const NnTensors& in, const NnScalars& sc,
-                                   const NnAttrs&) { return reference(s, in, sc, false); }});
-const RegisterNnReference conv_bias_relu("conv2d_bias_relu",
-                                         {problems(true), [](const NnShapes& s, const NnTensors& in,
-                                                             const NnScalars& sc, const NnAttrs&) {
-                                            return reference(s, in, sc, true);
-                                          }});
-
 }  // namespace
-}  // namespace opforge::testing
+
+void add_conv2d(NnReferences& r) {
+  r["conv2d"] =
+      NnReference{problems(false), [](const NnShapes& s, const NnTensors& in, const NnScalars& sc,
+                                      const NnAttrs&) { return reference(s, in, sc, false); }};
+  r["conv2d_bias_relu"] =
+      NnReference{problems(true), [](const NnShapes& s, const NnTensors& in, const NnScalars& sc,
+                                     const NnAttrs&) { return reference(s, in, sc, true); }};
+}
+
+}  // namespace opforge::nn_golden
