@@ -1,7 +1,7 @@
 // Every NN variant of the registry (each algorithm, each ISA this CPU runs) against its op's
 // fp64 reference (registry/builder/nn_golden) on every problem its algorithm applies to: odd
 // shapes, batch 1 and > 1, 1x1 spatial, channels off the vector width, each activation dtype
-// (nn_check.h says how inputs are drawn and outputs judged). A variant that applies to fewer
+// (registry/cli/check/nn_problem.h says how inputs are drawn and outputs judged). A variant that applies to fewer
 // than two problems fails: its algorithm would be untested. `opforge check` runs the same.
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 
 #include "host_isa.h"
 #include "opforge/runtime.hpp"
-#include "registry/builder/nn_golden/nn_check.h"
+#include "registry/cli/check/nn_problem.h"
 #include "test_registry.h"
 
 namespace opforge::testing {

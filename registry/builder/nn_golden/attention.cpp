@@ -1,6 +1,6 @@
 // scaled_dot_product_attention: an fp64 reference written from the definition (softmax(q k^T *
 // scale + causal mask) v, the score matrix materialized in double, torch's top-left causal
-// mask s <= l, kv head h / (H / Hkv)); check (nn_check.h) runs every
+// mask s <= l, kv head h / (H / Hkv)); the check (registry/cli/check/nn_problem.h) runs every
 // variant (causal or not, each ISA the host runs) on these problems: L and S of 1, 17, 100 and
 // 300 (several key blocks and query blocks, partial last ones), D of 128, 64, 40, 17 and 1,
 // Hkv < H, batch 2, the default and a given scale, logits large enough for the online softmax to
@@ -11,10 +11,7 @@
 #include <cmath>
 #include <random>
 
-#include "generators/nn_ops.h"
-#include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/add_references.h"
-#include "registry/format/shape_expr.h"
 
 namespace opforge::nn_golden {
 namespace {

@@ -1,9 +1,9 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
-// definition (NCHW, zero padding, stride, dilation, groups); check (nn_check.h) runs every
-// algorithm (direct, direct_oc, direct_oc_unpadded, direct_oc_small, direct_oc_small_14x14,
-// direct_oc_blocked, winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial,
-// channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2,
-// non-square filters.
+// definition (NCHW, zero padding, stride, dilation, groups); the check
+// (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
+// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, winograd, depthwise) of both ops on
+// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
+// stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"

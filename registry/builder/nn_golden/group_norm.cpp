@@ -1,14 +1,13 @@
 // group_norm: an fp64 reference written from torch.nn.functional.group_norm's definition
 // (per sample and group of C / groups consecutive channels: mean and biased variance over the
 // group's channels x H x W, then (x - mean) / sqrt(var + eps) * weight[c] + bias[c]);
-// check (nn_check.h) runs every variant (each ISA the CPU runs) on it:
+// the check (registry/cli/check/nn_problem.h) runs every variant (each ISA the CPU runs) on it:
 // C = 1, 5, 17, 1000 with one channel per group and many, W = 1, 5, 9, 17, 33 (tails of the 8-
 // and 16-wide vectors) and 64, the serial path (N*C*H*W < 32768) and the parallel one, batch
 // 1 and 3, and groups whose mean dwarfs their spread (x in [2.99, 3.01)): group_norm works in
 // the frame shifted by the group's first element.
 #include <cmath>
 
-#include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {

@@ -1,13 +1,11 @@
 // matmul: an fp64 loop written from C = op(A) . op(B) (torch.matmul on 2-D / 3-D operands);
-// check (nn_check.h) runs every registered matmul variant (each
+// the check (registry/cli/check/nn_problem.h) runs every registered matmul variant (each
 // transpose combination, each ISA) through the runtime on these problems: odd sizes (1, not a
 // multiple of the 16-wide vectors or the 8 x 32 register block, K past one 128- or 256-chunk
 // with a partial last chunk), K above 2048 (where AVX-512 switches from 128- to 256-chunks:
 // 2100 = 8 x 256 + 52, batched and not), batch 1 and > 1, the batch dim omitted on one or both
 // operands (broadcast).
-#include "generators/nn_ops.h"
 #include "registry/builder/nn_golden/add_references.h"
-#include "registry/format/shape_expr.h"
 
 namespace opforge::nn_golden {
 namespace {

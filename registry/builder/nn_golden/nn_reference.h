@@ -1,7 +1,7 @@
 // fp64 references for the NN ops, written from each op's published definition (torch's
 // functional ops), never from the kernel, with the problems (odd shapes, scalars, attrs) to
 // check them on. `opforge check` (NN ops) and tests/generators/test_nn_kernels.cpp run every
-// variant on every problem whose shapes its algorithm applies to (nn_check.h), so a new
+// variant on every problem whose shapes its algorithm applies to (registry/cli/check/nn_problem.h), so a new
 // variant is checked by construction. One file per op family here (norms.cpp, attention.cpp,
 // ...), each adding its ops in add_<family>() (add_references.h).
 #pragma once

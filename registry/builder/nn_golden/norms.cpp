@@ -7,8 +7,6 @@
 #include <random>
 #include <set>
 
-#include "generators/isa.h"
-#include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {

@@ -1,13 +1,12 @@
 // onebit_compress and onebit_decompress: fp64 references written from 1-bit Adam's compressor
 // (Tang et al. 2021, Algorithm 1: per chunk the scale mean |s| and the signs of s = x + err,
-// the error s - decompressed fed back); check (nn_check.h) runs every
+// the error s - decompressed fed back); the check (registry/cli/check/nn_problem.h) runs every
 // variant (each ISA the CPU runs) on them: one word (C = 32), chunks of several words, one chunk
 // and many, the serial path and the parallel one (G * C >= 32768) with a ragged last block;
 // decompression of 1 to 4 codes. Sign words are compared exactly.
 #include <cmath>
 #include <cstdint>
 
-#include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {

@@ -1,12 +1,11 @@
 // silu and silu_mul: fp64 references written from the formula (torch.nn.functional.silu:
-// x * sigmoid(x) = x / (1 + e^-x)); check (nn_check.h) runs every
+// x * sigmoid(x) = x / (1 + e^-x)); the check (registry/cli/check/nn_problem.h) runs every
 // variant (each ISA the CPU runs) on them: N = 1, tails of the 8- and 16-wide vectors (5, 17,
 // 1000), the serial path (N < 16384) and ragged parallel chunks (65543); inputs up to +-100,
 // where exp(-x) overflows (y -> -0) and vanishes (y = x).
 #include <cmath>
 #include <limits>
 
-#include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {

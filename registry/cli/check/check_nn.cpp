@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "registry/builder/nn_golden/nn_check.h"
+#include "registry/cli/check/nn_problem.h"
 #include "registry/cli/check/golden_check.h"
 
 namespace opforge::cli::check {
@@ -150,13 +150,7 @@ void print_nn_report(const nlohmann::json& r) {
                 p["kind"].get<std::string>().c_str(), p["shapes"].get<std::string>().c_str(),
                 p["worst"].get<double>(), p["rtol"].get<double>(), p["atol"].get<double>());
   }
-  std::printf("  %-28s %12s %12s %8s %10s\n", "output", "max abs", "max rel", "max ulp",
-              "exceeding");
-  for (const auto& [name, e] : r["states"].items()) {
-    std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
-                e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
-                e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
-  }
+  print_errors_table("output", r["states"]);
   if (r["ran"].get<int>() == 0) {
     std::printf("FAILED: no reference problem applies to this variant\n");
   } else if (r["ok"].get<bool>()) {

@@ -174,6 +174,15 @@ nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
 
 }  // namespace
 
+void print_errors_table(const char* what, const nlohmann::json& states) {
+  std::printf("  %-28s %12s %12s %8s %10s\n", what, "max abs", "max rel", "max ulp", "exceeding");
+  for (const auto& [name, e] : states.items()) {
+    std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
+                e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
+                e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
+  }
+}
+
 void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
   std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|", d.variant.c_str(),
               d.tolerance.atol, d.tolerance.rtol);
@@ -187,13 +196,7 @@ void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
     scalars += buf;
   }
   if (!scalars.empty()) std::printf("  scalars:%s\n", scalars.c_str());
-  std::printf("  %-28s %12s %12s %8s %10s\n", "state", "max abs", "max rel", "max ulp",
-              "exceeding");
-  for (const auto& [name, e] : report["states"].items()) {
-    std::printf("  %-28s %12.3g %12.3g %8lld %10lld\n", name.c_str(),
-                e["max_abs_error"].get<double>(), e["max_rel_error"].get<double>(),
-                e["max_ulp"].get<long long>(), e["exceeding"].get<long long>());
-  }
+  print_errors_table("state", report["states"]);
   std::printf("%s\n", report["ok"].get<bool>() ? "ok: within tolerance"
                                                : "FAILED: elements exceed the tolerance");
 }

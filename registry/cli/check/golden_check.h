@@ -66,6 +66,8 @@ nlohmann::json judge(const std::vector<const dsl::OptimizerDecl*>& decls,
 // One output's errors as JSON (max_abs_error, max_rel_error, max_ulp, exceeding, elements).
 nlohmann::json errors_json(const builder::GoldenErrors& e);
 void print_report(const registry::Descriptor& d, const nlohmann::json& report);
+// The per-output rows of a report ("state" or "output" heads the name column).
+void print_errors_table(const char* what, const nlohmann::json& states);
 
 // Why check does not check a variant of this op (a bandwidth kernel), or "".
 std::string not_checked(const registry::Descriptor& d);

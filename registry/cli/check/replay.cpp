@@ -9,7 +9,7 @@
 
 #include "opforge/fp8.h"
 #include "opforge/npy.hpp"
-#include "registry/builder/nn_golden/nn_check.h"
+#include "registry/cli/check/nn_problem.h"
 #include "registry/cli/check/golden_check.h"
 #include "registry/cli/commands.h"
 #include "registry/format/bounded_read.h"
@@ -238,6 +238,11 @@ int replay(const Args& a) {
     if (!json) std::printf("%-7s %s  %s\n", status.c_str(), entry.c_str(), what.c_str());
     if (status == "FAILED" && first_bad.empty()) first_bad = entry + ": " + what;
   };
+  auto judged = [&](const std::string& entry, const nlohmann::json& report) {
+    const bool good = report["ok"].get<bool>();
+    ++(good ? ok : failed);
+    row(good ? "ok" : "FAILED", entry, errors_line(report["states"]), report);
+  };
   for (const fs::path& call_dir : calls) {
     const std::string entry = call_dir.filename().string();
     const fs::path call_file = call_dir / "call.json";
@@ -259,30 +264,14 @@ int replay(const Args& a) {
         continue;
       }
       if (d.shape.named_dims) {
-        const nlohmann::json report = replay_nn(d, call, read_tensors(call_dir, call.at("inputs")),
-                                                read_tensors(call_dir, call.at("outputs")));
-        const std::string what = errors_line(report["states"]);
-        if (report["ok"].get<bool>()) {
-          ++ok;
-          row("ok", entry, what, report);
-        } else {
-          ++failed;
-          row("FAILED", entry, what, report);
-        }
+        judged(entry, replay_nn(d, call, read_tensors(call_dir, call.at("inputs")),
+                                read_tensors(call_dir, call.at("outputs"))));
         continue;
       }
       if (!decls.count(d.op)) decls[d.op] = declarations_of(d.op, rule_files(a, d), keep[d.op], {});
       CheckData c = call_data(d, call, read_tensors(call_dir, call.at("inputs")),
                               read_tensors(call_dir, call.at("outputs")));
-      nlohmann::json report = judge(decls.at(d.op), d, c, nullptr);
-      const std::string what = errors_line(report["states"]);
-      if (report["ok"].get<bool>()) {
-        ++ok;
-        row("ok", entry, what, report);
-      } else {
-        ++failed;
-        row("FAILED", entry, what, report);
-      }
+      judged(entry, judge(decls.at(d.op), d, c, nullptr));
     } catch (const std::exception& e) {
       ++failed;
       row("FAILED", entry, std::string("cannot replay: ") + e.what(), {});

@@ -22,8 +22,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A candidate is kept when its geometric mean over every (size, regime) is at least 3% below
-// the current best's and no point is more than 10% above it, in two rounds: the host is
-// shared, and one round's noise (5-10% at small sizes) must not pick a param.
+// the current best's and no point is more than 10% above it, in two rounds (the second on
+// swapped buffers, time_all): the host is shared, and one round's noise (5-10% at small
+// sizes) must not pick a param.
 constexpr double kKeepBelow = 0.97, kConfirmBelow = 0.99, kWorstPoint = 1.10;
 // The size a family's members are compared at to choose the one it is tuned on: L2-resident
 // on both hosts measured, so the ratio to the bandwidth kernel is the member's compute.
@@ -81,18 +82,21 @@ std::vector<Point> points(const TuneOptions& o) {
   return p;
 }
 
-// Per subject and point: {first us, second us, bandwidth us}.
+// Per subject and point: {first us, second us, bandwidth us}. `swap`: the two kernels on each
+// other's buffers. Buffers matter at DRAM sizes: at 1e7 on AVX2, whichever kernel ran on the
+// candidate's buffers measured 3-4% faster, so every candidate "won" there in turn; a
+// candidate is confirmed on swapped buffers, and the evidence is the mean of both placements.
 std::vector<std::vector<double>> time_all(std::vector<Subject>& subjects, Kernel* Subject::*first,
                                           Kernel* Subject::*second, const TuneOptions& o,
-                                          const std::vector<Point>& at) {
+                                          const std::vector<Point>& at, bool swap = false) {
   std::vector<std::vector<double>> out;
   for (Subject& s : subjects) {
     for (const Point& p : at) {
       Subject::Sized& w = s.work.at(p.n);
-      out.push_back(time_point({{s.*first, w.best.get()},
-                                {s.*second, w.candidate.get()},
-                                {s.bandwidth, w.bandwidth.get()}},
-                               p.idle, o));
+      Workload* a = swap ? w.candidate.get() : w.best.get();
+      Workload* b = swap ? w.best.get() : w.candidate.get();
+      out.push_back(
+          time_point({{s.*first, a}, {s.*second, b}, {s.bandwidth, w.bandwidth.get()}}, p.idle, o));
     }
   }
   return out;
@@ -245,7 +249,8 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
                   label.c_str(), mean, worst);
     std::string text = line;
     if (keep) {  // a second round must agree
-      auto [mean2, worst2] = score(time_all(subjects, &Subject::best, &Subject::candidate, o, at));
+      auto [mean2, worst2] =
+          score(time_all(subjects, &Subject::best, &Subject::candidate, o, at, /*swap=*/true));
       keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
       std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
       text += line;
@@ -296,9 +301,15 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     }
   }
 
-  // The evidence: defaults against the result at every point, one more round.
-  const std::vector<std::vector<double>> t =
+  // The evidence: defaults against the result at every point, two more rounds (the buffers
+  // swapped in the second), averaged.
+  std::vector<std::vector<double>> t =
       time_all(subjects, &Subject::defaults, &Subject::best, o, points(o));
+  const std::vector<std::vector<double>> t2 =
+      time_all(subjects, &Subject::defaults, &Subject::best, o, points(o), /*swap=*/true);
+  for (size_t k = 0; k < t.size(); ++k) {
+    for (size_t c = 0; c < t[k].size(); ++c) t[k][c] = (t[k][c] + t2[k][c]) / 2;
+  }
   size_t i = 0;
   for (const Subject& s : subjects) {
     for (const Point& p : points(o)) {

@@ -37,6 +37,21 @@ Result build(const std::string& reg, const std::string& tuning) {
   return opforge(args, kNoPrune);
 }
 
+// `file` (this machine's, from tune) with fp32 Adam's avx2 family given `params` by hand, then
+// apply_adam built with it into `reg`.
+void build_adam_with(const std::string& file, const nlohmann::json& params,
+                     const std::string& reg) {
+  nlohmann::json j = nlohmann::json::parse(slurp(file));
+  nlohmann::json family = j["families"]["s1_g1"]["avx2"];
+  family["params"] = params;
+  j["families"]["s3_g1"]["avx2"] = family;
+  std::ofstream(file) << j.dump(2);
+  const Result b = opforge({"build", "--registry", reg, "--cache-dir", test_cache_dir(), "--only",
+                            "apply_adam", "--tuning", file, "--quiet"},
+                           kNoPrune);
+  REQUIRE_MESSAGE(b.rc == 0, b.all());
+}
+
 TEST_CASE("tune: this machine's file, applied by build, named by describe and inspect") {
   TempDir dir;
   const std::string file = dir / "tuning.json";
@@ -120,16 +135,8 @@ TEST_CASE("tuning divide=1: Adam's kernel divides, and still matches its fp64 go
   const Result t = tune(file);
   REQUIRE_MESSAGE(t.rc == 0, t.all());
   // This machine's file, with fp32 Adam's family set to exact divides by hand.
-  nlohmann::json j = nlohmann::json::parse(slurp(file));
-  nlohmann::json family = j["families"]["s1_g1"]["avx2"];
-  family["params"] = {{"divide", 1}};
-  j["families"]["s3_g1"]["avx2"] = family;
-  std::ofstream(file) << j.dump(2);
   const std::string reg = dir / "reg";
-  const Result b = opforge({"build", "--registry", reg, "--cache-dir", test_cache_dir(), "--only",
-                            "apply_adam", "--tuning", file, "--quiet"},
-                           kNoPrune);
-  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  build_adam_with(file, {{"divide", 1}}, reg);
   auto asm_of = [&](const std::string& registry) {
     const Result r = opforge({"inspect", "apply_adam", "--registry", registry, "--isa", "avx2",
                               "--asm", "--cache-dir", test_cache_dir()});
@@ -154,16 +161,8 @@ TEST_CASE("size buckets: searched per size, built from a file, each range matche
   CHECK(contains(t.err, "(N 100000)"));
   // The file, with fp32 Adam's family given buckets by hand (ranges: serial below 16384, 8
   // tasks, 3 tasks from 20000, 16-wide vectors unrolled twice from 50000).
-  nlohmann::json j = nlohmann::json::parse(slurp(file));
-  nlohmann::json family = j["families"]["s1_g1"]["avx2"];
-  family["params"] = {{"tasks@20000", 3}, {"vector@50000", 16}, {"unroll@50000", 2}};
-  j["families"]["s3_g1"]["avx2"] = family;
-  std::ofstream(file) << j.dump(2);
   const std::string reg = dir / "reg";
-  const Result b = opforge({"build", "--registry", reg, "--cache-dir", test_cache_dir(), "--only",
-                            "apply_adam", "--tuning", file, "--quiet"},
-                           kNoPrune);
-  REQUIRE_MESSAGE(b.rc == 0, b.all());
+  build_adam_with(file, {{"tasks@20000", 3}, {"vector@50000", 16}, {"unroll@50000", 2}}, reg);
   const Result d = opforge({"describe", "apply_adam", "--registry", reg});
   CHECK(contains(d.out, "N >= 20000: tasks 3"));
   CHECK(contains(d.out, "N >= 50000: unroll 2, vector 16"));

@@ -1,4 +1,4 @@
-#include "registry/builder/nn_golden/nn_check.h"
+#include "registry/cli/check/nn_problem.h"
 
 #include <Halide.h>
 
