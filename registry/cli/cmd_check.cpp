@@ -173,11 +173,8 @@ void make_inputs(const Args& a, const registry::Descriptor& d, CheckData& c) {
   // The golden's 8-bit states: each code's map value times its block's absmax.
   for (const auto& in : d.inputs) {
     if (in.quant_map.empty()) continue;
-    const std::array<float, 256> map = quant_table(in.quant_map);
-    const std::vector<float>& absmax = c.f32.at(in.name + "_absmax");
-    auto& v = g.tensors[in.name];
-    for (size_t k = 0; k < c.bytes.at(in.name).size(); ++k)
-      v.push_back(double(map[c.bytes.at(in.name)[k]]) * absmax[k / d.shape.block]);
+    g.tensors[in.name] = decoded_states(in.quant_map, c.bytes.at(in.name),
+                                        c.f32.at(in.name + "_absmax"), d.shape.block);
   }
   for (auto& [name, v] : c.f32)
     c.tensors.push_back({name, v.data(), registry::DType::f32, c.shapes[name]});
@@ -199,6 +196,15 @@ nlohmann::json check_kernel(const Args& a, const std::vector<const dsl::Optimize
   return judge(decls, kernel.descriptor(), c, &goldens);
 }
 
+// An NN variant against its reference: --random-shapes (default `random_shapes`), --seed,
+// --example.
+nlohmann::json nn_report(const Args& a, Kernel& k, int random_shapes) {
+  return check_nn(k, a.has("example"),
+                  static_cast<int>(a.get_int("random-shapes", random_shapes, 0, 1000)),
+                  static_cast<unsigned>(a.get_int("seed", 1)));
+}
+
+// opforge check --all: every variant the host runs (or --isa's), one line each, a summary;
 // exit 1 when any fails.
 int check_all(const Args& a) {
   if (!a.positional.empty()) throw UsageError("--all checks every op: name no OP");
@@ -215,6 +221,7 @@ int check_all(const Args& a) {
   nlohmann::json rows = nlohmann::json::array();
   int passed = 0, failed = 0, skipped = 0;
   auto row = [&](const std::string& status, const std::string& variant, const std::string& what) {
+    ++(status == "ok" ? passed : status == "skipped" ? skipped : failed);
     rows.push_back({{"status", status}, {"variant", variant}, {"detail", what}});
     if (!a.has("json"))
       std::printf("%-7s %-90s %s\n", status.c_str(), variant.c_str(), what.c_str());
@@ -231,35 +238,23 @@ int check_all(const Args& a) {
       for (const auto& f : d.target.cpu_features) runs = runs && cpu_supports(f);
       if (why.empty() && !runs) why = "this CPU lacks " + d.target.isa;
       if (!why.empty()) {
-        ++skipped;
         row("skipped", id, why);
         continue;
       }
-      if (d.shape.named_dims) {  // NN ops (and the NN bandwidth kernels): their references
-        try {
-          const nlohmann::json r = check_nn(
-              reg->load(id), false, static_cast<int>(a.get_int("random-shapes", 0, 0, 1000)),
-              static_cast<unsigned>(a.get_int("seed", 1)));
+      try {
+        if (d.shape.named_dims) {  // NN ops (and the NN bandwidth kernels): their references
+          const nlohmann::json r = nn_report(a, reg->load(id), 0);
           char what[160];
           std::snprintf(what, sizeof what, "%d problems, worst %.3gx of the bound",
                         r["ran"].get<int>(), r["worst"].get<double>());
           if (r["ran"] == 0) {
-            ++skipped;
             row("skipped", id, "NN op: no reference problem applies to this variant");
-          } else if (r["ok"].get<bool>()) {
-            ++passed;
-            row("ok", id, what);
           } else {
-            ++failed;
-            row("FAILED", id, std::string(what) + " at " + r["worst_at"].get<std::string>());
+            row(r["ok"].get<bool>() ? "ok" : "FAILED", id,
+                r["ok"].get<bool>() ? what : what + (" at " + r["worst_at"].get<std::string>()));
           }
-        } catch (const std::exception& e) {
-          ++failed;
-          row("FAILED", id, e.what());
+          continue;
         }
-        continue;
-      }
-      try {
         if (decls.empty()) decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
         const nlohmann::json r = check_kernel(a, decls, reg->load(id), goldens);
         int64_t worst_ulp = 0;
@@ -270,14 +265,11 @@ int check_all(const Args& a) {
             bad += " " + name + ": " + std::to_string(e["exceeding"].get<int64_t>()) + " elements";
         }
         if (r["ok"].get<bool>()) {
-          ++passed;
           row("ok", id, "max " + std::to_string(worst_ulp) + " ulp");
         } else {
-          ++failed;
           row("FAILED", id, "past the tolerance:" + bad);
         }
       } catch (const std::exception& e) {
-        ++failed;
         row("FAILED", id, e.what());
       }
     }
@@ -313,9 +305,7 @@ int cmd_check(const Args& a) {
     // not registered: declarations_of names the nearest op
   }
   if (nn) {
-    const nlohmann::json report = check_nn(op_kernel(*reg, a, op), a.has("example"),
-                                           static_cast<int>(a.get_int("random-shapes", 4, 0, 1000)),
-                                           static_cast<unsigned>(a.get_int("seed", 1)));
+    const nlohmann::json report = nn_report(a, op_kernel(*reg, a, op), 4);
     if (a.has("json")) {
       std::cout << report.dump(2) << "\n";
     } else {

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "registry/cli/check/nn_problem.h"
 #include "registry/cli/check/golden_check.h"
+#include "registry/cli/check/nn_problem.h"
 
 namespace opforge::cli::check {
 

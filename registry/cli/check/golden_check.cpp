@@ -89,6 +89,16 @@ std::array<float, 256> quant_table(const std::string& name) {
       .table();
 }
 
+std::vector<double> decoded_states(const std::string& quant_map, const std::vector<uint8_t>& codes,
+                                   const std::vector<float>& absmax, int64_t block) {
+  const std::array<float, 256> map = quant_table(quant_map);
+  std::vector<double> v;
+  v.reserve(codes.size());
+  for (size_t k = 0; k < codes.size(); ++k)
+    v.push_back(double(map[codes[k]]) * absmax.at(k / block));
+  return v;
+}
+
 // One output's row of the report.
 nlohmann::json errors_json(const builder::GoldenErrors& e) {
   return {{"max_abs_error", e.max_abs},

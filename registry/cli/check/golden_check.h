@@ -36,6 +36,9 @@ std::vector<std::string> rule_files(const Args& a, Registry& reg, const std::str
 
 // The 256 values of a descriptor's quant_map ("dynamic_signed", ...), as the kernels decode.
 std::array<float, 256> quant_table(const std::string& name);
+// An 8-bit state's values: each code's map value times its block's absmax.
+std::vector<double> decoded_states(const std::string& quant_map, const std::vector<uint8_t>& codes,
+                                   const std::vector<float>& absmax, int64_t block);
 
 // One check's data: the kernel's buffers (fp32, or narrow bits) and the golden's fp64 copies
 // of the same values.

@@ -9,8 +9,8 @@
 
 #include "opforge/fp8.h"
 #include "opforge/npy.hpp"
-#include "registry/cli/check/nn_problem.h"
 #include "registry/cli/check/golden_check.h"
+#include "registry/cli/check/nn_problem.h"
 #include "registry/cli/commands.h"
 #include "registry/format/bounded_read.h"
 
@@ -90,11 +90,8 @@ CheckData call_data(const registry::Descriptor& d, const nlohmann::json& call,
     if (i.role == registry::Input::Role::block_scale) continue;  // decodes the 8-bit states
     auto& golden = g.tensors[i.name];
     if (!i.quant_map.empty()) {
-      const std::array<float, 256> map = quant_table(i.quant_map);
-      const auto absmax = elements_of<float>(input(i.name + "_absmax").array);
-      const auto codes = elements_of<uint8_t>(t.array);
-      for (size_t k = 0; k < codes.size(); ++k)
-        golden.push_back(double(map[codes[k]]) * absmax.at(k / d.shape.block));
+      golden = decoded_states(i.quant_map, elements_of<uint8_t>(t.array),
+                              elements_of<float>(input(i.name + "_absmax").array), d.shape.block);
     } else if (narrow(t.dtype)) {
       for (uint16_t x : elements_of<uint16_t>(t.array)) golden.push_back(widen(t.dtype, x));
     } else if (t.dtype == registry::DType::f8e4m3 || t.dtype == registry::DType::f8e5m2) {
@@ -231,6 +228,7 @@ int replay(const Args& a) {
   std::map<std::string, std::vector<const dsl::OptimizerDecl*>> decls;
   auto row = [&](const std::string& status, const std::string& entry, const std::string& what,
                  nlohmann::json report) {
+    ++(status == "ok" ? ok : status == "skipped" ? skipped : failed);
     report["status"] = status;
     report["entry"] = entry;
     report["detail"] = what;
@@ -239,15 +237,12 @@ int replay(const Args& a) {
     if (status == "FAILED" && first_bad.empty()) first_bad = entry + ": " + what;
   };
   auto judged = [&](const std::string& entry, const nlohmann::json& report) {
-    const bool good = report["ok"].get<bool>();
-    ++(good ? ok : failed);
-    row(good ? "ok" : "FAILED", entry, errors_line(report["states"]), report);
+    row(report["ok"].get<bool>() ? "ok" : "FAILED", entry, errors_line(report["states"]), report);
   };
   for (const fs::path& call_dir : calls) {
     const std::string entry = call_dir.filename().string();
     const fs::path call_file = call_dir / "call.json";
     if (!fs::exists(call_file, ec)) {
-      ++skipped;
       row("skipped", entry, "no call.json: the call did not finish (or is still running)", {});
       continue;
     }
@@ -259,21 +254,19 @@ int replay(const Args& a) {
       const registry::Descriptor d =
           registry::descriptor_from_json(call.at("descriptor").dump(), call_file.string());
       if (const std::string why = not_checked(d); !why.empty()) {
-        ++skipped;
         row("skipped", entry, d.op + ": " + why, {{"op", d.op}, {"variant", d.variant}});
         continue;
       }
+      const auto in = read_tensors(call_dir, call.at("inputs"));
+      const auto out = read_tensors(call_dir, call.at("outputs"));
       if (d.shape.named_dims) {
-        judged(entry, replay_nn(d, call, read_tensors(call_dir, call.at("inputs")),
-                                read_tensors(call_dir, call.at("outputs"))));
+        judged(entry, replay_nn(d, call, in, out));
         continue;
       }
       if (!decls.count(d.op)) decls[d.op] = declarations_of(d.op, rule_files(a, d), keep[d.op], {});
-      CheckData c = call_data(d, call, read_tensors(call_dir, call.at("inputs")),
-                              read_tensors(call_dir, call.at("outputs")));
+      CheckData c = call_data(d, call, in, out);
       judged(entry, judge(decls.at(d.op), d, c, nullptr));
     } catch (const std::exception& e) {
-      ++failed;
       row("FAILED", entry, std::string("cannot replay: ") + e.what(), {});
     }
   }
