@@ -1,7 +1,10 @@
 #include "dsl/elementwise_schedule.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
+
+#include "dsl/double_buffer.h"
 
 namespace opforge::dsl {
 
@@ -27,6 +30,15 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
       // Which is faster depends on the CPU's divider, not the ISA (measurements: dsl/math.h).
       {"divide", 0, 0, 1,
        "1/x in the update as an exact divide (1) or the rcp estimate and a Newton step (0)"},
+      // Off: 5-50x the time of the plain schedule for Adam and SGD at 1e5-1e7, grains of 4K
+      // to 1M elements, both ISAs, 1 and 2 threads (scripts/BENCHMARKS.md, "Double
+      // buffering"); here to try per op and machine with --set.
+      {"double_buffer", 0, 0, 1,
+       "stage the input tensors per block of db_grain elements in two slots, filled by an "
+       "async producer task while the update runs on the other (dsl/double_buffer.h)"},
+      // Floor 256: every slot costs a task pair and a semaphore wake (7-30 us measured).
+      {"db_grain", 8192, 256, 1 << 20,
+       "elements per double-buffer slot (rounded up to whole vectors x unroll)"},
   };
   return p;
 }
@@ -114,14 +126,27 @@ std::map<std::string, int64_t> ElementwiseSchedule::params_at(
 
 void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
                                 const std::map<std::string, int64_t>& p,
-                                const std::vector<Expr>& fast_paths, Expr n) {
+                                const std::vector<Expr>& fast_paths, Expr n,
+                                const std::vector<Halide::Func>& stage) {
   const std::map<std::string, int64_t> base = params_at(p, 0);
   const int serial_below = static_cast<int>(base.at("serial_below"));
   if (!n.defined()) n = out.output_buffers()[0].dim(0).extent();
+  // Double buffering: every copy, serial or parallel, runs its range (one range when serial)
+  // in blocks of the grain; the staged inputs are stored per range and computed per block,
+  // at loops of the same names in every copy (the producers have one schedule).
+  const bool staged = base.at("double_buffer") != 0 && !stage.empty();
+  Var db_range("db_range"), db_block("db_block");
+  auto grain_of = [&](const std::map<std::string, int64_t>& q) {
+    const int64_t step = q.at("vector") * q.at("unroll");
+    return static_cast<int>((base.at("db_grain") + step - 1) / step * step);
+  };
+  int fold_grain = grain_of(base);
+  for (int64_t b : bucket_bounds(p)) fold_grain = std::max(fold_grain, grain_of(params_at(p, b)));
 
   // Split names must be unique across all copies of the definition: copy k uses suffix k.
   int copy = 0;
-  auto vectorize = [&](Halide::Stage s, const Var& v, const std::map<std::string, int64_t>& q) {
+  auto vectorize_range = [&](Halide::Stage s, const Var& v,
+                             const std::map<std::string, int64_t>& q) {
     const int vec = static_cast<int>(q.at("vector")), unroll = static_cast<int>(q.at("unroll"));
     if (unroll > 1) {
       Var vo("vo" + std::to_string(copy)), vi("vi" + std::to_string(copy));
@@ -132,21 +157,41 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
       s.vectorize(v, vec, TailStrategy::GuardWithIf);
     }
   };
+  // A range of `v` in vectors; with double buffering, in blocks of the grain first (at most
+  // `range` elements: a block wider than a constant range split gave wrong results, the
+  // staged slots misplaced from the third range on; Halide 14, measured).
+  auto vectorize = [&](Halide::Stage s, const Var& v, const std::map<std::string, int64_t>& q,
+                       int range = 0) {
+    if (!staged) return vectorize_range(s, v, q);
+    Var bi("bi" + std::to_string(copy));
+    const int block = range > 0 ? std::min(grain_of(q), range) : grain_of(q);
+    s.split(v, db_block, bi, block, TailStrategy::GuardWithIf);
+    vectorize_range(s, bi, q);
+  };
+  // The serial path as one range (db_range of extent 1), so its blocks sit under a loop of
+  // that name too.
+  auto serial = [&](Halide::Stage s, const std::map<std::string, int64_t>& q) {
+    if (!staged) return vectorize(s, i, q);
+    Var ii("ii" + std::to_string(copy));
+    s.split(i, db_range, ii, Halide::max(n, 1), TailStrategy::GuardWithIf);
+    vectorize(s, ii, q);
+  };
   auto splits = [](const std::map<std::string, int64_t>& q) {
     return q.at("tasks") > 1 || q.at("chunk") > 0;
   };
   // Parallel chunks when q splits, else one serial loop.
   auto range = [&](Halide::Stage s, const std::map<std::string, int64_t>& q) {
     ++copy;
-    if (!splits(q)) return vectorize(s, i, q);
+    if (!splits(q)) return serial(s, q);
     const int step = static_cast<int>(q.at("vector") * q.at("unroll"));
     const int tasks = static_cast<int>(q.at("tasks"));
     const int fixed_chunk = static_cast<int>(q.at("chunk"));
-    Var io("io" + std::to_string(copy)), ii("ii" + std::to_string(copy));
+    Var io = staged ? db_range : Var("io" + std::to_string(copy));
+    Var ii("ii" + std::to_string(copy));
     Expr chunk = fixed_chunk > 0 ? Expr(((fixed_chunk + step - 1) / step) * step)
                                  : ((n + tasks * step - 1) / (tasks * step)) * step;
     s.split(i, io, ii, chunk, TailStrategy::GuardWithIf).parallel(io);
-    vectorize(s, ii, q);
+    vectorize(s, ii, q, fixed_chunk > 0 ? ((fixed_chunk + step - 1) / step) * step : 0);
   };
   // Specializations, checked in this order: each fast path with large N (its size buckets,
   // largest first, then the rest of large N), each fast path (serial), large N (buckets, then
@@ -174,13 +219,26 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   }
   const bool all_parallel = split && serial_below == 0;
   large(Expr(), !all_parallel);
-  for (auto& s : serial_copies) ++copy, vectorize(s, i, base);
+  for (auto& s : serial_copies) ++copy, serial(s, base);
   if (all_parallel) {
     range(out, big_base);
   } else {
     ++copy;
-    vectorize(out, i, base);
+    serial(out, base);
   }
+  const int vec = static_cast<int>(base.at("vector"));
+  for (Halide::Func f : stage)
+    double_buffer(f, out, db_range, db_block, f.args()[0], fold_grain, vec);
+}
+
+std::vector<Halide::Func> ElementwiseSchedule::staged_inputs(
+    const std::vector<Halide::Func>& inputs, const Halide::Func& reader,
+    const std::map<std::string, int64_t>& p) {
+  std::vector<Halide::Func> out;
+  if (p.at("double_buffer")) {
+    for (Halide::Func f : inputs) out.push_back(f.in(reader));
+  }
+  return out;
 }
 
 void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_out,
@@ -347,6 +405,9 @@ std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p
     }
   }
   if (p.at("divide")) s += "; exact divides";
+  if (p.at("double_buffer"))
+    s += "; " + double_buffer_summary("input tensors", static_cast<int>(p.at("db_grain")),
+                                      "elements per range");
   return s + "; GuardWithIf tails (safe in place)";
 }
 

@@ -9,6 +9,9 @@
 //                       ceil(N / (tasks*V*unroll)) * V*unroll, each a loop of V-wide vectors.
 //                       A fixed chunk (65536) left the last task running masked vectors past
 //                       the data: Adam at N = 1e4 took 400-600 us (measured on Halide 14).
+//   double_buffer = 1  : each range (a task's chunk, or the whole serial loop) runs in blocks
+//                       of db_grain elements; the inputs of the next block are copied into
+//                       the other of two slots by an async producer task meanwhile.
 //   name@B (vector, unroll, tasks, chunk): the value for N >= B on the parallel path, a size
 //                       bucket (`opforge tune` writes them where one size range wants other
 //                       params); each bucket is one more specialization of the definition.
@@ -23,14 +26,9 @@
 #include <string>
 #include <vector>
 
-namespace opforge::dsl {
+#include "dsl/schedule_params.h"
 
-struct ScheduleParamDecl {
-  std::string name;
-  int64_t default_value;  // 0 where the default depends on the target (see resolve)
-  int64_t min, max;
-  std::string description;
-};
+namespace opforge::dsl {
 
 class ElementwiseSchedule {
  public:
@@ -55,9 +53,16 @@ class ElementwiseSchedule {
   // Applies the schedule to a 1-D output Func over `i`, and to a copy specialized on each of
   // `fast_paths` (conditions over scalars, tried in order). `n`: the element count, needed
   // when `out` is not an output (an intermediate computed at root); default: its extent.
+  // `stage`: wrappers of the inputs `out` reads (`input.in(out)`), double-buffered per block
+  // of db_grain elements when double_buffer is 1 (dsl/double_buffer.h); else inlined.
   static void apply(Halide::Func out, const Halide::Var& i, const std::map<std::string, int64_t>& p,
                     const std::vector<Halide::Expr>& fast_paths = {},
-                    Halide::Expr n = Halide::Expr());
+                    Halide::Expr n = Halide::Expr(), const std::vector<Halide::Func>& stage = {});
+  // `inputs`' wrappers for `reader` (`input.in(reader)`), apply's `stage`, when `p` turns
+  // double buffering on; none otherwise.
+  static std::vector<Halide::Func> staged_inputs(const std::vector<Halide::Func>& inputs,
+                                                 const Halide::Func& reader,
+                                                 const std::map<std::string, int64_t>& p);
   // A whole-tensor sum `total() += term(r)` (fp64), computed at root before the update:
   // `tasks` parallel partial sums (rfactor) of vectorized partial sums (rfactor again).
   static void apply_reduction(Halide::Func total, const Halide::RDom& r,

@@ -144,11 +144,10 @@ Halide::Type halide_type(registry::DType t) {
 KernelPipeline build_pipeline(const ResolvedOp& op, const std::map<std::string, int64_t>& schedule,
                               const Halide::Target& target, bool scheduled) {
   if (op.nn()) {
-    if (!schedule.empty() || !scheduled)
+    if (!scheduled)
       throw std::invalid_argument("op '" + op.name() +
-                                  "': an NN op schedules itself (no recipe overrides, no "
-                                  "unscheduled form)");
-    return build_nn_pipeline(op, target);
+                                  "': an NN op schedules itself (no unscheduled form)");
+    return build_nn_pipeline(op, target, schedule);
   }
   return build_optimizer_pipeline(op, schedule, target, scheduled);
 }

@@ -35,7 +35,8 @@ struct KernelPipeline {
   bool per_tensor_reductions = false;
 };
 
-// `schedule`: elementwise recipe overrides (optimizer ops; an NN op takes none). `scheduled`
+// `schedule`: recipe overrides (optimizer ops: the elementwise recipe's; NN ops: their
+// algorithm's, NnArgs::schedule). `scheduled`
 // false: an optimizer op's algorithm alone, for an autoscheduler (build_optimizer_pipeline).
 KernelPipeline build_pipeline(const ResolvedOp& op, const std::map<std::string, int64_t>& schedule,
                               const Halide::Target& target, bool scheduled = true);

@@ -71,6 +71,11 @@ struct NnArgs {
   AttrValues attrs;                                   // resolved (every declared attr)
   Halide::Target target;
   std::map<std::string, registry::DType> output_dtypes;  // by output name (resolved)
+  // Overrides of the algorithm's schedule params (`--set` previews). An algorithm that takes
+  // them resolves them against its declared params (dsl/schedule_params.h); every given
+  // name must come back in NnKernel::schedule_params with its value (build_nn_pipeline
+  // checks), so an algorithm that reads none rejects them all.
+  std::map<std::string, int64_t> schedule;
   bool attr_bool(const std::string& name) const;
   int64_t attr_int(const std::string& name) const;
   const std::string& attr_string(const std::string& name) const;

@@ -9,7 +9,8 @@ namespace opforge::dsl {
 using registry::Input;
 using registry::KernelArg;
 
-KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& target) {
+KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& target,
+                                 const std::map<std::string, int64_t>& schedule) {
   const NnOpDecl& decl = op.as_nn();
   decl.validate();
   const std::string& algorithm = op.algorithm;
@@ -18,6 +19,7 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
   NnArgs args;
   args.attrs = op.attrs;
   args.target = target;
+  args.schedule = schedule;
   // Estimates by dim name (for the output too, where its dims evaluate from them alone).
   std::map<std::string, int64_t> env = decl.estimates();
   for (const auto& a : decl.attrs()) {
@@ -62,6 +64,18 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
   }
 
   NnKernel k = algo.build(args);
+  const std::string who =
+      "op '" + decl.name() + "'" + (algorithm.empty() ? "" : " algorithm '" + algorithm + "'");
+  for (const auto& [name, value] : schedule) {
+    auto it = k.schedule_params.find(name);
+    if (it != k.schedule_params.end() && it->second == value) continue;
+    std::string names;
+    for (const auto& [n, v] : k.schedule_params) names += (names.empty() ? "" : ", ") + n;
+    throw std::invalid_argument(
+        who + (it == k.schedule_params.end()
+                   ? " has no schedule param '" + name + "' (its params: " + names + ")"
+                   : ": schedule param '" + name + "' is fixed by its schedule, not settable"));
+  }
   if (k.outputs.size() != decl.outputs().size()) {
     throw std::invalid_argument("op '" + decl.name() + "' algorithm '" + algorithm + "' returns " +
                                 std::to_string(k.outputs.size()) + " outputs, the op declares " +

@@ -6,6 +6,8 @@
 
 #include <Halide.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "dsl/kernel_pipeline.h"
@@ -15,7 +17,10 @@ namespace opforge::dsl {
 
 // Kernel arguments: the op's arguments in declaration order (tensors as ImageParams with one
 // Halide dim per declared dim, innermost first; scalars as Params), then the outputs (named
-// like the declared outputs). schedule_recipe is "nn/<op>/<algorithm>".
-KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& target);
+// like the declared outputs). schedule_recipe is "nn/<op>/<algorithm>". `schedule`: overrides
+// of the algorithm's schedule params (NnArgs::schedule); one it does not apply throws
+// std::invalid_argument naming it and the params it has.
+KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& target,
+                                 const std::map<std::string, int64_t>& schedule = {});
 
 }  // namespace opforge::dsl

@@ -481,13 +481,20 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   }
   if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
   if (!new_values.states.empty()) {
+    // The tensors the update reads, wrapped for double buffering (inlined when it is off).
+    Func reader = values_first ? values_func : out;
+    std::vector<Func> inputs;
+    for (const auto& [name, f] : in.tensors) {
+      if (std::find(results.begin(), results.end(), name) == results.end()) inputs.push_back(f);
+    }
+    const std::vector<Func> stage = ElementwiseSchedule::staged_inputs(inputs, reader, sched);
     if (values_first) {
       const Expr n = out.output_buffers()[0].dim(0).extent();
       values_func.compute_root();
-      ElementwiseSchedule::apply(values_func, i, sched, fast_paths, n);
+      ElementwiseSchedule::apply(values_func, i, sched, fast_paths, n, stage);
       ElementwiseSchedule::apply(out, i, sched, {}, n);
     } else {
-      ElementwiseSchedule::apply(out, i, sched, fast_paths);
+      ElementwiseSchedule::apply(out, i, sched, fast_paths, Expr(), stage);
     }
   }
   return def;
@@ -634,6 +641,12 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
         "op '" + op.name() +
         "': size-bucket schedule params (name@N) apply to dense "
         "elementwise ops only, not sparse, multi-tensor or 8-bit-state ones");
+  }
+  if ((decl.sparse() || decl.is_multi_tensor() || decl.storage().quant) &&
+      r.schedule_params.at("double_buffer")) {
+    throw std::invalid_argument("op '" + op.name() +
+                                "': double_buffer applies to dense elementwise ops only, not "
+                                "sparse, multi-tensor or 8-bit-state ones");
   }
   r.schedule_recipe = decl.sparse()            ? "sparse_rows"
                       : decl.is_multi_tensor() ? "multi_tensor"

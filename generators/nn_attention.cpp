@@ -277,6 +277,12 @@ dsl::NnKernel build_flash(const dsl::NnArgs& args, bool masked) {
   //     H = 4): 128 amortizes the per-block state update over more keys while p stays in L1.
   //   - register blocks (AVX-512): 2x8 (both products) 77; q.k 3x6 60; 4x4 / 4x4 69; p.v
   //     2x16 63. AVX2: 3x4 45, 2x4 40, 2x6 40.
+  // No double_buffer param (dsl/double_buffer.h): K and V are packed once per (b, h) in a
+  // parallel pass before the query tasks, and each key block then reads its panels from L2,
+  // so there is no per-block load from memory to overlap; a per-block staged copy would add
+  // a task pair and a semaphore wake per block, which cost 7-30 us per slot wherever it was
+  // measured (scripts/BENCHMARKS.md, "Double buffering"), as much as a 128-key block's whole
+  // work (32 queries x 128 keys x D 64 x 2 products: 1 MFLOP, ~13 us at 77 GFLOP/s).
   Var io("io"), iin("iin"), hb("hb"), iio("iio"), iii("iii");
   o.split(i, io, iin, Lb, TailStrategy::GuardWithIf)
       .reorder(d, iin, io, h, b)

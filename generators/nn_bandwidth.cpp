@@ -18,8 +18,9 @@ dsl::NnKernel build_copy(const dsl::NnArgs& a) {
   // Schedule: the shared 1-D elementwise recipe, as gelu's (run-time-sized parallel chunks,
   // serial below 16K elements). A fixed 8192-element block per task was 0.70x of the op it
   // measures at 4096x1024 (layer_norm "142% of the copy"): 512 thread-pool tasks per call.
-  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
-  dsl::ElementwiseSchedule::apply(y, i, p);
+  const auto p = dsl::ElementwiseSchedule::resolve(a.schedule, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p, {}, Halide::Expr(),
+                                  dsl::ElementwiseSchedule::staged_inputs({x}, y, p));
   return {{y}, "copy: " + dsl::ElementwiseSchedule::summary(p), p};
 }
 
@@ -29,8 +30,9 @@ dsl::NnKernel build_add(const dsl::NnArgs& a) {
   Halide::Var i("i");
   y(i) = x(i) + b(i);
   // Schedule: the copy's (the shared 1-D elementwise recipe).
-  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
-  dsl::ElementwiseSchedule::apply(y, i, p);
+  const auto p = dsl::ElementwiseSchedule::resolve(a.schedule, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p, {}, Halide::Expr(),
+                                  dsl::ElementwiseSchedule::staged_inputs({x, b}, y, p));
   return {{y}, "add: " + dsl::ElementwiseSchedule::summary(p), p};
 }
 

@@ -46,8 +46,9 @@ NnKernel build_gelu(const NnArgs& a) {
   //   step for P^-16, 1.0-1.7x Halide::erf's time (the divide runs on its own unit beside the
   //   polynomials); with the divide, no faster (AVX2 116-120 us against 94-115 us).
   // - tanh form on exp_bounded (as silu): AVX2 108 -> 95 us, AVX-512 75-81 -> 80-86 us.
-  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
-  dsl::ElementwiseSchedule::apply(y, i, p);
+  const auto p = dsl::ElementwiseSchedule::resolve(a.schedule, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p, {}, Expr(),
+                                  dsl::ElementwiseSchedule::staged_inputs({x}, y, p));
   return NnKernel{{y},
                   std::string("gelu (") + (tanh_form ? "tanh" : "erf") +
                       "): " + dsl::ElementwiseSchedule::summary(p),

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <string>
 
+#include "dsl/double_buffer.h"
+#include "dsl/schedule_params.h"
 #include "generators/nn_ops.h"
 
 namespace opforge::generators {
@@ -50,10 +52,23 @@ Expr at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch
   return p(col, row, batch);
 }
 
+// The settable params (the tiles above are fixed per ISA).
+const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
+  static const std::vector<dsl::ScheduleParamDecl> d = {
+      // Off: see the schedule comment's measurements.
+      {"double_buffer", 0, 0, 1,
+       "pack the next K chunk's A and B panels in an async producer task while the register "
+       "blocks run over this chunk (two chunks of each panel per tile, dsl/double_buffer.h)"},
+  };
+  return d;
+}
+
 dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
   const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
   const MatmulTiles t = tiles_for(args.target);
+  const bool double_buffer =
+      dsl::resolve_declared(matmul_param_decls(), args.schedule, "matmul").at("double_buffer");
   const int vec = t.rn / 2;
 
   // op(a) is M x K, op(b) is K x N.
@@ -117,7 +132,10 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //  - Double buffering (store_at the tile, fold_storage(k, 2*kc), async()): async B pack
   //    90.0-97.6% vs sync 91.7-98.5% in the same three rounds; async A pack 86.5-86.9%, both
   //    84-93%. Not kept: the packs are ~2% of the work, and on 2 cores the producer thread
-  //    competes with the other tile's compute.
+  //    competes with the other tile's compute. As the `double_buffer` param (both packs,
+  //    dsl/double_buffer.h; 2026-12-04, AMD EPYC 2 vCPUs, 1024^3, same run): 1.5x the time at
+  //    1 thread, 2.7-2.8x at 2, both ISAs (a task pair and a semaphore wake per K chunk and
+  //    tile). Off.
   // Other shapes (sync, this schedule): b 8 x 512^3 92%; M=128 K=4096 N=4096 96%; the same
   // with transpose_b 89%; 1024^3 transpose_b 86%, transpose_a 91%, both 89%.
   //
@@ -215,14 +233,24 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
     bpack.vectorize(ni, vec).reorder(ni, no, k);
   }
 
+  // Double buffered, each tile keeps two K chunks of each panel; the next chunk's panels are
+  // packed by a producer task while the register blocks run over this one.
+  const int fold = std::max(t.kc, t.kc_long_k);
+  if (double_buffer) {
+    for (Func pack : {apack, bpack})
+      dsl::double_buffer(pack, prod, LoopLevel(c, tile), LoopLevel(prod, rko), k, fold, 0);
+  }
+
   dsl::NnKernel kernel;
   kernel.outputs = {c};
   kernel.schedule_summary = "packed A/B panels per K chunk, " + std::to_string(t.rm) + "x" +
                             std::to_string(t.rn) + " register block, one parallel task per " +
                             std::to_string(t.mt) + "x" + std::to_string(t.nt) + " tile of c";
+  if (double_buffer)
+    kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", fold, "k");
   kernel.schedule_params = {
       {"rn", t.rn},         {"rm", t.rm}, {"kc", t.kc}, {"kc_long_k", t.kc_long_k},
-      {"long_k", t.long_k}, {"nt", t.nt}, {"mt", t.mt}};
+      {"long_k", t.long_k}, {"nt", t.nt}, {"mt", t.mt}, {"double_buffer", double_buffer}};
   return kernel;
 }
 

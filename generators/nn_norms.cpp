@@ -20,10 +20,13 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "dsl/double_buffer.h"
 #include "dsl/math.h"
+#include "dsl/schedule_params.h"
 #include "generators/nn_ops.h"
 
 namespace opforge::generators {
@@ -113,30 +116,69 @@ Expr softmax_exp(const Expr& d) {
       d, {1.3926213142e-3f, 8.3632031456e-3f, 4.1666556150e-2f, 1.6666576266e-1f, 0.5f}, true);
 }
 
-// Tunables of the row schedule (descriptor schedule_params; defaults from the measurements
-// in row_schedule's comment).
+// Tunables of the row schedule, declared once (descriptor schedule_params, `--set` previews;
+// defaults from the measurements in row_schedule's comment).
+const std::vector<dsl::ScheduleParamDecl>& row_param_decls() {
+  static const std::vector<dsl::ScheduleParamDecl> d = {
+      {"vector", 0, 1, 64, "fp32 lanes of the output pass (default: the target's natural width)"},
+      {"lanes", 0, 1, 256,
+       "partial sums per row, a multiple of vector (default: max(2 * vector, 32))"},
+      {"tasks", 8, 1, 1024, "parallel blocks of rows, ceil(R / tasks) rows each"},
+      {"serial_below", 1 << 15, 0, 1 << 30,
+       "R * C below which one serial loop runs (no thread-pool dispatch)"},
+      // Off: see row_schedule's measurements.
+      {"double_buffer", 0, 0, 1,
+       "stage the input rows per block of db_rows rows in two slots, filled by an async "
+       "producer task while the row passes run on the other (dsl/double_buffer.h)"},
+      {"db_rows", 8, 1, 4096, "rows per double-buffer slot"},
+  };
+  return d;
+}
+
 struct RowParams {
-  int vector;        // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
-  int lanes;         // partial sums per row: lanes / vector independent vector accumulators
-  int tasks;         // parallel blocks of rows, ceil(R / tasks) rows each (sized at run time)
-  int serial_below;  // R * C below which one serial loop runs (no thread-pool dispatch)
+  int vector;          // fp32 lanes (16 on AVX-512, 8 on AVX2)
+  int lanes;           // partial sums per row: lanes / vector independent vector accumulators
+  int tasks;           // parallel blocks of rows, ceil(R / tasks) rows each (sized at run time)
+  int serial_below;    // R * C below which one serial loop runs (no thread-pool dispatch)
+  bool double_buffer;  // stage x (and residual) per db_rows rows, async
+  int db_rows;
   std::map<std::string, int64_t> as_map() const {
-    return {{"vector", vector}, {"lanes", lanes}, {"tasks", tasks}, {"serial_below", serial_below}};
+    return {{"vector", vector},
+            {"lanes", lanes},
+            {"tasks", tasks},
+            {"serial_below", serial_below},
+            {"double_buffer", double_buffer},
+            {"db_rows", db_rows}};
   }
   std::string summary() const {
-    return "rows in " + std::to_string(tasks) + " parallel blocks" + "; per row: reductions in " +
-           std::to_string(lanes) + " fp32 lanes (scalar tail), then the output in " +
-           std::to_string(vector) +
-           "-wide vectors; serial below R*C = " + std::to_string(serial_below);
+    std::string s = "rows in " + std::to_string(tasks) + " parallel blocks" +
+                    "; per row: reductions in " + std::to_string(lanes) +
+                    " fp32 lanes (scalar tail), then the output in " + std::to_string(vector) +
+                    "-wide vectors; serial below R*C = " + std::to_string(serial_below);
+    if (double_buffer) s += "; " + dsl::double_buffer_summary("input rows", db_rows, "rows");
+    return s;
   }
 };
 
-RowParams row_params(const Halide::Target& t) {
+RowParams row_params(const NnArgs& a) {
+  const int natural = a.target.natural_vector_size(Halide::Float(32));
+  auto given_vector = a.schedule.find("vector");
+  const int64_t vector = given_vector != a.schedule.end() ? given_vector->second : natural;
+  const auto q =
+      dsl::resolve_params(row_param_decls(), a.schedule, "the row recipe",
+                          {{"vector", natural}, {"lanes", std::max<int64_t>(2 * vector, 32)}});
   RowParams p;
-  p.vector = t.natural_vector_size(Halide::Float(32));
-  p.lanes = std::max(2 * p.vector, 32);  // two accumulators on AVX-512, four on AVX2
-  p.tasks = 8;
-  p.serial_below = 1 << 15;
+  p.vector = static_cast<int>(q.at("vector"));
+  p.lanes = static_cast<int>(q.at("lanes"));
+  p.tasks = static_cast<int>(q.at("tasks"));
+  p.serial_below = static_cast<int>(q.at("serial_below"));
+  p.double_buffer = q.at("double_buffer") != 0;
+  p.db_rows = static_cast<int>(q.at("db_rows"));
+  if (p.lanes % p.vector != 0) {
+    throw std::invalid_argument("schedule param 'lanes' = " + std::to_string(p.lanes) +
+                                " is not a multiple of vector = " + std::to_string(p.vector) +
+                                " (the row recipe)");
+  }
   return p;
 }
 
@@ -197,6 +239,13 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
 //   - double buffering the input row (a staging Func, store_at the task, fold_storage(r, 2),
 //     async): 35-38 ms instead of 1.2-7 ms for all three (a semaphore hand-off per 4 KB row);
 //     staged without async: layer_norm 57 / 56% against 80 / 73% unstaged. Not kept.
+//   - double buffering as the recipe's `double_buffer` param, slots of `db_rows` rows (x, and
+//     residual, staged; 2026-12-04, AMD EPYC 2 vCPUs, 4096 x 1024, cold, `opforge bench OP
+//     --set double_buffer=1 --set db_rows=K`, the registered schedule in the same run), time
+//     on / off: layer_norm 1 thread 2.8-4.5x at 8-32 rows, 1.5x (AVX2) and 2.5x (AVX-512) at
+//     128 rows, 2.1-2.3x at 512; softmax 1 thread 1.4x (AVX2) and 2.1x (AVX-512) at 32-128
+//     rows, 2.7-3.0x at 8; 2 threads 2.9-4.7x everywhere; rms_norm and the add_ ops alike.
+//     Each slot is a task pair and a semaphore wake, 7-17 us: what a slot hides is less. Off.
 // Softmax stays below the copy: its exp (0.22 us of the 0.38 us per row, one thread,
 // L2-resident) is the long compute pass, and one core alone draws only about half the copy's
 // bandwidth, so what of the streaming does not overlap it shows; build_softmax loads the next
@@ -211,23 +260,30 @@ RowReduce row_reduce(const std::string& name, Func f, const Expr& C, int lanes, 
 // loop writes both rows.
 void row_schedule(Func y, const std::vector<RowReduce>& reductions,
                   const std::vector<Func>& row_scratch, const RowParams& p,
-                  const std::vector<Func>& fused = {}) {
+                  const std::vector<Func>& fused = {}, const std::vector<Func>& stage = {}) {
   Var c = y.args()[0], r = y.args()[1];
-  Var ro("ro"), ri("ri");
+  // ro: a task's block of rows; rb: a slot's rows (double buffering); ri: one row.
+  Var ro("ro"), rs("rs"), rb("rb"), ri("ri");
+  const bool staged = p.double_buffer && !stage.empty();
   const Expr R = y.output_buffers()[0].dim(1).extent();
   const Expr C = y.output_buffers()[0].dim(0).extent();
   Func yf = y;
-  auto schedule = [&](Halide::Stage s, bool parallel) {
-    s.split(r, ro, ri, Halide::max(1, (R + p.tasks - 1) / p.tasks), TailStrategy::GuardWithIf)
-        .vectorize(c, p.vector, TailStrategy::GuardWithIf);
-    if (parallel) s.parallel(ro);
+  auto rows = [&](Halide::Stage s, const Var& rv, const Var& cv) {
+    const Expr per_task = Halide::max(1, (R + p.tasks - 1) / p.tasks);
+    if (staged) {
+      s.split(rv, ro, rs, per_task, TailStrategy::GuardWithIf)
+          .split(rs, rb, ri, p.db_rows, TailStrategy::GuardWithIf);
+    } else {
+      s.split(rv, ro, ri, per_task, TailStrategy::GuardWithIf);
+    }
+    s.vectorize(cv, p.vector, TailStrategy::GuardWithIf);
   };
-  schedule(y.specialize(R * C >= p.serial_below), true);
-  schedule(y, false);
+  Halide::Stage big = y.specialize(R * C >= p.serial_below);
+  rows(big, r, c);
+  big.parallel(ro);
+  rows(y, r, c);
   for (Func f : fused) {
-    Var fc = f.args()[0], fr = f.args()[1];
-    f.split(fr, ro, ri, Halide::max(1, (R + p.tasks - 1) / p.tasks), TailStrategy::GuardWithIf)
-        .vectorize(fc, p.vector, TailStrategy::GuardWithIf);
+    rows(f, f.args()[1], f.args()[0]);
     f.compute_with(yf, c);
   }
   for (RowReduce rr : reductions) {
@@ -242,11 +298,27 @@ void row_schedule(Func y, const std::vector<RowReduce>& reductions,
     // One row of storage per task, reused by every row of it (fold_storage(r, 1)): computed
     // per row without store_at, the row was a heap allocation per row (softmax 7.4 ms
     // instead of 2.6 ms; the same staging in a copy kernel: 5.6 ms vs 1.6 ms unstaged).
-    s.store_at(yf, ro)
+    // Double-buffered, the row is stored per slot (rb): stored per task, Halide folded over
+    // the slot loop and slid the row's window across the slot, recomputing the row max of
+    // every earlier row of the slot at each row (softmax 18-30x the time at 32 rows a slot).
+    s.store_at(yf, staged ? rb : ro)
         .compute_at(yf, ri)
         .fold_storage(s.args()[1], 1)
         .vectorize(s.args()[0], p.vector, TailStrategy::GuardWithIf);
   }
+  // The input rows of the next slot are loaded by a producer task while this slot's rows
+  // run their passes (dsl/double_buffer.h).
+  for (Func s : stage) dsl::double_buffer(s, yf, ro, rb, s.args()[1], p.db_rows, p.vector);
+}
+
+// The inputs double buffering stages (global wrappers: every pass reads the staged rows);
+// none when it is off.
+std::vector<Func> staged_rows(const RowParams& p, const std::vector<Func>& inputs) {
+  std::vector<Func> out;
+  if (p.double_buffer) {
+    for (Func f : inputs) out.push_back(f.in());
+  }
+  return out;
 }
 
 // A row of the normalized ops' input, src(c, r): x, or x + residual for the fused add_* ops.
@@ -299,23 +371,23 @@ Func rms_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, const 
 
 NnKernel build_layer_norm(const NnArgs& a) {
   Func x = a.f32("x");
-  const RowParams p = row_params(a.target);
+  const RowParams p = row_params(a);
   std::vector<RowReduce> reductions;
   Func y = layer_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); },
                            a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                            a.tensors.at("beta"), a.scalars.at("eps"), p, reductions, a);
-  row_schedule(y, reductions, {}, p);
+  row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
   return NnKernel{{y}, "layer_norm: " + p.summary(), p.as_map()};
 }
 
 NnKernel build_rms_norm(const NnArgs& a) {
   Func x = a.f32("x");
-  const RowParams p = row_params(a.target);
+  const RowParams p = row_params(a);
   std::vector<RowReduce> reductions;
   Func y = rms_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); },
                          a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                          a.scalars.at("eps"), p, reductions, a);
-  row_schedule(y, reductions, {}, p);
+  row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
   return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
 }
 
@@ -337,7 +409,7 @@ NnKernel build_rms_norm(const NnArgs& a) {
 NnKernel build_add_norm(const NnArgs& a, bool layer) {
   Func x = a.f32("x"), res = a.f32("residual");
   const Expr C = a.tensors.at("x").dim(0).extent();
-  const RowParams p = row_params(a.target);
+  const RowParams p = row_params(a);
   const RowSource src = [x, res](const Expr& c, const Expr& r) { return x(c, r) + res(c, r); };
   std::vector<RowReduce> reductions;
   Func y =
@@ -347,7 +419,7 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
   Var c("c"), r("r");
   Func sum = dsl::output_func("sum");
   sum(c, r) = a.store("sum", src(c, r));
-  row_schedule(y, reductions, {}, p, {sum});
+  row_schedule(y, reductions, {}, p, {sum}, staged_rows(p, {x, res}));
   return NnKernel{{sum, y},
                   std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " + p.summary() +
                       "; sum computed with y (one loop over the row)",
@@ -378,7 +450,7 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
 // row r + 2 instead of r + 1 (L2-resident the same; cold runs 62-80% either way).
 NnKernel build_softmax(const NnArgs& a) {
   Func x = a.f32("x");
-  const RowParams p = row_params(a.target);
+  const RowParams p = row_params(a);
   Var c("c"), r("r");
   const Expr C = a.tensors.at("x").dim(0).extent();
   Func xf("xf");
@@ -390,10 +462,15 @@ NnKernel build_softmax(const NnArgs& a) {
   // long compute pass of the op), so its max pass finds it in L1 (measured: the schedule
   // comment above).
   const Expr next_row = Halide::min(r + 1, a.tensors.at("x").dim(1).extent() - 1);
+  // Double-buffered, the staged slot holds the next rows already: e is the exp alone.
   Func e("e");
-  e(c, r) = {softmax_exp(x(c, r) - m.total(r)), x(c, next_row)};
+  if (p.double_buffer) {
+    e(c, r) = softmax_exp(x(c, r) - m.total(r));
+  } else {
+    e(c, r) = {softmax_exp(x(c, r) - m.total(r)), x(c, next_row)};
+  }
   Func e_row("e_row");
-  e_row(c, r) = e(c, r)[0];
+  e_row(c, r) = p.double_buffer ? Expr(e(c, r)) : e(c, r)[0];
   RowReduce s = row_reduce("exp_sum", e_row, C, p.lanes, '+');
   // As torch: a NaN anywhere in the row makes the sum NaN (exp keeps NaN); a row holding +inf
   // or only -inf has a non-finite max and is NaN throughout (decided once per row, on bits).
@@ -405,9 +482,11 @@ NnKernel build_softmax(const NnArgs& a) {
       Halide::reinterpret<float>(Halide::Internal::UIntImm::make(Halide::UInt(32), 0x7fc00000u)));
   Func y = dsl::output_func("y");
   y(c, r) = a.store("y", e_row(c, r) * inv(r));
-  row_schedule(y, {m, s}, {e}, p);
+  row_schedule(y, {m, s}, {e}, p, {}, staged_rows(p, {x}));
   return NnKernel{
-      {y}, "softmax: " + p.summary() + "; the exp pass loads row r + 1 ahead", p.as_map()};
+      {y},
+      "softmax: " + p.summary() + (p.double_buffer ? "" : "; the exp pass loads row r + 1 ahead"),
+      p.as_map()};
 }
 
 }  // namespace

@@ -60,8 +60,9 @@ NnKernel build_silu(const NnArgs& a) {
   y(i) = a.store("y", silu_of(x(i)));
   // Schedule: the shared 1-D elementwise recipe (run-time parallel chunks, serial below 16K
   // elements, GuardWithIf tails), 16-wide on AVX-512, 8-wide on AVX2.
-  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
-  dsl::ElementwiseSchedule::apply(y, i, p);
+  const auto p = dsl::ElementwiseSchedule::resolve(a.schedule, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p, {}, Expr(),
+                                  dsl::ElementwiseSchedule::staged_inputs({x}, y, p));
   return NnKernel{{y}, "silu: " + dsl::ElementwiseSchedule::summary(p), p};
 }
 
@@ -71,8 +72,9 @@ NnKernel build_silu_mul(const NnArgs& a) {
   Func y = dsl::output_func("y");
   y(i) = a.store("y", silu_of(ga(i)) * gb(i));
   // Schedule: as silu; two input streams and one output stream per chunk.
-  const auto p = dsl::ElementwiseSchedule::resolve({}, a.target);
-  dsl::ElementwiseSchedule::apply(y, i, p);
+  const auto p = dsl::ElementwiseSchedule::resolve(a.schedule, a.target);
+  dsl::ElementwiseSchedule::apply(y, i, p, {}, Expr(),
+                                  dsl::ElementwiseSchedule::staged_inputs({ga, gb}, y, p));
   return NnKernel{{y}, "silu_mul: " + dsl::ElementwiseSchedule::summary(p), p};
 }
 

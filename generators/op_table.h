@@ -17,7 +17,8 @@ struct VariantSpec {
   const dsl::OpDecl* decl;
   dsl::AttrValues attrs;          // unspecified attrs take their defaults
   std::vector<std::string> isas;  // names from isas()
-  // Optimizer ops: elementwise recipe overrides (an NN op's algorithm schedules itself).
+  // Schedule param overrides: the elementwise recipe's (optimizer ops) or the algorithm's
+  // (NN ops, NnArgs::schedule).
   std::map<std::string, int64_t> schedule = {};
   // ISAs (a subset of `isas`) that also get an Adams2019-autoscheduled twin of the variant,
   // "<variant id>__auto", at a lower priority (select() keeps the hand schedule; pick the

@@ -15,7 +15,8 @@ namespace opforge::builder {
 PreviewResult preview_variant(const registry::Descriptor& registered,
                               const std::map<std::string, int64_t>& set,
                               const std::string& cache_dir, const std::vector<std::string>& rules) {
-  if (registered.schedule.recipe != "elementwise" && registered.schedule.recipe != "sparse_rows") {
+  const std::string& recipe = registered.schedule.recipe;
+  if (recipe != "elementwise" && recipe != "sparse_rows" && recipe.rfind("nn/", 0) != 0) {
     throw std::invalid_argument("variant " + registered.variant + " is scheduled by '" +
                                 registered.schedule.recipe +
                                 "', which has no schedule params to --set");

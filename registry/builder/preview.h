@@ -21,9 +21,9 @@ struct PreviewResult {
 };
 
 // `registered`: the descriptor of a registry variant (built-in op, or an op of the rule files
-// under `rules`). `set`: schedule params to override, by name (checked against the recipe's
-// declared ranges; an unknown name or an out-of-range value throws std::invalid_argument
-// naming it).
+// under `rules`): an optimizer op's elementwise or sparse-row recipe, or an NN op's algorithm.
+// `set`: schedule params to override, by name (checked against the recipe's declared ranges;
+// an unknown name or an out-of-range value throws std::invalid_argument naming it).
 PreviewResult preview_variant(const registry::Descriptor& registered,
                               const std::map<std::string, int64_t>& set,
                               const std::string& cache_dir,

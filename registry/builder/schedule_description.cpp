@@ -239,6 +239,9 @@ json describe_schedule(const Halide::Pipeline& pipeline) {
     if (!seen.insert(f.name()).second) return;
     for (const auto& [name, callee] : I::find_direct_calls(f)) visit(callee);
     order.push_back(f);
+    // Func::in() wrappers replace calls to f when the pipeline lowers: not in the call graph
+    // yet, they are f's consumers (a double buffer's staged input, say).
+    for (const auto& [consumer, wrapper] : f.schedule().wrappers()) visit(I::Function(wrapper));
   };
   for (const Halide::Func& f : pipeline.outputs()) outputs.insert(f.name());
   for (const Halide::Func& f : pipeline.outputs()) visit(f.function());

@@ -1,7 +1,8 @@
-// What a scheduled pipeline's directives are, as data: every Func's compute/store level,
-// storage folding and async flag, and for each stage and each specialization its splits
-// (factor, tail strategy) and loops (kind, vector/unroll width). Stored in the cache entry as
-// schedule.json and rendered by registry/format/schedule_view.h (no libHalide needed there).
+// What a scheduled pipeline's directives are, as data: every Func's (Func::in wrappers'
+// too) compute/store level, storage folding and async flag, and for each stage and each
+// specialization its splits (factor, tail strategy) and loops (kind, vector/unroll width).
+// Stored in the cache entry as schedule.json and rendered by registry/format/schedule_view.h
+// (no libHalide needed there).
 //
 // Print_loop_nest shows neither specialization conditions nor tail strategies, and names loops
 // with per-process counters; this keeps both and renames counters canonically (v84 -> v0), so
@@ -16,7 +17,7 @@ namespace opforge::builder {
 
 // Part of every kernel's cache key (through the artifact list): bump it whenever
 // describe_schedule's output changes, so cached entries are described anew.
-constexpr int kScheduleDescriptionVersion = 3;
+constexpr int kScheduleDescriptionVersion = 4;
 
 // Schema "opforge.schedule/1" (see registry/format/schedule_view.h).
 nlohmann::json describe_schedule(const Halide::Pipeline& pipeline);

@@ -496,9 +496,10 @@ Command bench_command() {
         {"idle-gap", "US", "--regime idle: microseconds of sleep before each call (default 2000)"},
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
         {"set", "NAME=VALUE",
-         "dense ops: time a preview with this schedule param changed (vector, unroll, tasks, "
-         "chunk, serial_below, divide; compiled into the cache, not the registry) side by side "
-         "with the registered variant",
+         "time a preview with this schedule param changed (dense ops: vector, unroll, tasks, "
+         "chunk, serial_below, divide, double_buffer, db_grain; NN ops: their algorithm's, e.g. "
+         "the row ops' double_buffer, db_rows; compiled into the cache, not the registry) side "
+         "by side with the registered variant",
          true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "

@@ -20,6 +20,8 @@
 #include "registry/cli/check/golden_check.h"
 #include "registry/cli/check/replay.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/inspected_kernel.h"
+#include "registry/cli/preview_kernel.h"
 #include "registry/cli/user_rules.h"
 
 namespace opforge::cli {
@@ -218,6 +220,9 @@ int check_all(const Args& a) {
     by_op[e.op].push_back(e.variant);
   }
   if (by_op.empty()) throw UsageError("no variants" + (isa.empty() ? "" : " for --isa " + isa));
+  // --set: each variant's preview under those params instead (a variant whose schedule has
+  // none of them is skipped, with the reason).
+  const std::map<std::string, int64_t> set = set_options(a);
   nlohmann::json rows = nlohmann::json::array();
   int passed = 0, failed = 0, skipped = 0;
   auto row = [&](const std::string& status, const std::string& variant, const std::string& what) {
@@ -241,9 +246,20 @@ int check_all(const Args& a) {
         row("skipped", id, why);
         continue;
       }
+      Kernel* kernel = nullptr;
+      try {
+        kernel = set.empty() ? &reg->load(id)
+                             : load_preview(*reg, d, set, cache_dir(a), rule_files(a, d)).kernel;
+      } catch (const std::invalid_argument& e) {  // the schedule has no such param
+        row("skipped", id, e.what());
+        continue;
+      } catch (const std::exception& e) {
+        row("FAILED", id, e.what());
+        continue;
+      }
       try {
         if (d.shape.named_dims) {  // NN ops (and the NN bandwidth kernels): their references
-          const nlohmann::json r = nn_report(a, reg->load(id), 0);
+          const nlohmann::json r = nn_report(a, *kernel, 0);
           char what[160];
           std::snprintf(what, sizeof what, "%d problems, worst %.3gx of the bound",
                         r["ran"].get<int>(), r["worst"].get<double>());
@@ -256,7 +272,7 @@ int check_all(const Args& a) {
           continue;
         }
         if (decls.empty()) decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
-        const nlohmann::json r = check_kernel(a, decls, reg->load(id), goldens);
+        const nlohmann::json r = check_kernel(a, decls, *kernel, goldens);
         int64_t worst_ulp = 0;
         std::string bad;
         for (const auto& [name, e] : r["states"].items()) {
@@ -304,8 +320,17 @@ int cmd_check(const Args& a) {
   } catch (const Error&) {
     // not registered: declarations_of names the nearest op
   }
+  // --set: the variant's preview under those schedule params (compile cache only).
+  const std::map<std::string, int64_t> set = set_options(a);
+  auto chosen = [&]() -> Kernel& {
+    Kernel& k = op_kernel(*reg, a, op);
+    if (set.empty()) return k;
+    return *load_preview(*reg, k.descriptor(), set, cache_dir(a), rule_files(a, k.descriptor()))
+                .kernel;
+  };
   if (nn) {
-    const nlohmann::json report = nn_report(a, op_kernel(*reg, a, op), 4);
+    nlohmann::json report = nn_report(a, chosen(), 4);
+    if (!set.empty()) report["set"] = set_text(set);
     if (a.has("json")) {
       std::cout << report.dump(2) << "\n";
     } else {
@@ -314,10 +339,11 @@ int cmd_check(const Args& a) {
     return report["ok"].get<bool>() ? 0 : 1;
   }
   const auto decls = declarations_of(op, rule_files(a, *reg, op), keep, reg->ops());
-  Kernel& kernel = op_kernel(*reg, a, op);
+  Kernel& kernel = chosen();
   Goldens goldens;
   nlohmann::json report = check_kernel(a, decls, kernel, goldens);
   report["op"] = op;
+  if (!set.empty()) report["set"] = set_text(set);
   if (a.has("json")) {
     std::cout << report.dump(2) << "\n";
   } else {
@@ -355,6 +381,11 @@ Command check_command() {
              "$OPFORGE_DUMP_DIR) through its fp64 golden: per call and output the max "
              "abs/rel/ulp error, the first call past its bound; exit 1 when any is",
              false, true},
+            {"set", "NAME=VALUE",
+             "check a preview of the variant with this schedule param changed (e.g. "
+             "double_buffer=1; compile cache only, the registry untouched); with --all, every "
+             "variant whose schedule has the params (the others are listed as skipped)",
+             true},
             {"scalar", "NAME=VALUE",
              "a scalar (default: its typical value, declared with the op, else the rule's "
              "default)",

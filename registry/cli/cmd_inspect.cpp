@@ -163,8 +163,9 @@ Command inspect_command() {
             {"n", "N", "mark the case each stage takes for N elements (and evaluate chunk sizes)"},
             {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
             {"set", "NAME=VALUE",
-             "preview with this schedule param changed (vector, unroll, tasks, chunk, "
-             "serial_below, divide): compiled into the cache, not the registry",
+             "preview with this schedule param changed (dense ops: vector, unroll, tasks, chunk, "
+             "serial_below, divide, double_buffer, db_grain; NN ops: their algorithm's, listed "
+             "under schedule params): compiled into the cache, not the registry",
              true},
             {"rules", "PATH", "rule files a previewed op comes from", true},
             {"stmt", "", "print the lowered Halide IR (stmt)"},

@@ -16,7 +16,9 @@
 
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/commands.h"
+#include "registry/cli/inspected_kernel.h"
 #include "registry/cli/peers/onednn.h"
+#include "registry/cli/preview_kernel.h"
 #include "registry/format/shape_expr.h"
 
 namespace opforge::cli {
@@ -160,10 +162,16 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   Problem p = make_problem(d0, a.all("shape"), given);
   const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
   reg.set_num_threads(threads);
-  Kernel& k = a.has("variant")
-                  ? op_kernel(reg, a, op)
-                  : reg.select(op, attrs, p.views.tensors.data(), p.views.tensors.size(),
-                               p.views.scalars.data(), p.views.scalars.size(), a.get("isa"));
+  Kernel& registered =
+      a.has("variant") ? op_kernel(reg, a, op)
+                       : reg.select(op, attrs, p.views.tensors.data(), p.views.tensors.size(),
+                                    p.views.scalars.data(), p.views.scalars.size(), a.get("isa"));
+  // --set: the preview is the op timed (first row), the registered variant beside it.
+  const std::map<std::string, int64_t> set = set_options(a);
+  Kernel& k =
+      set.empty()
+          ? registered
+          : *load_preview(reg, registered.descriptor(), set, cache_dir(a), a.all("rules")).kernel;
   const registry::Descriptor& d = k.descriptor();
   const size_t n_inputs = p.tensors.size();
   const auto shapes = k.output_shapes(p.tensors, p.scalars);
@@ -187,11 +195,12 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
               p.views.scalars.size());
     };
   };
-  runs.push_back({d.algorithm.name.empty() ? "opforge" : "opforge " + d.algorithm.name,
-                  d.variant,
-                  call(k),
-                  {}});
-  if (!a.has("variant") && !attrs.count("algorithm")) {
+  const std::string label = d.algorithm.name.empty() ? "opforge" : "opforge " + d.algorithm.name;
+  runs.push_back(
+      {set.empty() ? label : label + " (" + set_text(set) + ")", d.variant, call(k), {}});
+  if (!set.empty()) {
+    runs.push_back({label + " (registered)", d.variant, call(registered), {}});
+  } else if (!a.has("variant") && !attrs.count("algorithm")) {
     std::set<std::string> seen = {d.algorithm.name};
     for (const auto& v : reg.variants(op)) {
       if (!seen.insert(v.algorithm.name).second) continue;
@@ -288,6 +297,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
                       {"problem", p.text},
                       {"threads", threads},
                       {"reps", reps},
+                      {"isa", d.target.isa},
                       {"flops", flops},
                       {"bytes", bytes},
                       {"runs", nlohmann::json::array()}};
@@ -302,6 +312,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
     j["runs"].push_back(jr);
   }
   if (bw_gbps > 0) j["pct_of_bw"] = 100.0 * (bytes / op_s / 1e9) / bw_gbps;
+  if (!set.empty()) j["set"] = set_text(set);
   if (!peer_error.empty()) j["peer_error"] = peer_error;
   if (!peer && peer_error.empty()) {
     const std::string why = peers::onednn_missing(op);

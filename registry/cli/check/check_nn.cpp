@@ -145,6 +145,9 @@ nlohmann::json check_nn(Kernel& k, bool with_example, int random_shapes, unsigne
 void print_nn_report(const nlohmann::json& r) {
   std::printf("%s vs its fp64 reference on %d problems (|err| <= atol + rtol*|ref| each)\n",
               r["variant"].get<std::string>().c_str(), r["ran"].get<int>());
+  if (r.contains("set"))
+    std::printf("  preview with %s (not the registered schedule)\n",
+                r["set"].get<std::string>().c_str());
   for (const auto& p : r["problems"]) {
     std::printf("  %-7s %-60s worst %.3gx of the bound (rtol %g, atol %g)\n",
                 p["kind"].get<std::string>().c_str(), p["shapes"].get<std::string>().c_str(),

@@ -199,6 +199,9 @@ void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
   if (d.tolerance.conditioning > 0)
     std::printf(" + %g*|fp32 evaluation - golden|", d.tolerance.conditioning);
   std::printf(")\n");
+  if (report.contains("set"))
+    std::printf("  preview with %s (not the registered schedule)\n",
+                report["set"].get<std::string>().c_str());
   std::string scalars;  // as --scalar options, to repeat a random draw
   for (const auto& [name, v] : report["scalars"].items()) {
     char buf[64];

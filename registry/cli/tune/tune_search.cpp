@@ -130,8 +130,11 @@ std::vector<int64_t> candidate_values(const std::string& param, int natural) {
   if (param == "vector") return {natural, 2 * natural};
   if (param == "chunk") return {0, 16384, 65536, 262144};
   if (param == "divide") return {0, 1};
+  if (param == "double_buffer") return {0, 1};
+  if (param == "db_grain") return {2048, 8192, 65536};
   throw UsageError("--params: unknown schedule param '" + param +
-                   "' (serial_below, tasks, unroll, vector, divide, chunk)");
+                   "' (serial_below, tasks, unroll, vector, divide, chunk, double_buffer, "
+                   "db_grain)");
 }
 
 std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
@@ -215,7 +218,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   std::map<std::string, int64_t> best;
   for (const auto& p : dsl::ElementwiseSchedule::params()) {
     if (!std::count(o.params.begin(), o.params.end(), p.name)) continue;
-    if (blockwise(heaviest) && (p.name == "unroll" || p.name == "chunk")) continue;  // unused
+    // Unused by the 8-bit recipe, or refused by it (double buffering).
+    if (blockwise(heaviest) && (p.name == "unroll" || p.name == "chunk" ||
+                                p.name == "double_buffer" || p.name == "db_grain"))
+      continue;
     best[p.name] = p.name == "vector" && p.default_value == 0 ? natural : p.default_value;
   }
   r.defaults = best;

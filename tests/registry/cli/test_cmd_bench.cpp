@@ -31,6 +31,28 @@ TEST_CASE("bench apply_gradient_descent --json") {
   CHECK(v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s1_g1__", 0) == 0);
 }
 
+TEST_CASE("bench --set on an NN op: the preview beside the registered variant, same run") {
+  const Result r =
+      opforge_reg({"bench", "layer_norm", "--isa", "avx2", "--shape", "x=37,1000", "--shape",
+                   "gamma=1000", "--shape", "beta=1000", "--reps", "5", "--set", "double_buffer=1",
+                   "--set", "db_rows=4", "--cache-dir", test_cache_dir(), "--json"});
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  const json j = parse_json(r);
+  CHECK(j.at("set") == "db_rows=4 double_buffer=1");
+  CHECK(j.at("isa") == "avx2");
+  const json& runs = j.at("runs");
+  REQUIRE(runs.size() >= 3);  // preview, registered, bandwidth kernel (and oneDNN where built)
+  CHECK(runs[0].at("label") == "opforge (db_rows=4 double_buffer=1)");
+  CHECK(runs[1].at("label") == "opforge (registered)");
+  CHECK(runs[1].at("variant") == runs[0].at("variant"));
+  CHECK(runs[2].at("label").get<std::string>().rfind("bandwidth", 0) == 0);
+  for (const auto& run : runs) CHECK(run.at("ms").get<double>() > 0);
+  const Result bad = opforge_reg({"bench", "layer_norm", "--set", "db_rows=0", "--reps", "1",
+                                  "--cache-dir", test_cache_dir()});
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.err, "'db_rows' = 0 is outside [1, 4096]"));
+}
+
 TEST_CASE("bench --split: whole-tensor call against chunked updates, same run") {
   const Result r = opforge_reg({"bench", "apply_gradient_descent", "--n", "100003", "--split",
                                 "2^10,4099", "--reps", "5", "--json"});

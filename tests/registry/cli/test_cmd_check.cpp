@@ -101,6 +101,103 @@ TEST_CASE("check for an NN op: its reference problems, --example, per output err
   CHECK(contains(ex.out, "ok: within tolerance"));
 }
 
+// Every variant of these ops that runs here, with the double_buffer knob on: the optimizer
+// ops in place at odd sizes (small grains, so every size has several slots and a tail), the NN
+// ops on all their reference problems and random redraws.
+TEST_CASE("check --set double_buffer=1: previews against fp64, in place, odd sizes, every ISA") {
+  auto reg = Registry::open(test_registry_dir());
+  // `op`'s variants that run here (with `storage`: one per ISA, its first attrs).
+  auto variants_here = [&](const std::string& op, const std::string& storage) {
+    std::vector<std::string> out;
+    std::set<std::string> isas;
+    for (const auto& d : reg->variants(op)) {
+      if (d.target.priority == 0 || !runs_here(d)) continue;  // autoscheduled twins: no recipe
+      if (storage.empty()) {
+        out.push_back(d.variant);
+      } else if (d.variant.find("__" + storage + "__") != std::string::npos &&
+                 isas.insert(d.target.isa).second) {
+        out.push_back(d.variant);
+      }
+    }
+    return out;
+  };
+  // The compile cache the previews go to, and the rule files adam_rule's preview is built from.
+  const std::vector<std::string> cache = {
+      "--cache-dir", test_cache_dir(), "--rules",
+      (fs::path(OPFORGE_SOURCE_DIR) / "generators" / "rules" / "adam_rule.rule").string()};
+  int optimizer_checks = 0;
+  // Adam (plain, fast path), LAMB (a whole-tensor reduction, new values computed first),
+  // momentum, SGD in fp32 and with bf16 master weights, and a rule file's op.
+  const std::vector<std::pair<std::string, std::string>> optimizer = {
+      {"apply_adam", "f32"},
+      {"apply_lamb", "f32"},
+      {"apply_lamb", "bf16m"},
+      {"apply_momentum", "f32"},
+      {"apply_gradient_descent", "bf16m"},
+      {"adam_rule", "f32"}};
+  for (const auto& [op, storage] : optimizer) {
+    const auto ids = variants_here(op, storage);
+    REQUIRE_MESSAGE(!ids.empty(), op << " " << storage);
+    for (const auto& id : ids) {
+      for (const std::string n : {"1", "5", "17", "1000", "65543"}) {
+        CAPTURE(id);
+        CAPTURE(n);
+        const Result r = opforge_reg(concat({"check", op, "--variant", id, "--n", n, "--set",
+                                             "double_buffer=1", "--set", "db_grain=256", "--json"},
+                                            cache));
+        REQUIRE_MESSAGE(r.rc == 0, r.all());
+        const json j = json::parse(r.out);
+        CHECK(j["ok"] == true);
+        CHECK(j["set"] == "db_grain=256 double_buffer=1");
+        for (const auto& [state, e] : j["states"].items()) CHECK(e["exceeding"] == 0);
+        ++optimizer_checks;
+      }
+    }
+  }
+  CHECK(optimizer_checks >= 5 * 6);
+  // The parallel path at every size (serial_below 0), grains of a few vectors.
+  for (const auto& id : variants_here("apply_adam", "f32")) {
+    for (const char* n : {"1", "17", "65543"}) {
+      const Result r = opforge_reg(
+          concat({"check", "apply_adam", "--variant", id, "--n", n, "--set", "double_buffer=1",
+                  "--set", "db_grain=256", "--set", "serial_below=0", "--set", "tasks=3"},
+                 cache));
+      CHECK_MESSAGE(r.rc == 0, r.all());
+    }
+  }
+  // The NN ops that take the knob: the row recipe's (slots of 3 rows: R off the slot size)
+  // and the elementwise recipe's.
+  int nn_checks = 0;
+  for (const std::string op : {"layer_norm", "rms_norm", "softmax", "add_layer_norm",
+                               "add_rms_norm", "gelu", "silu", "silu_mul", "matmul"}) {
+    const bool rows = op.find("norm") != std::string::npos || op == "softmax";
+    // Every variant of the row and elementwise ops (fp32 and bf16 activations); matmul's
+    // first per ISA (its packs do not depend on the transposes).
+    for (const auto& id : variants_here(op, op == "matmul" ? "f32" : "")) {
+      CAPTURE(id);
+      std::vector<std::string> args = {"check",           op,      "--variant", id, "--set",
+                                       "double_buffer=1", "--json"};
+      if (rows) args.insert(args.end(), {"--set", "db_rows=3"});
+      if (op == "gelu" || op == "silu" || op == "silu_mul")
+        args.insert(args.end(), {"--set", "db_grain=256"});
+      const Result r = opforge_reg(concat(args, cache));
+      REQUIRE_MESSAGE(r.rc == 0, r.all());
+      const json j = json::parse(r.out);
+      CHECK(j["ok"] == true);
+      CHECK(j["ran"].get<int>() >= 5);
+      ++nn_checks;
+    }
+  }
+  CHECK(nn_checks >= 9 * 2);
+  // An op whose schedule has no such param says which it has; a bad value names itself.
+  const Result conv = opforge_reg(concat({"check", "conv2d", "--set", "double_buffer=1"}, cache));
+  CHECK(conv.rc != 0);
+  CHECK(contains(conv.err, "has no schedule param 'double_buffer' (its params:"));
+  const Result bad = opforge_reg(concat({"check", "softmax", "--set", "db_rows=0"}, cache));
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.err, "'db_rows' = 0 is outside [1, 4096]"));
+}
+
 TEST_CASE("check draws scalars from their typical values, or at random inside their domains") {
   // With each scalar's typical value (lr_power -0.5 among them), the FTRL family passes; the
   // report lists the values. (With 0.1 for every scalar, a positive lr_power outside TF's

@@ -144,6 +144,47 @@ TEST_CASE("inspect --set name@N: a size bucket is one more case, taken from N up
   CHECK(contains(sparse.err, "apply to dense elementwise ops only"));
 }
 
+TEST_CASE("inspect --set double_buffer=1: the async producers, their folded slots and levels") {
+  const Result r = opforge_reg(with_cache(
+      {"inspect", kAdamAvx2, "--set", "double_buffer=1", "--set", "db_grain=500", "--n", "1e6"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  // Each input tensor staged: computed per block, stored per range, two slots of 504
+  // (500 rounded up to whole 8-lane vectors).
+  for (const char* t : {"var", "m", "v", "grad"}) {
+    CAPTURE(t);
+    CHECK(contains(r.out, std::string("func ") + t +
+                              "_im_in_updated(_0): float32, compute updated.db_block, store "
+                              "updated.db_range, async (producer runs as its own task: double "
+                              "buffering)"));
+  }
+  CHECK(contains(r.out, "storage folded over _0 by 1008"));
+  CHECK(contains(r.out, "parallel   i.db_range"));
+  CHECK(contains(r.out, "double-buffered input tensors (2 slots of 500 elements per range"));
+  // The row recipe of an NN op: x staged per slot of 4 rows, stored per task's block of rows.
+  const Result rows = opforge_reg(with_cache(
+      {"inspect", "softmax", "--isa", "avx2", "--set", "double_buffer=1", "--set", "db_rows=4"}));
+  REQUIRE_MESSAGE(rows.rc == 0, rows.all());
+  CHECK(contains(rows.out, "changed   db_rows=4 double_buffer=1"));
+  CHECK(contains(rows.out, "compute y.rb, store y.ro, async"));
+  CHECK(contains(rows.out, "storage folded over _1 by 8"));
+  CHECK(contains(rows.out, "double-buffered input rows (2 slots of 4 rows, async)"));
+  // diff: the preview against the registered schedule.
+  const Result d = opforge_reg(
+      with_cache({"diff", "softmax__f32__avx2", "--set", "double_buffer=1", "--set", "db_rows=4"}));
+  CHECK_MESSAGE(d.rc == 0, d.all());
+  CHECK(contains(d.out, "double_buffer"));
+  CHECK(contains(d.out, "+"));
+  // NN ops without the knob, or a value out of range, name what is wrong.
+  const Result conv =
+      opforge_reg(with_cache({"inspect", "matmul", "--isa", "avx2", "--set", "db_rows=4"}));
+  CHECK(conv.rc != 0);
+  CHECK(contains(conv.err, "has no schedule param 'db_rows' (its params: double_buffer, kc,"));
+  const Result lanes =
+      opforge_reg(with_cache({"inspect", "softmax", "--isa", "avx2", "--set", "lanes=12"}));
+  CHECK(lanes.rc != 0);
+  CHECK(contains(lanes.err, "'lanes' = 12 is not a multiple of vector = 8"));
+}
+
 TEST_CASE("inspect --set: bad params name themselves") {
   const Result unknown = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "vectr=4"}));
   CHECK(unknown.rc != 0);
