@@ -1,6 +1,5 @@
 #include "dsl/double_buffer.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace opforge::dsl {

@@ -78,12 +78,7 @@ std::map<std::string, int64_t> ElementwiseSchedule::resolve(
   };
   auto checked = [&](const ScheduleParamDecl& d, const std::string& key, int64_t v) {
     if (d.name == "vector" && v == 0) v = target.natural_vector_size(Halide::Float(32));
-    if (v < d.min || v > d.max) {
-      throw std::invalid_argument("schedule param '" + key + "' = " + std::to_string(v) +
-                                  " is outside [" + std::to_string(d.min) + ", " +
-                                  std::to_string(d.max) + "]");
-    }
-    return v;
+    return checked_param(d, key, v);
   };
   for (const auto& [k, v] : given) {
     const auto bucket = split_bucket_key(k);

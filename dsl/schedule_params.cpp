@@ -4,6 +4,15 @@
 
 namespace opforge::dsl {
 
+int64_t checked_param(const ScheduleParamDecl& d, const std::string& key, int64_t value) {
+  if (value < d.min || value > d.max) {
+    throw std::invalid_argument("schedule param '" + key + "' = " + std::to_string(value) +
+                                " is outside [" + std::to_string(d.min) + ", " +
+                                std::to_string(d.max) + "]");
+  }
+  return value;
+}
+
 std::map<std::string, int64_t> resolve_params(const std::vector<ScheduleParamDecl>& decls,
                                               const std::map<std::string, int64_t>& given,
                                               const std::string& recipe,
@@ -22,15 +31,10 @@ std::map<std::string, int64_t> resolve_params(const std::vector<ScheduleParamDec
   for (const auto& d : decls) {
     auto g = given.find(d.name);
     auto f = defaults.find(d.name);
-    const int64_t v = g != given.end()      ? g->second
-                      : f != defaults.end() ? f->second
-                                            : d.default_value;
-    if (v < d.min || v > d.max) {
-      throw std::invalid_argument("schedule param '" + d.name + "' = " + std::to_string(v) +
-                                  " is outside [" + std::to_string(d.min) + ", " +
-                                  std::to_string(d.max) + "] (" + recipe + ")");
-    }
-    out[d.name] = v;
+    out[d.name] = checked_param(d, d.name,
+                                g != given.end()      ? g->second
+                                : f != defaults.end() ? f->second
+                                                      : d.default_value);
   }
   return out;
 }

@@ -17,6 +17,10 @@ struct ScheduleParamDecl {
   std::string description;
 };
 
+// `value` of `d` given as `key` (its name, or a size-bucket key name@N), range-checked: throws
+// std::invalid_argument "schedule param 'key' = value is outside [min, max]".
+int64_t checked_param(const ScheduleParamDecl& d, const std::string& key, int64_t value);
+
 // `given` (possibly partial) over `decls`: every declared param, given or default (`defaults`
 // first replaces declared defaults, e.g. by the target's vector width), range-checked.
 // Throws std::invalid_argument naming `recipe` and the param for an unknown name or a value
