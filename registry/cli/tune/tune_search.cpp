@@ -270,6 +270,8 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   // One set for every size first.
   for (const std::string& param : o.params) {
     if (!best.count(param)) continue;
+    // A slot size changes nothing while double buffering is off (identical kernels).
+    if (param == "db_grain" && !(best.count("double_buffer") && best.at("double_buffer"))) continue;
     for (int64_t value : candidate_values(param, natural)) {
       if (value == best.at(param)) continue;
       std::map<std::string, int64_t> cand = best;

@@ -172,8 +172,11 @@ TEST_CASE("inspect --set double_buffer=1: the async producers, their folded slot
   const Result d = opforge_reg(
       with_cache({"diff", "softmax__f32__avx2", "--set", "double_buffer=1", "--set", "db_rows=4"}));
   CHECK_MESSAGE(d.rc == 0, d.all());
-  CHECK(contains(d.out, "double_buffer"));
-  CHECK(contains(d.out, "+"));
+  CHECK(contains(d.out, "param double_buffer: 0 -> 1"));
+  CHECK(contains(d.out,
+                 "+func x_im_global_wrapper(_0, _1): float32, compute y.rb, store y.ro, "
+                 "async"));
+  CHECK(contains(d.out, "+  fold _1 by 8"));
   // NN ops without the knob, or a value out of range, name what is wrong.
   const Result conv =
       opforge_reg(with_cache({"inspect", "matmul", "--isa", "avx2", "--set", "db_rows=4"}));
