@@ -172,6 +172,7 @@ std::string tuning_json(const Tuning& t) {
         e["buckets"].push_back({{"variant", b.variant},
                                 {"n", b.n},
                                 {"regime", b.regime},
+                                {"threads", b.threads},
                                 {"default_us", b.default_us},
                                 {"tuned_us", b.tuned_us},
                                 {"bandwidth_us", b.bandwidth_us}});
@@ -235,10 +236,18 @@ Tuning parse_tuning(const std::string& text, const std::string& origin) {
       if (!buckets.is_array()) fail(origin, where + ".buckets", "expected an array");
       for (const auto& b : buckets) {
         const std::string bw = where + ".buckets";
-        f.buckets.push_back({str(b, "variant", origin, bw), integer(b, "n", origin, bw),
-                             str(b, "regime", origin, bw), number(b, "default_us", origin, bw),
-                             number(b, "tuned_us", origin, bw),
-                             number(b, "bandwidth_us", origin, bw)});
+        TunedBucket tb;
+        tb.variant = str(b, "variant", origin, bw);
+        tb.n = integer(b, "n", origin, bw);
+        tb.regime = str(b, "regime", origin, bw);
+        // Files written before per-bucket thread counts were timed at the file's count.
+        tb.threads =
+            b.contains("threads") ? static_cast<int>(integer(b, "threads", origin, bw)) : t.threads;
+        if (tb.threads < 1) fail(origin, bw + ".threads", "expected a count >= 1");
+        tb.default_us = number(b, "default_us", origin, bw);
+        tb.tuned_us = number(b, "tuned_us", origin, bw);
+        tb.bandwidth_us = number(b, "bandwidth_us", origin, bw);
+        f.buckets.push_back(tb);
       }
       t.families[family][isa] = std::move(f);
     }

@@ -36,6 +36,7 @@ struct TunedBucket {
   std::string variant;  // the family member timed
   int64_t n = 0;
   std::string regime;  // "awake" or "idle" (opforge bench --regime)
+  int threads = 0;     // the kernels' thread count (files before it: the file's `threads`)
   double default_us = 0, tuned_us = 0, bandwidth_us = 0;
 };
 
@@ -51,7 +52,7 @@ struct TunedFamily {
 struct Tuning {
   Machine machine;
   std::string created;  // UTC, ISO 8601
-  int threads = 0;      // the thread count it was timed at
+  int threads = 0;      // the largest thread count it was timed at (each bucket names its own)
   // family -> ISA -> params
   std::map<std::string, std::map<std::string, TunedFamily>> families;
 

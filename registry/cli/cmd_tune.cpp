@@ -2,6 +2,7 @@
 // vector) per op family and ISA on this machine, timed against the bandwidth kernels in this
 // process (tune/tune_search.h), and writes the tuning file `opforge build` applies
 // (registry/builder/tuning.h): <registry>/tuning/<machine fingerprint>.json.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -74,7 +75,18 @@ TuneOptions tune_options(const Args& a) {
   if (a.has("idle-gap")) {
     o.idle_gap_us = static_cast<double>(a.get_int("idle-gap", 2000, 1, 1000000));
   }
-  o.threads = static_cast<int>(a.get_int("threads", 2, 1, 256));
+  // One thread and every logical CPU (the OpenMP team's default size): the kernels run at
+  // both, and what a param costs differs between them (a divide visible at one thread
+  // hides under the traffic of two). --quick: every CPU only.
+  const int cpus = std::max(1, builder::this_machine().logical_cpus);
+  const std::string all = std::to_string(cpus);
+  o.threads.clear();
+  for (int64_t t :
+       count_list(a.get("threads", quick || cpus == 1 ? all : "1," + all), "--threads")) {
+    if (t > 256) throw UsageError("--threads: at most 256, got " + std::to_string(t));
+    if (!std::count(o.threads.begin(), o.threads.end(), t))
+      o.threads.push_back(static_cast<int>(t));
+  }
   o.point_seconds = quick ? 0.01 : 0.02;
   o.cache_dir = cache_dir(a);
   o.rules = a.all("rules");
@@ -94,10 +106,11 @@ void print_result(const TuneResult& r) {
       changed.empty() ? "the defaults are best" : ("tuned" + changed + ", was" + was).c_str(),
       r.candidates, r.compiled, r.seconds);
   std::printf(
-      "  | variant | N | regime | defaults us | tuned us | bandwidth us | tuned / defaults |\n");
+      "  | variant | N | regime | threads | defaults us | tuned us | bandwidth us | tuned / "
+      "defaults |\n");
   for (const auto& b : r.tuned.buckets) {
-    std::printf("  | %s | %lld | %s | %.2f | %.2f | %.2f | %.3f |\n", b.variant.c_str(),
-                static_cast<long long>(b.n), b.regime.c_str(), b.default_us, b.tuned_us,
+    std::printf("  | %s | %lld | %s | %d | %.2f | %.2f | %.2f | %.3f |\n", b.variant.c_str(),
+                static_cast<long long>(b.n), b.regime.c_str(), b.threads, b.default_us, b.tuned_us,
                 b.bandwidth_us, b.tuned_us / b.default_us);
   }
   std::fflush(stdout);
@@ -134,10 +147,12 @@ int cmd_tune(const Args& a) {
   }
   t.machine = here;
   t.created = utc_now();
-  t.threads = opts.threads;
+  t.threads = *std::max_element(opts.threads.begin(), opts.threads.end());
   if (!a.has("json")) {
-    std::printf("%s\ntuning %zu families x ISAs at %d threads; sizes", host_summary().c_str(),
-                families.size(), opts.threads);
+    std::string counts;
+    for (int n : opts.threads) counts += (counts.empty() ? "" : ",") + std::to_string(n);
+    std::printf("%s\ntuning %zu families x ISAs at %s threads; sizes", host_summary().c_str(),
+                families.size(), counts.c_str());
     for (int64_t n : opts.sizes) std::printf(" %lld", static_cast<long long>(n));
     std::printf("; regimes:");
     for (bool idle : opts.idle_regimes) std::printf(" %s", idle ? "idle" : "awake");
@@ -155,6 +170,7 @@ int cmd_tune(const Args& a) {
         buckets.push_back({{"variant", b.variant},
                            {"n", b.n},
                            {"regime", b.regime},
+                           {"threads", b.threads},
                            {"default_us", b.default_us},
                            {"tuned_us", b.tuned_us},
                            {"bandwidth_us", b.bandwidth_us}});
@@ -212,9 +228,12 @@ Command tune_command() {
         {"regime", "awake|idle|both",
          "time calls back to back, with a sleep before each, or both (default both)"},
         {"idle-gap", "US", "microseconds of sleep before each idle call (default 2000)"},
-        {"threads", "N", "threads the kernels run with (default 2)"},
+        {"threads", "N[,N...]",
+         "thread counts the kernels are timed at, every point at each (default 1 and the "
+         "logical CPUs)"},
         {"quick", "",
-         "a short search: sizes 1e4,1e6, awake, params serial_below,tasks (seconds per family)"},
+         "a short search: sizes 1e4,1e6, awake, the logical CPUs' thread count, params "
+         "serial_below,tasks (seconds per family)"},
         {"out", "FILE", "the tuning file (default: <registry>/tuning/<machine fingerprint>.json)"},
         {"dry-run", "", "list the families and the file, time nothing"},
         json_option()}},

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -21,22 +23,36 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A candidate is kept when its geometric mean over every (size, regime) is at least 3% below
-// the current best's and no point is more than 10% above it, in two rounds (the second on
-// swapped buffers, time_all): the host is shared, and one round's noise (5-10% at small
-// sizes) must not pick a param.
+// A candidate is kept when its geometric mean over every (size, regime, threads) is at least
+// 3% below the current best's and no point is more than 10% above it, in two rounds (the
+// second on swapped buffers, time_all): the host is shared, and one round's noise (5-10% at
+// small sizes) must not pick a param.
 constexpr double kKeepBelow = 0.97, kConfirmBelow = 0.99, kWorstPoint = 1.10;
 // The size a family's members are compared at to choose the one it is tuned on: L2-resident
 // on both hosts measured, so the ratio to the bandwidth kernel is the member's compute.
 constexpr int64_t kPickSize = 100000;
+// Rounds of the final evidence (defaults against the result), buffers swapped every other
+// round; each column is the median over the rounds.
+constexpr int kEvidenceRounds = 3;
 
 struct Contender {
   Kernel* kernel;
   Workload* work;
 };
 
-// Medians of interleaved calls (the order rotates every rep) at one size and regime.
-std::vector<double> time_point(const std::vector<Contender>& cs, bool idle, const TuneOptions& o) {
+// One point's timing: each contender's median (seconds) and, for the second against the
+// first, the median over reps of the ratio of their calls in the same rep.
+struct PointTimes {
+  std::vector<double> median_us;
+  double paired = 1;
+};
+
+// Interleaved calls at one size and regime, in a fresh random order every rep (seeded:
+// reproducible): a fixed rotation let a neighbour that wakes every third call hit one
+// contender every time (a tune run once recorded 49x and 0.21x at one idle point). The
+// paired ratio compares calls made moments apart, so load that comes and goes between
+// reps cancels out of it.
+PointTimes time_point(const std::vector<Contender>& cs, bool idle, const TuneOptions& o) {
   set_regime(Regime{idle, o.idle_gap_us});
   double once = 1e-7;
   for (const auto& c : cs) time_call(*c.kernel, *c.work);  // warm: pages, the pool
@@ -44,15 +60,21 @@ std::vector<double> time_point(const std::vector<Contender>& cs, bool idle, cons
   const int64_t reps =
       std::clamp<int64_t>(static_cast<int64_t>(o.point_seconds / once), 5, idle ? 25 : 401);
   std::vector<std::vector<double>> t(cs.size());
+  std::vector<size_t> order(cs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(12345);
   for (int64_t r = 0; r < reps; ++r) {
-    for (size_t j = 0; j < cs.size(); ++j) {
-      const size_t k = (static_cast<size_t>(r) + j) % cs.size();
-      t[k].push_back(time_call(*cs[k].kernel, *cs[k].work));
-    }
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t k : order) t[k].push_back(time_call(*cs[k].kernel, *cs[k].work));
   }
-  std::vector<double> m;
-  for (auto& v : t) m.push_back(median(v) * 1e6);
-  return m;
+  PointTimes p;
+  for (auto& v : t) p.median_us.push_back(median(v) * 1e6);
+  if (cs.size() > 1) {
+    std::vector<double> ratio;
+    for (size_t r = 0; r < t[0].size(); ++r) ratio.push_back(t[1][r] / t[0][r]);
+    p.paired = median(ratio);
+  }
+  return p;
 }
 
 // One family member the search times: its workloads at each size (two for the op, so the best
@@ -72,29 +94,39 @@ struct Subject {
 struct Point {
   int64_t n;
   bool idle;
+  int threads;
 };
 
+// Every size, regime and thread count; one thread is timed in the first regime only: its
+// parallel loops run on the calling thread, so there is no pool to wake, and the idle points
+// would only add time to the search.
 std::vector<Point> points(const TuneOptions& o) {
   std::vector<Point> p;
   for (int64_t n : o.sizes) {
-    for (bool idle : o.idle_regimes) p.push_back({n, idle});
+    for (bool idle : o.idle_regimes) {
+      for (int threads : o.threads) {
+        if (threads > 1 || idle == o.idle_regimes.front()) p.push_back({n, idle, threads});
+      }
+    }
   }
   return p;
 }
 
-// Per subject and point: {first us, second us, bandwidth us}. `swap`: the two kernels on each
-// other's buffers. Buffers matter at DRAM sizes: at 1e7 on AVX2, whichever kernel ran on the
-// candidate's buffers measured 3-4% faster, so every candidate "won" there in turn; a
-// candidate is confirmed on swapped buffers, and the evidence is the mean of both placements.
-std::vector<std::vector<double>> time_all(std::vector<Subject>& subjects, Kernel* Subject::*first,
-                                          Kernel* Subject::*second, const TuneOptions& o,
-                                          const std::vector<Point>& at, bool swap = false) {
-  std::vector<std::vector<double>> out;
+// Per subject and point: the first's, the second's and the bandwidth kernel's times and the
+// paired ratio. `swap`: the two kernels on each other's buffers. Buffers matter at DRAM
+// sizes: at 1e7 on AVX2, whichever kernel ran on the candidate's buffers measured 3-4%
+// faster, so every candidate "won" there in turn; a candidate is confirmed on swapped buffers.
+std::vector<PointTimes> time_all(Registry& reg, std::vector<Subject>& subjects,
+                                 Kernel* Subject::*first, Kernel* Subject::*second,
+                                 const TuneOptions& o, const std::vector<Point>& at,
+                                 bool swap = false) {
+  std::vector<PointTimes> out;
   for (Subject& s : subjects) {
     for (const Point& p : at) {
       Subject::Sized& w = s.work.at(p.n);
       Workload* a = swap ? w.candidate.get() : w.best.get();
       Workload* b = swap ? w.best.get() : w.candidate.get();
+      reg.set_num_threads(p.threads);
       out.push_back(
           time_point({{s.*first, a}, {s.*second, b}, {s.bandwidth, w.bandwidth.get()}}, p.idle, o));
     }
@@ -102,13 +134,12 @@ std::vector<std::vector<double>> time_all(std::vector<Subject>& subjects, Kernel
   return out;
 }
 
-// Geometric mean and worst of second / first over the points.
-std::pair<double, double> score(const std::vector<std::vector<double>>& t) {
+// Geometric mean and worst of the paired second / first ratios over the points.
+std::pair<double, double> score(const std::vector<PointTimes>& t) {
   double log_sum = 0, worst = 0;
   for (const auto& m : t) {
-    const double r = m[1] / m[0];
-    log_sum += std::log(r);
-    worst = std::max(worst, r);
+    log_sum += std::log(m.paired);
+    worst = std::max(worst, m.paired);
   }
   return {std::exp(log_sum / static_cast<double>(t.size())), worst};
 }
@@ -119,6 +150,22 @@ int natural_vector(const registry::Descriptor& d) {
 
 bool blockwise(const registry::Descriptor& d) {
   return storage_tag(d).find("q8") != std::string::npos;
+}
+
+// The registered variant's schedule params that `searched` does not name (nor a size bucket
+// of one), where they differ from the recipe's defaults for its target.
+std::map<std::string, int64_t> unsearched_params(const registry::Descriptor& d,
+                                                 const std::vector<std::string>& searched) {
+  const std::map<std::string, int64_t> defaults =
+      dsl::ElementwiseSchedule::resolve({}, Halide::Target(d.target.halide_target));
+  std::map<std::string, int64_t> out;
+  for (const auto& [key, text] : d.schedule.params) {
+    const std::string name = key.substr(0, key.find('@'));
+    if (std::count(searched.begin(), searched.end(), name) || !defaults.count(name)) continue;
+    const int64_t v = std::stoll(text);
+    if (key != name || v != defaults.at(name)) out[key] = v;
+  }
+  return out;
 }
 
 }  // namespace
@@ -184,7 +231,8 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   const auto t0 = Clock::now();
   TuneResult r;
   r.family = f;
-  reg.set_num_threads(o.threads);
+  const int most_threads = *std::max_element(o.threads.begin(), o.threads.end());
+  reg.set_num_threads(most_threads);
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
@@ -201,7 +249,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     Workload wo(d, kPickSize, {}), wb(bw->descriptor(), kPickSize, {});
     TuneOptions quick = o;
     quick.point_seconds = o.point_seconds / 2;
-    const std::vector<double> m = time_point({{&k, &wo}, {bw, &wb}}, false, quick);
+    const std::vector<double> m = time_point({{&k, &wo}, {bw, &wb}}, false, quick).median_us;
     ranked.emplace_back(m[0] / m[1], d);
   }
   if (ranked.empty())
@@ -225,6 +273,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     best[p.name] = p.name == "vector" && p.default_value == 0 ? natural : p.default_value;
   }
   r.defaults = best;
+  // The params not searched keep the registered variant's values (a tuning applied by the last
+  // build included): the previews start from them, and the file must say what was measured.
+  // Without this, `tune --params tasks` after a full run dropped the family's divide=1.
+  const std::map<std::string, int64_t> kept = unsearched_params(heaviest, o.params);
   auto load = [&](const Subject& s, const std::map<std::string, int64_t>& set) {
     const LoadedPreview p = load_preview(reg, s.d, set, o.cache_dir, o.rules);
     r.compiled += !p.hit;
@@ -248,7 +300,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
                      const std::vector<Point>& at) {
     for (Subject& s : subjects) s.candidate = load(s, cand);
     ++r.candidates;
-    auto [mean, worst] = score(time_all(subjects, &Subject::best, &Subject::candidate, o, at));
+    auto [mean, worst] = score(time_all(reg, subjects, &Subject::best, &Subject::candidate, o, at));
     bool keep = mean < kKeepBelow && worst < kWorstPoint;
     char line[256];
     std::snprintf(line, sizeof line, "  %s: %.3fx of the best so far (worst point %.3fx)",
@@ -256,7 +308,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     std::string text = line;
     if (keep) {  // a second round must agree
       auto [mean2, worst2] =
-          score(time_all(subjects, &Subject::best, &Subject::candidate, o, at, /*swap=*/true));
+          score(time_all(reg, subjects, &Subject::best, &Subject::candidate, o, at, /*swap=*/true));
       keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
       std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
       text += line;
@@ -295,7 +347,9 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
       const auto bound = static_cast<int64_t>(
           std::llround(std::sqrt(static_cast<double>(sizes[k - 1]) * static_cast<double>(n))));
       std::vector<Point> at;
-      for (bool idle : o.idle_regimes) at.push_back({n, idle});
+      for (const Point& p : points(o)) {
+        if (p.n == n) at.push_back(p);
+      }
       for (const std::string& param : o.params) {
         if (!best.count(param) || !dsl::ElementwiseSchedule::bucketable(param)) continue;
         for (int64_t value : candidate_values(param, natural)) {
@@ -309,22 +363,28 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     }
   }
 
-  // The evidence: defaults against the result at every point, two more rounds (the buffers
-  // swapped in the second), averaged.
-  std::vector<std::vector<double>> t =
-      time_all(subjects, &Subject::defaults, &Subject::best, o, points(o));
-  const std::vector<std::vector<double>> t2 =
-      time_all(subjects, &Subject::defaults, &Subject::best, o, points(o), /*swap=*/true);
-  for (size_t k = 0; k < t.size(); ++k) {
-    for (size_t c = 0; c < t[k].size(); ++c) t[k][c] = (t[k][c] + t2[k][c]) / 2;
+  // The evidence: defaults against the result at every point, kEvidenceRounds more rounds
+  // (buffers swapped every other round), each column's median over the rounds: one round
+  // that a neighbour hit does not make the record.
+  std::vector<std::vector<PointTimes>> rounds;
+  for (int k = 0; k < kEvidenceRounds; ++k) {
+    rounds.push_back(
+        time_all(reg, subjects, &Subject::defaults, &Subject::best, o, points(o), k % 2 == 1));
   }
+  auto median_of = [&](size_t point, size_t column) {
+    std::vector<double> v;
+    for (const auto& round : rounds) v.push_back(round[point].median_us[column]);
+    return median(v);
+  };
   size_t i = 0;
   for (const Subject& s : subjects) {
     for (const Point& p : points(o)) {
-      const auto& m = t[i++];
-      r.tuned.buckets.push_back({s.d.variant, p.n, p.idle ? "idle" : "awake", m[0], m[1], m[2]});
+      r.tuned.buckets.push_back({s.d.variant, p.n, p.idle ? "idle" : "awake", p.threads,
+                                 median_of(i, 0), median_of(i, 1), median_of(i, 2)});
+      ++i;
     }
   }
+  r.tuned.params = kept;
   for (const auto& [k, v] : best) {
     if (!r.defaults.count(k) || v != r.defaults.at(k)) r.tuned.params[k] = v;
   }

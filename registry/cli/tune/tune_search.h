@@ -25,8 +25,8 @@ struct TuneOptions {
   bool size_buckets = true;         // then per size: params that only that size range wants
   std::vector<bool> idle_regimes;   // false: awake (back to back), true: idle (a sleep first)
   double idle_gap_us = 2000;
-  int threads = 2;
-  double point_seconds = 0.02;  // time per contender per (size, regime), about
+  std::vector<int> threads = {2};  // thread counts the kernels are timed at
+  double point_seconds = 0.02;     // time per contender per (size, regime), about
   std::string cache_dir;
   std::vector<std::string> rules;
   std::function<void(const std::string&)> progress;  // one line at a time

@@ -35,7 +35,8 @@ Tuning sample_tuning() {
   TunedFamily f;
   f.params = {{"tasks", 2}, {"serial_below", 65536}, {"tasks@316228", 4}};
   f.measured_variants = {"apply_ftrl__multiply_linear_by_lr_1__f32__avx2"};
-  f.buckets = {{"apply_ftrl__multiply_linear_by_lr_1__f32__avx2", 10000, "idle", 12.5, 10.0, 3.0}};
+  f.buckets = {
+      {"apply_ftrl__multiply_linear_by_lr_1__f32__avx2", 10000, "idle", 1, 12.5, 10.0, 3.0}};
   t.families["s3_g1"]["avx2"] = f;
   return t;
 }
@@ -82,8 +83,12 @@ TEST_CASE("tuning file: round trip, and each malformed part named") {
   REQUIRE(f->buckets.size() == 1);
   CHECK(f->buckets[0].variant == "apply_ftrl__multiply_linear_by_lr_1__f32__avx2");
   CHECK(f->buckets[0].regime == "idle");
+  CHECK(f->buckets[0].threads == 1);
   CHECK(f->buckets[0].tuned_us == 10.0);
   CHECK(back.find("s3_g1", "avx512") == nullptr);
+  // Files written before buckets named their thread count: the file's count.
+  const Tuning old = parse_tuning(edited("\"threads\": 1,", ""), "t.json");
+  CHECK(old.find("s3_g1", "avx2")->buckets.at(0).threads == 2);
   CHECK(back.find("s2_g1", "avx2") == nullptr);
 
   auto fails = [](const std::string& text, const std::string& what) {
@@ -106,6 +111,8 @@ TEST_CASE("tuning file: round trip, and each malformed part named") {
   fails(edited("\"tasks@316228\": 4", "\"tasks@3e5\": 4"),
         "families.s3_g1.avx2.params.tasks@3e5: schedule param 'tasks@3e5': the bucket's N");
   fails(edited("\"regime\": \"idle\",", ""), "families.s3_g1.avx2.buckets: missing field 'regime'");
+  fails(edited("\"threads\": 1,", "\"threads\": 0,"),
+        "families.s3_g1.avx2.buckets.threads: expected a count >= 1");
 }
 
 TEST_CASE("tuning file: another machine's is refused naming both, a missing one is none") {

@@ -15,11 +15,12 @@ namespace {
 
 const std::map<std::string, std::string> kNoPrune = {{"OPFORGE_CACHE_MAXSIZE", "0"}};
 
+// One thread count unless asked: the default times every point at 1 and at every CPU.
 Result tune(const std::string& out, std::vector<std::string> extra = {},
-            const std::string& sizes = "1e4") {
+            const std::string& sizes = "1e4", const std::string& threads = "2") {
   return opforge_reg(concat({"tune", "--ops", "apply_gradient_descent", "--isa", "avx2", "--sizes",
-                             sizes, "--regime", "awake", "--params", "tasks", "--out", out,
-                             "--cache-dir", test_cache_dir()},
+                             sizes, "--regime", "awake", "--params", "tasks", "--threads", threads,
+                             "--out", out, "--cache-dir", test_cache_dir()},
                             extra),
                      kNoPrune);
 }
@@ -55,7 +56,7 @@ void build_adam_with(const std::string& file, const nlohmann::json& params,
 TEST_CASE("tune: this machine's file, applied by build, named by describe and inspect") {
   TempDir dir;
   const std::string file = dir / "tuning.json";
-  const Result t = tune(file, {"--json"});
+  const Result t = tune(file, {"--json"}, "1e4", "1,2");
   REQUIRE_MESSAGE(t.rc == 0, t.all());
   const nlohmann::json j = parse_json(t);
   CHECK(j["tuning_file"] == file);
@@ -73,8 +74,10 @@ TEST_CASE("tune: this machine's file, applied by build, named by describe and in
   CHECK(f["defaults"]["tasks"] == 8);
   REQUIRE(f["measured_variants"].size() >= 1);
   std::set<std::string> timed;
+  std::set<std::pair<std::string, int>> at_threads;
   for (const auto& b : f["buckets"]) {
     timed.insert(b["variant"].get<std::string>());
+    at_threads.insert({b["variant"].get<std::string>(), b["threads"].get<int>()});
     CHECK(b["n"] == 10000);
     CHECK(b["regime"] == "awake");
     CHECK(b["default_us"].get<double>() > 0);
@@ -86,11 +89,17 @@ TEST_CASE("tune: this machine's file, applied by build, named by describe and in
     // --ops: timed on the named op's variants, not the family's other members.
     CHECK(v.get<std::string>().rfind("apply_gradient_descent__", 0) == 0);
     CHECK(timed.count(v.get<std::string>()));
+    // --threads 1,2: every member timed at both counts.
+    CHECK(at_threads.count({v.get<std::string>(), 1}));
+    CHECK(at_threads.count({v.get<std::string>(), 2}));
   }
+  CHECK(at_threads.size() == 2 * timed.size());
   const nlohmann::json written = nlohmann::json::parse(slurp(file));
   const std::string machine = written["fingerprint"];
   CHECK(j["machine"] == machine);
   CHECK(written["format"] == "opforge-tuning/1");
+  CHECK(written["threads"] == 2);  // the largest count
+  CHECK(written["families"]["s1_g1"]["avx2"]["buckets"][0].contains("threads"));
   CHECK(written["families"]["s1_g1"].contains("avx2"));
 
   // build --tuning FILE: the avx2 variants of the family carry it, the avx512 ones do not.
@@ -149,6 +158,19 @@ TEST_CASE("tuning divide=1: Adam's kernel divides, and still matches its fp64 go
       opforge({"check", "apply_adam", "--registry", reg, "--isa", "avx2", "--n", "1001"});
   CHECK_MESSAGE(c.rc == 0, c.all());
   CHECK(contains(opforge({"describe", "apply_adam", "--registry", reg}).out, "exact divides"));
+
+  // A later search of another param keeps what the registry was built with: the previews were
+  // timed with divide=1, and the file says so (it once fell back to the defaults). `vector`:
+  // one candidate per family, the fewest previews to compile.
+  const std::string again = dir / "again.json";
+  const Result t2 = opforge({"tune", "--registry", reg, "--ops", "apply_adam", "--isa", "avx2",
+                             "--sizes", "1e4", "--regime", "awake", "--threads", "2", "--params",
+                             "vector", "--out", again, "--cache-dir", test_cache_dir()},
+                            kNoPrune);
+  REQUIRE_MESSAGE(t2.rc == 0, t2.all());
+  const nlohmann::json j2 = nlohmann::json::parse(slurp(again));
+  CHECK(j2["families"]["s3_g1"]["avx2"]["params"]["divide"] == 1);
+  CHECK_FALSE(j2["families"]["s3_g1_narrow"]["avx2"]["params"].contains("divide"));
 }
 
 TEST_CASE("size buckets: searched per size, built from a file, each range matches the golden") {
@@ -201,6 +223,8 @@ TEST_CASE("tune: bad options are named before any timing, no file written") {
       {{"--ops", "matmul"}, "'matmul' is not a dense optimizer op"},
       {{"--regime", "sometimes"}, "--regime: awake, idle or both"},
       {{"--sizes", "0"}, "--sizes: expected positive counts"},
+      {{"--threads", "0"}, "--threads: expected positive counts"},
+      {{"--threads", "1,300"}, "--threads: at most 256, got 300"},
   };
   for (const auto& [extra, what] : cases) {
     CAPTURE(what);
