@@ -110,11 +110,17 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
     // The twin may be far slower (fixed tiles at small N): about 0.3 s of it, at least 5.
     const int64_t pairs =
         a.has("reps") ? reps : std::clamp<int64_t>(int64_t(0.3 / twin_once), 5, reps);
+    // Which goes first alternates, so neither gains from the other's cache or clock state.
     for (int64_t i = 0; i < pairs; ++i) {
-      time_call(op, wo);
-      t_hand.push_back(time_call(op, wo));
-      time_call(*twin, *wt);
-      t_twin.push_back(time_call(*twin, *wt));
+      for (int k = 0; k < 2; ++k) {
+        if ((k == 0) == (i % 2 == 0)) {
+          time_call(op, wo);
+          t_hand.push_back(time_call(op, wo));
+        } else {
+          time_call(*twin, *wt);
+          t_twin.push_back(time_call(*twin, *wt));
+        }
+      }
     }
   }
   const double m_op = median(t_op), m_bw = median(t_bw), m_bw1 = median(t_bw1);
@@ -148,7 +154,24 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
                       {"bw_1thread_us", m_bw1 * 1e6},
                       {"pct_of_bw", 100.0 * (bytes / m_op) / (bw_bytes / m_bw)},
                       {"ratio_to_best_bw", m_op / std::min(m_bw, m_bw1)}};
-  if (twin) j["side_by_side"] = side_by_side;  // hand and autoscheduled, same run
+  if (twin) {
+    j["side_by_side"] = side_by_side;  // hand and autoscheduled (or preview and registered)
+    // Per pair, the first's time over the second's: calls moments apart, so load that comes
+    // and goes between pairs cancels. The quartiles are how much single calls vary in this
+    // run; the median's own uncertainty is the box-plot notch, +-1.58 (q3 - q1) / sqrt(pairs)
+    // (about 95%, McGill, Tukey and Larsen 1978): a median whose notch holds 1.0 is parity.
+    std::vector<double> ratio;
+    for (size_t i = 0; i < t_hand.size(); ++i) ratio.push_back(t_hand[i] / t_twin[i]);
+    const Quartiles q = quartiles(ratio);
+    const double notch = 1.58 * (q.q3 - q.q1) / std::sqrt(static_cast<double>(ratio.size()));
+    j["paired"] = {{"of", side_by_side[0]["label"]},
+                   {"to", side_by_side[1]["label"]},
+                   {"median", q.median},
+                   {"notch", notch},
+                   {"q1", q.q1},
+                   {"q3", q.q3},
+                   {"pairs", ratio.size()}};
+  }
   return j;
 }
 
@@ -323,6 +346,13 @@ void print_one(const nlohmann::json& j) {
                   v["op_gbps"].get<double>(), v["pct_of_bw"].get<double>(),
                   v["variant"].get<std::string>().c_str());
     }
+    const nlohmann::json& p = j["paired"];
+    std::printf(
+        "    %s / %s per pair: %.3fx median, +-%.3f (95%% notch; quartiles %.3f-%.3f, %lld "
+        "pairs)\n",
+        p["of"].get<std::string>().c_str(), p["to"].get<std::string>().c_str(),
+        p["median"].get<double>(), p["notch"].get<double>(), p["q1"].get<double>(),
+        p["q3"].get<double>(), p["pairs"].get<long long>());
   }
   std::printf("  op / faster bandwidth kernel = %.2fx   (%.0f B moved per element)\n",
               j["ratio_to_best_bw"].get<double>(),

@@ -176,6 +176,12 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+Quartiles quartiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return {v[n / 4], v[n / 2], v[std::min(n - 1, (3 * n) / 4)]};
+}
+
 double bytes_per_element(const registry::Descriptor& d) {
   return static_cast<double>(d.traffic.bytes_read_per_element) +
          static_cast<double>(d.traffic.bytes_written_per_element);

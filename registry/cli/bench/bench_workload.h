@@ -79,6 +79,11 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
                    const registry::Descriptor& op, ArgViews& out);
 
 double median(std::vector<double> v);
+// The lower quartile, median and upper quartile of a non-empty sample (nearest rank).
+struct Quartiles {
+  double q1, median, q3;
+};
+Quartiles quartiles(std::vector<double> v);
 
 // A comma-separated list of positive counts, each an integer ("1048576", "1e6") or a power of
 // two ("2^20"), for option `option` (UsageError naming it and the item otherwise).

@@ -40,7 +40,7 @@ struct Contender {
   Workload* work;
 };
 
-// One point's timing: each contender's median (seconds) and, for the second against the
+// One point's timing: each contender's median (µs) and, for the second against the
 // first, the median over reps of the ratio of their calls in the same rep.
 struct PointTimes {
   std::vector<double> median_us;

@@ -5,6 +5,7 @@
 // CI-sized: one family, one ISA, one size, one param.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -248,6 +249,23 @@ TEST_CASE("bench --set: the preview and the registered variant side by side; bad
   CHECK(j["side_by_side"][0]["label"] == "preview");
   CHECK(j["side_by_side"][1]["label"] == "registered");
   CHECK(j["side_by_side"][0]["variant"] == j["side_by_side"][1]["variant"]);
+  // The per-pair ratio, preview over registered, with its quartiles.
+  const nlohmann::json& p = j["paired"];
+  CHECK(p["of"] == "preview");
+  CHECK(p["to"] == "registered");
+  CHECK(p["pairs"].get<int>() == 5);
+  CHECK(p["q1"].get<double>() > 0);
+  CHECK(p["q1"].get<double>() <= p["median"].get<double>());
+  CHECK(p["median"].get<double>() <= p["q3"].get<double>());
+  // The notch: 1.58 IQR / sqrt(pairs).
+  CHECK(p["notch"].get<double>() ==
+        doctest::Approx(1.58 * (p["q3"].get<double>() - p["q1"].get<double>()) / std::sqrt(5.0)));
+  const Result text = opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--reps", "5",
+                                   "--set", "tasks=2", "--cache-dir", test_cache_dir()},
+                                  kNoPrune);
+  REQUIRE_MESSAGE(text.rc == 0, text.all());
+  CHECK(contains(text.out, "preview / registered per pair: "));
+  CHECK(contains(text.out, "5 pairs)"));
   for (const auto& [set, what] : std::vector<std::pair<std::string, std::string>>{
            {"tasks=0", "'tasks' = 0 is outside"}, {"tiles=2", "unknown schedule param"}}) {
     const Result bad = opforge_reg({"bench", "apply_gradient_descent", "--n", "1000", "--set", set,
