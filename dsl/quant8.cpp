@@ -69,8 +69,9 @@ Expr encode_dynamic(bool is_signed, const Expr& y) {
   // 10^(d-6) * [0.1, 1] cut into `per` equal bins.
   const Expr scale = Halide::cast(t, pow10_exact(6 - d));
   const Expr per = Halide::cast<int>(1) << (is_signed ? d : d + 1);
-  Expr j = Halide::cast<int>(
-      Halide::floor((a * scale - lit(t, 0.1)) * Halide::cast(t, per) / lit(t, 0.9)));
+  // Truncation, not floor: the two differ only below 0, which the clamp takes to 0 either
+  // way; a float -> int conversion is one instruction where floor is a round per 8 lanes.
+  Expr j = Halide::cast<int>((a * scale - lit(t, 0.1)) * Halide::cast(t, per) / lit(t, 0.9));
   j = Halide::clamp(j, 0, per - 1);
   // Index among the positive values: decade d starts at per - 1 (signed) or per - 2.
   const Expr k = per + j - (is_signed ? 1 : 2);
@@ -125,10 +126,10 @@ namespace {
 
 // The dynamic map's value of code c, computed rather than looked up: a 256-entry table lookup
 // is a gather, which LLVM emits as 16 scalar loads per vector on these targets (8-bit Adam at
-// 1e7, AVX-512: 14 ms with the lookups, 9.5 ms computed, 2 threads). Value k of a decade i with p values
-// (p = 2^i signed, 2^(i+1) unsigned; k = p + j) is 10^(i-6) * (0.1 + 0.9 (j + 0.5) / p)
-// = (18k - 16p + 9) / (2p * 10^(7-i)): numerator and denominator are exact fp32 integers, so
-// the one division gives the table's fp32 value (tests/dsl/test_quant8.cpp checks all codes).
+// 1e7, AVX-512: 14 ms with the lookups, 9.5 ms computed, 2 threads). Value k of a decade i with p
+// values (p = 2^i signed, 2^(i+1) unsigned; k = p + j) is 10^(i-6) * (0.1 + 0.9 (j + 0.5) / p) =
+// (18k - 16p + 9) / (2p * 10^(7-i)): numerator and denominator are exact fp32 integers, so the one
+// division gives the table's fp32 value (tests/dsl/test_quant8.cpp checks all codes).
 Expr decode_dynamic(bool is_signed, const Expr& code) {
   const Expr c = Halide::cast<int>(code);
   Expr k, zero, one, negative;
