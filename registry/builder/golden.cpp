@@ -148,21 +148,40 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
   const dsl::Definition def = dsl::define_optimizer(op, in, out, {});
   // Outputs are fresh copies of the states (the sparse form only rewrites indexed rows).
   const std::vector<std::string> states = dsl::output_order(op);  // the Tuple's order
-  std::vector<Halide::Buffer<>> outs;
-  for (const auto& s : states) outs.push_back(buffers.at(s).copy());
-  const std::vector<std::string>& result_names = op.results;
-  for (const auto& r : result_names) outs.push_back(buffers.at(r).copy());
   std::vector<Halide::Func> funcs;
   if (!states.empty()) funcs.push_back(out);
   funcs.insert(funcs.end(), def.results.begin(), def.results.end());
-  Halide::Pipeline(funcs).realize(Halide::Realization(outs),
-                                  Halide::get_jit_target_from_environment());
+  std::vector<Halide::Type> types;  // per output, in the order below
+  for (const Halide::Func& f : funcs) {
+    for (const Halide::Type& t : f.output_types()) types.push_back(t);
+  }
+  std::vector<Halide::Buffer<>> outs;
+  const std::vector<std::string>& result_names = op.results;
   std::vector<std::string> names = states;
   names.insert(names.end(), result_names.begin(), result_names.end());
   for (size_t k = 0; k < names.size(); ++k) {
+    const Halide::Buffer<>& in_buf = buffers.at(names[k]);
+    if (in_buf.type() == types.at(k)) {
+      outs.push_back(in_buf.copy());
+      continue;
+    }
+    // fp32: a narrow output (a bf16 model copy) is stored as its dtype; widened below.
+    std::vector<int> shape;
+    for (int dim = 0; dim < in_buf.dimensions(); ++dim) shape.push_back(in_buf.dim(dim).extent());
+    outs.emplace_back(types.at(k), shape);
+  }
+  Halide::Pipeline(funcs).realize(Halide::Realization(outs),
+                                  Halide::get_jit_target_from_environment());
+  for (size_t k = 0; k < names.size(); ++k) {
     std::vector<double>& dst = d.tensors.at(names[k]);
     const int64_t n = outs[k].number_of_elements();
-    if (fp32) {
+    if (outs[k].type() == Halide::BFloat(16)) {
+      const Halide::bfloat16_t* src = Halide::Buffer<Halide::bfloat16_t>(outs[k]).data();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+    } else if (outs[k].type() == Halide::Float(16)) {
+      const Halide::float16_t* src = Halide::Buffer<Halide::float16_t>(outs[k]).data();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+    } else if (fp32) {
       const float* src = Halide::Buffer<float>(outs[k]).data();
       std::copy(src, src + n, dst.begin());
     } else {

@@ -245,9 +245,10 @@ nlohmann::json judge(const std::vector<const dsl::OptimizerDecl*>& decls,
     builder::GoldenData fp32 = c.golden;  // the inputs, before the fp64 run updates them
     builder::run_golden(resolved, c.golden);
     if (goldens) (*goldens)[golden_key] = c.golden.tensors;
-    // fp32 storage only: a narrow state's tolerance already adds half its dtype's ulp, far
-    // above any fp32 conditioning term (and the fp32 evaluation would round it to bf16).
-    if (d.tolerance.conditioning > 0 && storage_tag(d) == "f32") {
+    // fp32 storage, and 8-bit states (their fp32 parameter; the states are judged per block):
+    // a narrow state's tolerance already adds half its dtype's ulp, far above any fp32
+    // conditioning term.
+    if (d.tolerance.conditioning > 0 && (storage_tag(d) == "f32" || decl.storage().quant)) {
       builder::run_golden(resolved, fp32, /*fp32=*/true);
       c.fp32_golden = fp32.tensors;
       if (goldens) (*goldens)[golden_key + "#fp32"] = fp32.tensors;

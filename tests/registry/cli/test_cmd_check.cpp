@@ -37,6 +37,17 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
       opforge_reg({"check", "apply_centered_rms_prop", "--scalar", "epsilon=1e-10", "--json"});
   CHECK_MESSAGE(cond.rc == 0, cond.all());
   if (cond.rc == 0) CHECK(json::parse(cond.out)["conditioning"] == 8);
+  // 8-bit states: the fp32 parameter gets the same allowance. With random codes some second
+  // moments decode near zero, the step is several times var, and the fp32 bias correction
+  // 1 - beta2^t at t = 10 left var 1.8e-5 off in 2 of these 65536 elements (failed before
+  // the allowance; the states themselves are judged per block).
+  const Result q8 = opforge_reg(
+      {"check", "apply_adamw", "--variant",
+       "apply_adamw__amsgrad_0__maximize_0__convention_torch__epsilon_mode_torch__unscale_1__"
+       "skip_if_nonfinite_1__bf16mq8s__avx2",
+       "--n", "65536", "--json"});
+  CHECK_MESSAGE(q8.rc == 0, q8.all());
+  if (q8.rc == 0) CHECK(json::parse(q8.out)["conditioning"] == 8);
   const Result unknown = opforge_reg({"check", "apply_adma"});
   CHECK(unknown.rc == 2);
   CHECK(contains(unknown.err, "did you mean 'apply_adam'"));
