@@ -165,7 +165,8 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
       outs.push_back(in_buf.copy());
       continue;
     }
-    // fp32: a narrow output (a bf16 model copy) is stored as its dtype; widened below.
+    // fp32: a narrow output (an 8-bit-state op's bf16 model copy; dense, so every element is
+    // written) is realized in its own type and widened below.
     std::vector<int> shape;
     for (int dim = 0; dim < in_buf.dimensions(); ++dim) shape.push_back(in_buf.dim(dim).extent());
     outs.emplace_back(types.at(k), shape);

@@ -111,15 +111,13 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
     const int64_t pairs =
         a.has("reps") ? reps : std::clamp<int64_t>(int64_t(0.3 / twin_once), 5, reps);
     // Which goes first alternates, so neither gains from the other's cache or clock state.
+    auto hand = [&] { time_call(op, wo), t_hand.push_back(time_call(op, wo)); };
+    auto other = [&] { time_call(*twin, *wt), t_twin.push_back(time_call(*twin, *wt)); };
     for (int64_t i = 0; i < pairs; ++i) {
-      for (int k = 0; k < 2; ++k) {
-        if ((k == 0) == (i % 2 == 0)) {
-          time_call(op, wo);
-          t_hand.push_back(time_call(op, wo));
-        } else {
-          time_call(*twin, *wt);
-          t_twin.push_back(time_call(*twin, *wt));
-        }
+      if (i % 2 == 0) {
+        hand(), other();
+      } else {
+        other(), hand();
       }
     }
   }
@@ -156,12 +154,10 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
                       {"ratio_to_best_bw", m_op / std::min(m_bw, m_bw1)}};
   if (twin) {
     j["side_by_side"] = side_by_side;  // hand and autoscheduled (or preview and registered)
-    // Per pair, the first's time over the second's: calls moments apart, so load that comes
-    // and goes between pairs cancels. The quartiles are how much single calls vary in this
-    // run; the median's own uncertainty is the box-plot notch, +-1.58 (q3 - q1) / sqrt(pairs)
-    // (about 95%, McGill, Tukey and Larsen 1978): a median whose notch holds 1.0 is parity.
-    std::vector<double> ratio;
-    for (size_t i = 0; i < t_hand.size(); ++i) ratio.push_back(t_hand[i] / t_twin[i]);
+    // Per pair, the first's time over the second's. The quartiles are how much single calls
+    // vary in this run; the median's own uncertainty is the box-plot notch, +-1.58 (q3 - q1) /
+    // sqrt(pairs) (about 95%, McGill, Tukey and Larsen 1978): a notch holding 1.0 is parity.
+    const std::vector<double> ratio = paired_ratios(t_hand, t_twin);
     const Quartiles q = quartiles(ratio);
     const double notch = 1.58 * (q.q3 - q.q1) / std::sqrt(static_cast<double>(ratio.size()));
     j["paired"] = {{"of", side_by_side[0]["label"]},

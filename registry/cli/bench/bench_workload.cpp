@@ -182,6 +182,12 @@ Quartiles quartiles(std::vector<double> v) {
   return {v[n / 4], v[n / 2], v[std::min(n - 1, (3 * n) / 4)]};
 }
 
+std::vector<double> paired_ratios(const std::vector<double>& num, const std::vector<double>& den) {
+  std::vector<double> r;
+  for (size_t i = 0; i < num.size() && i < den.size(); ++i) r.push_back(num[i] / den[i]);
+  return r;
+}
+
 double bytes_per_element(const registry::Descriptor& d) {
   return static_cast<double>(d.traffic.bytes_read_per_element) +
          static_cast<double>(d.traffic.bytes_written_per_element);

@@ -84,6 +84,9 @@ struct Quartiles {
   double q1, median, q3;
 };
 Quartiles quartiles(std::vector<double> v);
+// num[i] / den[i] for each pair of calls timed moments apart (the same rep): load that comes
+// and goes between pairs cancels out of the ratio.
+std::vector<double> paired_ratios(const std::vector<double>& num, const std::vector<double>& den);
 
 // A comma-separated list of positive counts, each an integer ("1048576", "1e6") or a power of
 // two ("2^20"), for option `option` (UsageError naming it and the item otherwise).

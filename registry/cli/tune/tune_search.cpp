@@ -69,11 +69,7 @@ PointTimes time_point(const std::vector<Contender>& cs, bool idle, const TuneOpt
   }
   PointTimes p;
   for (auto& v : t) p.median_us.push_back(median(v) * 1e6);
-  if (cs.size() > 1) {
-    std::vector<double> ratio;
-    for (size_t r = 0; r < t[0].size(); ++r) ratio.push_back(t[1][r] / t[0][r]);
-    p.paired = median(ratio);
-  }
+  if (cs.size() > 1) p.paired = median(paired_ratios(t[1], t[0]));
   return p;
 }
 
