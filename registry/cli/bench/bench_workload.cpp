@@ -171,23 +171,6 @@ bool share_buffers(const registry::Descriptor& bw, const Workload& w,
   return s == states.size() && o == others.size();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-Quartiles quartiles(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {v[n / 4], v[n / 2], v[std::min(n - 1, (3 * n) / 4)]};
-}
-
-std::vector<double> paired_ratios(const std::vector<double>& num, const std::vector<double>& den) {
-  std::vector<double> r;
-  for (size_t i = 0; i < num.size() && i < den.size(); ++i) r.push_back(num[i] / den[i]);
-  return r;
-}
-
 double bytes_per_element(const registry::Descriptor& d) {
   return static_cast<double>(d.traffic.bytes_read_per_element) +
          static_cast<double>(d.traffic.bytes_written_per_element);

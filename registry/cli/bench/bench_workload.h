@@ -13,6 +13,7 @@
 
 #include "opforge/runtime.hpp"
 #include "registry/cli/bench/bench_regime.h"
+#include "registry/cli/bench/bench_stats.h"
 
 namespace opforge::cli {
 
@@ -77,16 +78,6 @@ struct ArgViews {
 // written. False when the shapes of the argument lists differ.
 bool share_buffers(const registry::Descriptor& bw, const Workload& w,
                    const registry::Descriptor& op, ArgViews& out);
-
-double median(std::vector<double> v);
-// The lower quartile, median and upper quartile of a non-empty sample (nearest rank).
-struct Quartiles {
-  double q1, median, q3;
-};
-Quartiles quartiles(std::vector<double> v);
-// num[i] / den[i] for each pair of calls timed moments apart (the same rep): load that comes
-// and goes between pairs cancels out of the ratio.
-std::vector<double> paired_ratios(const std::vector<double>& num, const std::vector<double>& den);
 
 // A comma-separated list of positive counts, each an integer ("1048576", "1e6") or a power of
 // two ("2^20"), for option `option` (UsageError naming it and the item otherwise).
