@@ -30,6 +30,13 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
       // Which is faster depends on the CPU's divider, not the ISA (measurements: dsl/math.h).
       {"divide", 0, 0, 1,
        "1/x in the update as an exact divide (1) or the rcp estimate and a Newton step (0)"},
+      // Which wins can also depend on N: on an AMD EPYC (family 26), AVX-512, fp32 Adam, the
+      // divide took 0.81x the estimate's time at 1e4, 0.93x at 1e5-3e5 and 1.05-1.12x at 1e7
+      // (DRAM-bound), 1 and 2 threads (scripts/BENCHMARKS.md). The update's two forms are
+      // copies of the loop nest specialized on N (exact_divides).
+      {"divide_below", 0, 0, 1 << 30,
+       "N below which 1/x is the exact divide, above it as `divide` says (0: no split; "
+       "dense updates without reductions or results)"},
       // Off: 5-50x the time of the plain schedule for Adam and SGD at 1e5-1e7, grains of 4K
       // to 1M elements, both ISAs, 1 and 2 threads (scripts/BENCHMARKS.md, "Double
       // buffering"); here to try per op and machine with --set.
@@ -119,10 +126,21 @@ std::map<std::string, int64_t> ElementwiseSchedule::params_at(
   return out;
 }
 
+Expr ElementwiseSchedule::exact_divides(const std::map<std::string, int64_t>& p, const Expr& n) {
+  auto value = [&](const char* name) {
+    auto it = p.find(name);
+    return it == p.end() ? int64_t{0} : it->second;
+  };
+  // divide=1 divides everywhere already; the double-buffered copies share their producers'
+  // loops, which two forms of the update would double.
+  if (value("divide_below") <= 0 || value("divide") || value("double_buffer")) return Expr();
+  return n < static_cast<int>(value("divide_below"));
+}
+
 void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
                                 const std::map<std::string, int64_t>& p,
                                 const std::vector<Expr>& fast_paths, Expr n,
-                                const std::vector<Halide::Func>& stage) {
+                                const std::vector<Halide::Func>& stage, const Expr& exact) {
   const std::map<std::string, int64_t> base = params_at(p, 0);
   const int serial_below = static_cast<int>(base.at("serial_below"));
   if (!n.defined()) n = out.output_buffers()[0].dim(0).extent();
@@ -197,29 +215,45 @@ void ElementwiseSchedule::apply(Halide::Func out, const Var& i,
   const bool split = splits(big_base);
   const Expr big = serial_below > 0 ? n >= serial_below : Halide::Internal::const_true();
   const std::vector<int64_t> bounds = bucket_bounds(p);
+  const bool all_parallel = split && serial_below == 0;
   // `cond` undefined: no fast path.
   auto both = [](const Expr& cond, const Expr& size) {
     return cond.defined() ? cond && size : size;
   };
-  auto large = [&](const Expr& cond, bool with_rest) {
-    for (auto b = bounds.rbegin(); b != bounds.rend() && *b > serial_below; ++b) {
-      range(out.specialize(both(cond, n >= static_cast<int>(*b))), params_at(p, *b));
+  // Every copy under `prefix` (undefined: none): with exact_divides, the update's two forms
+  // each get the whole set, so that each copy's condition decides the form.
+  auto specialize_all = [&](const Expr& prefix) {
+    auto under = [&](const Expr& cond) {
+      return !prefix.defined() ? cond : cond.defined() ? prefix && cond : prefix;
+    };
+    auto large = [&](const Expr& cond, bool with_rest) {
+      for (auto b = bounds.rbegin(); b != bounds.rend() && *b > serial_below; ++b) {
+        range(out.specialize(under(both(cond, n >= static_cast<int>(*b)))), params_at(p, *b));
+      }
+      if (split && with_rest) range(out.specialize(under(both(cond, big))), big_base);
+    };
+    std::vector<Halide::Stage> serial_copies;
+    for (const Expr& cond : fast_paths) {
+      large(cond, true);
+      if (!split || serial_below > 0) serial_copies.push_back(out.specialize(under(cond)));
     }
-    if (split && with_rest) range(out.specialize(both(cond, big)), big_base);
+    large(Expr(), !all_parallel);
+    for (auto& s : serial_copies) ++copy, serial(s, base);
+    Halide::Stage rest = prefix.defined() ? out.specialize(prefix) : Halide::Stage(out);
+    if (all_parallel) {
+      range(rest, big_base);
+    } else {
+      ++copy;
+      serial(rest, base);
+    }
   };
-  std::vector<Halide::Stage> serial_copies;
-  for (const Expr& cond : fast_paths) {
-    large(cond, true);
-    if (!split || serial_below > 0) serial_copies.push_back(out.specialize(cond));
-  }
-  const bool all_parallel = split && serial_below == 0;
-  large(Expr(), !all_parallel);
-  for (auto& s : serial_copies) ++copy, serial(s, base);
-  if (all_parallel) {
-    range(out, big_base);
+  if (exact.defined()) {
+    // Flat: (exact && c) for each condition c, then (!exact && c); the default is unreachable.
+    specialize_all(exact);
+    specialize_all(!exact);
+    out.specialize_fail("opforge: N neither below nor at or above divide_below");
   } else {
-    ++copy;
-    serial(out, base);
+    specialize_all(Expr());
   }
   const int vec = static_cast<int>(base.at("vector"));
   for (Halide::Func f : stage)
@@ -377,6 +411,12 @@ std::string ElementwiseSchedule::sparse_summary(const std::map<std::string, int6
          std::to_string(p.at("vector")) + "-wide vectors over the columns, GuardWithIf tails";
 }
 
+std::string ElementwiseSchedule::param_names() {
+  std::string s;
+  for (const auto& d : params()) s += (s.empty() ? "" : ", ") + d.name;
+  return s;
+}
+
 std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p) {
   std::string s = "1-D, " + std::to_string(p.at("vector")) + "-wide vectors";
   if (p.at("unroll") > 1) s += " x" + std::to_string(p.at("unroll")) + " unrolled";
@@ -399,7 +439,11 @@ std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p
       sep = ", ";
     }
   }
-  if (p.at("divide")) s += "; exact divides";
+  if (p.at("divide")) {
+    s += "; exact divides";
+  } else if (p.count("divide_below") && p.at("divide_below") > 0) {
+    s += "; exact divides below N = " + std::to_string(p.at("divide_below"));
+  }
   if (p.at("double_buffer"))
     s += "; " + double_buffer_summary("input tensors", static_cast<int>(p.at("db_grain")),
                                       "elements per range");

@@ -34,6 +34,8 @@ class ElementwiseSchedule {
  public:
   static const char* recipe_name() { return "elementwise"; }
   static const std::vector<ScheduleParamDecl>& params();
+  // Their names, comma-separated, in declaration order (help texts).
+  static std::string param_names();
 
   // Given values (possibly partial) -> every param resolved for `target`, range-checked;
   // size-bucket keys (name@B) are kept as given, range-checked like their param.
@@ -55,9 +57,16 @@ class ElementwiseSchedule {
   // when `out` is not an output (an intermediate computed at root); default: its extent.
   // `stage`: wrappers of the inputs `out` reads (`input.in(out)`), double-buffered per block
   // of db_grain elements when double_buffer is 1 (dsl/double_buffer.h); else inlined.
+  // `exact`: exact_divides' condition, when the update holds its two forms (select on it);
+  // each copy is made twice, under `exact` and under its negation.
   static void apply(Halide::Func out, const Halide::Var& i, const std::map<std::string, int64_t>& p,
                     const std::vector<Halide::Expr>& fast_paths = {},
-                    Halide::Expr n = Halide::Expr(), const std::vector<Halide::Func>& stage = {});
+                    Halide::Expr n = Halide::Expr(), const std::vector<Halide::Func>& stage = {},
+                    const Halide::Expr& exact = Halide::Expr());
+  // `n < divide_below` when the update's 1/x is to be the exact divide for small N and the
+  // estimate above (divide_below > 0, divide 0, no double buffering); undefined otherwise.
+  // The update selects its form on it and apply() specializes on it: the same Expr in both.
+  static Halide::Expr exact_divides(const std::map<std::string, int64_t>& p, const Halide::Expr& n);
   // `inputs`' wrappers for `reader` (`input.in(reader)`), apply's `stage`, when `p` turns
   // double buffering on; none otherwise.
   static std::vector<Halide::Func> staged_inputs(const std::vector<Halide::Func>& inputs,

@@ -27,7 +27,9 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 //    N = 1e6 and from 3.0x to 2.1x its time at N = 1e4; on an AMD EPYC (family 26) the divide
 //    is faster, one thread, same run (opforge bench --set divide=1): AVX-512 1.73 vs 2.08 us at
 //    1e4, 17.8 vs 19.8 us at 1e5, 213 vs 228 us at 1e6; AVX2 2.94 vs 3.01, 27.1 vs 27.7, 270 vs
-//    289 us. Hence a param `opforge tune` searches; default false.
+//    289 us. Hence a param `opforge tune` searches; default false. At DRAM-bound sizes the
+//    same AVX-512 core lost 5-12% with the divide (1e7), so the schedule can also split by
+//    N (`divide_below`: the two forms, each in loop nests specialized on N).
 //  - each sqrt: LLVM's sqrt intrinsic, which the x86 backend emits at the vector's full width.
 //    Halide 14 maps sqrt to its x86 runtime's 8-lane AVX routine, so a 16-lane (AVX-512) sqrt
 //    was split into two ymm halves with an extract and an insert each; full width took Adam

@@ -70,12 +70,23 @@ struct NewValues {
   std::vector<Expr> states, results;
   Expr skip;  // where every state keeps its value (UpdateContext::skip_when); may be undefined
 };
+// `exact` (ElementwiseSchedule::exact_divides): where defined, each Expr holding a
+// reciprocal becomes select(exact, its exact-divide form, the `divide` form); the schedule's
+// copies specialized on `exact` keep one form each.
 NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>& values,
                         Reducer reducer, std::vector<Expr>* fast_paths = nullptr,
-                        Halide::Type compute = Halide::Float(32), bool divide = false) {
+                        Halide::Type compute = Halide::Float(32), bool divide = false,
+                        const Expr& exact = Expr()) {
   const OptimizerDecl& decl = op.as_optimizer();
   const bool fp32 = compute == Halide::Float(32);
-  auto lower = [&](const Expr& e) { return fp32 ? lower_fp32_math(e, divide) : e; };
+  auto lower = [&](const Expr& e) {
+    if (!fp32) return e;
+    const Expr chosen = lower_fp32_math(e, divide);
+    if (!exact.defined() || !chosen.defined()) return chosen;
+    const Expr divided = lower_fp32_math(e, true);
+    return Halide::Internal::equal(divided, chosen) ? chosen
+                                                    : Halide::select(exact, divided, chosen);
+  };
   Reducer lowered_reducer;
   if (reducer) {
     lowered_reducer = [&lower, reducer = std::move(reducer)](const Expr& e, bool squares,
@@ -423,6 +434,17 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   std::vector<Expr> fast_paths;
   NewValues new_values =
       state_updates(op, values, red.collector(), &fast_paths, in.compute, divides(sched));
+  // The update's two forms (divide_below) where every copy of it is one loop nest that
+  // apply() specializes: not the 8-bit blockwise pass, the reduction pass, nor results.
+  Expr exact;
+  if (in.scheduled && !quantized && red.terms.empty() && results.empty()) {
+    exact = ElementwiseSchedule::exact_divides(sched, in.extents.at(first_tensor)[0]);
+    if (exact.defined()) {
+      fast_paths.clear();
+      new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute,
+                                 divides(sched), exact);
+    }
+  }
   // new_values_first(): the new values are computed whole into a buffer before `out`
   // copies them over the states (see OptimizerDecl::new_values_first).
   const bool values_first = decl.computes_new_values_first();
@@ -491,10 +513,10 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     if (values_first) {
       const Expr n = out.output_buffers()[0].dim(0).extent();
       values_func.compute_root();
-      ElementwiseSchedule::apply(values_func, i, sched, fast_paths, n, stage);
+      ElementwiseSchedule::apply(values_func, i, sched, fast_paths, n, stage, exact);
       ElementwiseSchedule::apply(out, i, sched, {}, n);
     } else {
-      ElementwiseSchedule::apply(out, i, sched, fast_paths, Expr(), stage);
+      ElementwiseSchedule::apply(out, i, sched, fast_paths, Expr(), stage, exact);
     }
   }
   return def;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "dsl/elementwise_schedule.h"
 #include "opforge/runtime.hpp"
 #include "registry/cli/bench/bench_model.h"
 #include "registry/cli/bench/bench_nn.h"
@@ -522,10 +523,11 @@ Command bench_command() {
         {"idle-gap", "US", "--regime idle: microseconds of sleep before each call (default 2000)"},
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
         {"set", "NAME=VALUE",
-         "time a preview with this schedule param changed (dense ops: vector, unroll, tasks, "
-         "chunk, serial_below, divide, double_buffer, db_grain; NN ops: their algorithm's, e.g. "
-         "the row ops' double_buffer, db_rows; compiled into the cache, not the registry) side "
-         "by side with the registered variant",
+         "time a preview with this schedule param changed (dense ops: " +
+             dsl::ElementwiseSchedule::param_names() +
+             "; NN ops: their algorithm's, e.g. "
+             "the row ops' double_buffer, db_rows; compiled into the cache, not the registry) side "
+             "by side with the registered variant",
          true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "

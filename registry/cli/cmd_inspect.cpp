@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "dsl/elementwise_schedule.h"
 #include "registry/builder/autoscheduler.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cli/commands.h"
@@ -163,9 +164,10 @@ Command inspect_command() {
             {"n", "N", "mark the case each stage takes for N elements (and evaluate chunk sizes)"},
             {"scalar", "NAME=VALUE", "a scalar's value, for fast-path specializations", true},
             {"set", "NAME=VALUE",
-             "preview with this schedule param changed (dense ops: vector, unroll, tasks, chunk, "
-             "serial_below, divide, double_buffer, db_grain; NN ops: their algorithm's, listed "
-             "under schedule params): compiled into the cache, not the registry",
+             "preview with this schedule param changed (dense ops: " +
+                 dsl::ElementwiseSchedule::param_names() +
+                 "; NN ops: their algorithm's, listed "
+                 "under schedule params): compiled into the cache, not the registry",
              true},
             {"rules", "PATH", "rule files a previewed op comes from", true},
             {"stmt", "", "print the lowered Halide IR (stmt)"},

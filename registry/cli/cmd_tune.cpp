@@ -61,8 +61,9 @@ TuneOptions tune_options(const Args& a) {
     }
   }
   o.ops = comma_list(a.get("ops", ""));
-  o.params = comma_list(
-      a.get("params", quick ? "serial_below,tasks" : "serial_below,tasks,unroll,vector,divide"));
+  o.params =
+      comma_list(a.get("params", quick ? "serial_below,tasks"
+                                       : "serial_below,tasks,unroll,vector,divide,divide_below"));
   for (const auto& p : o.params) candidate_values(p, 8);  // names checked before any work
   o.sizes = count_list(a.get("sizes", quick ? "1e4,1e6" : "1e3,1e4,1e5,1e6,1e7"), "--sizes");
   o.size_buckets = !a.has("one-set");
@@ -218,7 +219,8 @@ Command tune_command() {
          "only the families of these ops, timed on these ops' variants (default: every "
          "family, timed on its heaviest and lightest members)"},
         {"params", "P[,P...]",
-         "params searched, in order (default serial_below,tasks,unroll,vector,divide; also chunk)"},
+         "params searched, in order (default serial_below,tasks,unroll,vector,divide,divide_below; "
+         "also chunk, double_buffer, db_grain)"},
         {"sizes", "N[,N...]",
          "elements per tensor, the size buckets (default 1e3,1e4,1e5,1e6,1e7); after one set "
          "for all sizes, the parallel sizes' vector, unroll, tasks and chunk are searched "

@@ -58,6 +58,27 @@ TEST_CASE("params_at: the largest bucket at or below N, per param; plain values 
   CHECK(ElementwiseSchedule::params_at(p, 1 << 30).at("vector") == 8);
 }
 
+TEST_CASE("exact_divides: a condition on N only when divide_below splits the update") {
+  const Halide::Expr n = Halide::Var("n");
+  auto with = [](const Params& given) { return ElementwiseSchedule::resolve(given, kAvx2); };
+  CHECK_FALSE(ElementwiseSchedule::exact_divides(with({}), n).defined());  // default 0
+  const Halide::Expr c = ElementwiseSchedule::exact_divides(with({{"divide_below", 65536}}), n);
+  REQUIRE(c.defined());
+  CHECK(Halide::Internal::equal(c, n < 65536));
+  // Every 1/x divides already; double buffering's copies share their producers' loops.
+  CHECK_FALSE(ElementwiseSchedule::exact_divides(with({{"divide_below", 65536}, {"divide", 1}}), n)
+                  .defined());
+  CHECK_FALSE(
+      ElementwiseSchedule::exact_divides(with({{"divide_below", 65536}, {"double_buffer", 1}}), n)
+          .defined());
+  // Unscheduled (the golden): no params, no split.
+  CHECK_FALSE(ElementwiseSchedule::exact_divides({}, n).defined());
+  CHECK_THROWS_WITH_AS(ElementwiseSchedule::resolve({{"divide_below", -1}}, kAvx2),
+                       doctest::Contains("'divide_below' = -1 is outside"), std::invalid_argument);
+  const std::string s = ElementwiseSchedule::summary(with({{"divide_below", 65536}}));
+  CHECK_MESSAGE(s.find("exact divides below N = 65536") != std::string::npos, s);
+}
+
 TEST_CASE("summary: each bucket's params after the plain schedule") {
   const Params p = ElementwiseSchedule::resolve({{"tasks@300000", 2}, {"unroll@300000", 2}}, kAvx2);
   const std::string s = ElementwiseSchedule::summary(p);

@@ -186,11 +186,11 @@ std::vector<int64_t> candidate_values(const std::string& param, int natural) {
   if (param == "vector") return {natural, 2 * natural};
   if (param == "chunk") return {0, 16384, 65536, 262144};
   if (param == "divide") return {0, 1};
+  if (param == "divide_below") return {0, 65536, 262144, 1048576, 4194304};
   if (param == "double_buffer") return {0, 1};
   if (param == "db_grain") return {2048, 8192, 65536};
-  throw UsageError("--params: unknown schedule param '" + param +
-                   "' (serial_below, tasks, unroll, vector, divide, chunk, double_buffer, "
-                   "db_grain)");
+  throw UsageError("--params: unknown schedule param '" + param + "' (" +
+                   dsl::ElementwiseSchedule::param_names() + ")");
 }
 
 std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
@@ -276,8 +276,9 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   for (const auto& p : dsl::ElementwiseSchedule::params()) {
     if (!std::count(o.params.begin(), o.params.end(), p.name)) continue;
     // Unused by the 8-bit recipe, or refused by it (double buffering).
-    if (blockwise(heaviest) && (p.name == "unroll" || p.name == "chunk" ||
-                                p.name == "double_buffer" || p.name == "db_grain"))
+    if (blockwise(heaviest) &&
+        (p.name == "unroll" || p.name == "chunk" || p.name == "double_buffer" ||
+         p.name == "db_grain" || p.name == "divide_below"))
       continue;
     best[p.name] = p.name == "vector" && p.default_value == 0 ? natural : p.default_value;
   }
@@ -334,7 +335,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     if (keep) {  // a second round must agree
       auto [mean2, worst2] = round_score(at, /*swap=*/true, kConfirmBelow, &rechecked);
       keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
-      std::snprintf(line, sizeof line, ", confirm %.3fx", mean2);
+      std::snprintf(line, sizeof line, ", confirm %.3fx (worst point %.3fx)", mean2, worst2);
       text += line;
     }
     if (rechecked) text += ", " + std::to_string(rechecked) + " re-measures of vetoing points";
@@ -349,6 +350,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     if (!best.count(param)) continue;
     // A slot size changes nothing while double buffering is off (identical kernels).
     if (param == "db_grain" && !(best.count("double_buffer") && best.at("double_buffer"))) continue;
+    // Nor a divide threshold when every 1/x divides already, or with double buffering
+    // (ElementwiseSchedule::exact_divides ignores it then).
+    auto on = [&](const char* name) { return best.count(name) && best.at(name); };
+    if (param == "divide_below" && (on("divide") || on("double_buffer"))) continue;
     for (int64_t value : candidate_values(param, natural)) {
       if (value == best.at(param)) continue;
       std::map<std::string, int64_t> cand = best;

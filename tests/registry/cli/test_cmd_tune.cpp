@@ -174,6 +174,30 @@ TEST_CASE("tuning divide=1: Adam's kernel divides, and still matches its fp64 go
   CHECK_FALSE(j2["families"]["s3_g1_narrow"]["avx2"]["params"].contains("divide"));
 }
 
+TEST_CASE("divide_below: exact divides below N, the estimate above, each form its golden") {
+  // A preview of fp32 Adam with the split at 4096: both forms are in the kernel...
+  const std::vector<std::string> set = {"--set", "divide_below=4096", "--cache-dir",
+                                        test_cache_dir()};
+  const Result a = opforge_reg(concat({"inspect", "apply_adam", "--isa", "avx2", "--asm"}, set));
+  REQUIRE_MESSAGE(a.rc == 0, a.all());
+  CHECK(contains(a.out, "vdivps"));
+  CHECK(contains(a.out, "vrcpps"));
+  const Result d = opforge_reg(concat({"inspect", "apply_adam", "--isa", "avx2"}, set));
+  CHECK(contains(d.out, "exact divides below N = 4096"));
+  // ... and each size takes its copy in place and matches the fp64 golden: below the split
+  // (1, 5, 17, 1000: serial), above it (5001 serial, 65543 parallel chunks).
+  for (const char* n : {"1", "5", "17", "1000", "5001", "65543"}) {
+    CAPTURE(n);
+    const Result c = opforge_reg(concat({"check", "apply_adam", "--isa", "avx2", "--n", n}, set));
+    CHECK_MESSAGE(c.rc == 0, c.all());
+  }
+  // tune knows it: an unknown param's error lists the recipe's params from their declarations.
+  const Result t = opforge_reg({"tune", "--params", "divide_under", "--dry-run"});
+  CHECK(t.rc != 0);
+  CHECK_MESSAGE(contains(t.err, "unknown schedule param 'divide_under'"), t.all());
+  CHECK_MESSAGE(contains(t.err, "divide, divide_below, double_buffer"), t.all());
+}
+
 TEST_CASE("size buckets: searched per size, built from a file, each range matches the golden") {
   TempDir dir;
   const std::string file = dir / "tuning.json";
