@@ -437,9 +437,11 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   // The update's two forms (divide_below) where every copy of it is one loop nest that
   // apply() specializes: not the 8-bit blockwise pass, the reduction pass, nor results.
   Expr exact;
+  bool def_split = false;
   if (in.scheduled && !quantized && red.terms.empty() && results.empty()) {
     exact = ElementwiseSchedule::exact_divides(sched, in.extents.at(first_tensor)[0]);
     if (exact.defined()) {
+      def_split = true;
       fast_paths.clear();
       new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute,
                                  divides(sched), exact);
@@ -452,6 +454,7 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     fail(decl.name(), "new_values_first() takes f32 ops without results");
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
+  def.divides_by_size = def_split;
   Func total = exact_func("reduce");
   Halide::RDom r;
   if (!red.terms.empty()) {
@@ -731,6 +734,19 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   // moved 44 B/element for Adam instead of 28 and were correct in one order only.
   Func out = exact_func("updated");
   Definition def = define_optimizer(op, in, out, r.schedule_params);
+  // A divide_below the update could not take (reductions, results, 8-bit states, double
+  // buffering) is said, not described as exact divides.
+  auto below = r.schedule_params.find("divide_below");
+  if (scheduled && below != r.schedule_params.end() && below->second > 0 &&
+      !divides(r.schedule_params) && !def.divides_by_size) {
+    std::map<std::string, int64_t> shown = r.schedule_params;
+    shown["divide_below"] = 0;
+    if (r.schedule_summary == ElementwiseSchedule::summary(r.schedule_params))
+      r.schedule_summary = ElementwiseSchedule::summary(shown);
+    r.schedule_summary += "; divide_below " + std::to_string(below->second) +
+                          " not applied (one form of 1/x with reductions, results, 8-bit "
+                          "states or double buffering)";
+  }
   r.algorithm = def.algorithm;
   r.reduction_reads = def.reduction_reads;
   r.per_tensor_reductions = def.per_tensor_reductions;

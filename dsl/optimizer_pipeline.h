@@ -63,6 +63,9 @@ struct Definition {
   // block (a Tuple when there are several, in output_order), overwriting its "<state>_absmax"
   // argument in place. Undefined otherwise.
   Halide::Func block_scales;
+  // The update holds its two forms of 1/x, split at the schedule's divide_below
+  // (ElementwiseSchedule::exact_divides); false where that param is 0 or declined.
+  bool divides_by_size = false;
 };
 
 // Defines `out` (the new states, a Tuple when there are several) from the declaration and

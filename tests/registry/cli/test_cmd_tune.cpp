@@ -184,6 +184,11 @@ TEST_CASE("divide_below: exact divides below N, the estimate above, each form it
   CHECK(contains(a.out, "vrcpps"));
   const Result d = opforge_reg(concat({"inspect", "apply_adam", "--isa", "avx2"}, set));
   CHECK(contains(d.out, "exact divides below N = 4096"));
+  // LAMB's norms are a reduction pass: one form of 1/x, and the schedule says so.
+  const Result lamb = opforge_reg(concat({"inspect", "apply_lamb", "--isa", "avx2"}, set));
+  REQUIRE_MESSAGE(lamb.rc == 0, lamb.all());
+  CHECK(contains(lamb.out, "divide_below 4096 not applied"));
+  CHECK_FALSE(contains(lamb.out, "exact divides below"));
   // ... and each size takes its copy in place and matches the fp64 golden: below the split
   // (1, 5, 17, 1000: serial), above it (5001 serial, 65543 parallel chunks).
   for (const char* n : {"1", "5", "17", "1000", "5001", "65543"}) {
