@@ -437,11 +437,9 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   // The update's two forms (divide_below) where every copy of it is one loop nest that
   // apply() specializes: not the 8-bit blockwise pass, the reduction pass, nor results.
   Expr exact;
-  bool def_split = false;
   if (in.scheduled && !quantized && red.terms.empty() && results.empty()) {
     exact = ElementwiseSchedule::exact_divides(sched, in.extents.at(first_tensor)[0]);
     if (exact.defined()) {
-      def_split = true;
       fast_paths.clear();
       new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute,
                                  divides(sched), exact);
@@ -454,7 +452,7 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     fail(decl.name(), "new_values_first() takes f32 ops without results");
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
-  def.divides_by_size = def_split;
+  def.divides_by_size = exact.defined();
   Func total = exact_func("reduce");
   Halide::RDom r;
   if (!red.terms.empty()) {
@@ -741,8 +739,9 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
       !divides(r.schedule_params) && !def.divides_by_size) {
     std::map<std::string, int64_t> shown = r.schedule_params;
     shown["divide_below"] = 0;
-    if (r.schedule_summary == ElementwiseSchedule::summary(r.schedule_params))
-      r.schedule_summary = ElementwiseSchedule::summary(shown);
+    // Only the dense summary describes divide_below.
+    const bool dense = !decl.sparse() && !decl.is_multi_tensor() && !decl.storage().quant;
+    if (dense) r.schedule_summary = ElementwiseSchedule::summary(shown);
     r.schedule_summary += "; divide_below " + std::to_string(below->second) +
                           " not applied (one form of 1/x with reductions, results, 8-bit "
                           "states or double buffering)";

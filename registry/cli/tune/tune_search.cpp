@@ -28,9 +28,9 @@ using Clock = std::chrono::steady_clock;
 // second on swapped buffers, time_all): the host is shared, and one round's noise (5-10% at
 // small sizes) must not pick a param.
 constexpr double kKeepBelow = 0.97, kConfirmBelow = 0.99, kWorstPoint = 1.10;
-// Re-measures of a point that alone vetoes a candidate (recheck_vetoes): fp32 Adam's divide=1
-// on AVX-512 scored 0.953x over 15 points and was dropped for one point at 1.107x that a
-// contended host produced.
+// Re-measures of a point that alone vetoes a candidate (recheck_vetoes): on a contended host a
+// single point read 1.107x for fp32 Adam's divide=1 on AVX-512 (0.953x over 15 points); one
+// reading of a shared machine is not enough to veto on, nor to dismiss.
 constexpr int kVetoRechecks = 2;
 // The size a family's members are compared at to choose the one it is tuned on: L2-resident
 // on both hosts measured, so the ratio to the bandwidth kernel is the member's compute.
@@ -348,11 +348,11 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   // One set for every size first.
   for (const std::string& param : o.params) {
     if (!best.count(param)) continue;
+    auto on = [&](const char* name) { return best.count(name) && best.at(name); };
     // A slot size changes nothing while double buffering is off (identical kernels).
-    if (param == "db_grain" && !(best.count("double_buffer") && best.at("double_buffer"))) continue;
+    if (param == "db_grain" && !on("double_buffer")) continue;
     // Nor a divide threshold when every 1/x divides already, or with double buffering
     // (ElementwiseSchedule::exact_divides ignores it then).
-    auto on = [&](const char* name) { return best.count(name) && best.at(name); };
     if (param == "divide_below" && (on("divide") || on("double_buffer"))) continue;
     for (int64_t value : candidate_values(param, natural)) {
       if (value == best.at(param)) continue;
