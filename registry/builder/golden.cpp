@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 
 #include "dsl/optimizer_pipeline.h"
 #include "dsl/ulp.h"
@@ -176,18 +177,27 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
   for (size_t k = 0; k < names.size(); ++k) {
     std::vector<double>& dst = d.tensors.at(names[k]);
     const int64_t n = outs[k].number_of_elements();
-    if (outs[k].type() == Halide::BFloat(16)) {
-      const Halide::bfloat16_t* src = Halide::Buffer<Halide::bfloat16_t>(outs[k]).data();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
-    } else if (outs[k].type() == Halide::Float(16)) {
-      const Halide::float16_t* src = Halide::Buffer<Halide::float16_t>(outs[k]).data();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+    // Each output's elements, widened exactly to fp64 (the 16-bit types through fp32).
+    auto widen = [&](auto type_tag) {
+      using T = decltype(type_tag);
+      const T* src = Halide::Buffer<T>(outs[k]).data();
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+          dst[i] = src[i];
+        } else {
+          dst[i] = static_cast<float>(src[i]);
+        }
+      }
+    };
+    const Halide::Type t = outs[k].type();
+    if (t == Halide::BFloat(16)) {
+      widen(Halide::bfloat16_t());
+    } else if (t == Halide::Float(16)) {
+      widen(Halide::float16_t());
     } else if (fp32) {
-      const float* src = Halide::Buffer<float>(outs[k]).data();
-      std::copy(src, src + n, dst.begin());
+      widen(float());
     } else {
-      const double* src = Halide::Buffer<double>(outs[k]).data();
-      std::copy(src, src + n, dst.begin());
+      widen(double());
     }
   }
 }

@@ -525,9 +525,8 @@ Command bench_command() {
         {"set", "NAME=VALUE",
          "time a preview with this schedule param changed (dense ops: " +
              dsl::ElementwiseSchedule::param_names() +
-             "; NN ops: their algorithm's, e.g. "
-             "the row ops' double_buffer, db_rows; compiled into the cache, not the registry) side "
-             "by side with the registered variant",
+             "; NN ops: their algorithm's, e.g. the row ops' double_buffer, db_rows; compiled "
+             "into the cache, not the registry) side by side with the registered variant",
          true},
         {"split", "K[,K...]",
          "splittable dense ops: time the whole-tensor call against the update as consecutive "
