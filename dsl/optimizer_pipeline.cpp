@@ -381,7 +381,8 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   for (size_t k = 0, j = 0; k < states.size(); ++k) {
     if (j < q.size() && q[j] == k) {
       const ArgDecl& a = *args.at(states[k]);
-      Expr code = encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B));
+      Expr code =
+          encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B), in.mask_compares);
       // The golden keeps codes as fp64 values, like every tensor it sees.
       if (t != Halide::Float(32)) code = Halide::cast(t, code);
       if (nv.skip.defined()) code = Halide::select(nv.skip, in.tensors.at(states[k])(i), code);
@@ -685,6 +686,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   // Arguments in declaration order, named like the op's arguments.
   Bindings in;
   in.scheduled = scheduled;
+  in.mask_compares = target.has_feature(Halide::Target::AVX512);
   for (const auto& [a, dims] : argument_layout(op)) {
     const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {

@@ -48,6 +48,9 @@ struct Bindings {
   // reduction once, at root: Halide's default recomputes it per element, O(N^2) (LAMB at
   // N = 3e5 took 87 s). Off for pipelines an autoscheduler schedules.
   bool root_reductions = false;
+  // The target compares into mask registers (AVX-512): the 8-bit encode picks its form of
+  // the dynamic map's decade count by it (dsl/quant8.h encode8).
+  bool mask_compares = false;
 };
 
 struct Definition {

@@ -8,10 +8,10 @@
 //   linear signed    (c - 127) / 127 for c <= 254, map[255] = 1.0 (never produced);
 //   linear unsigned  c / 255.
 // Decoding is computed (exact for every code; a table lookup would be a gather per vector).
-// Encoding finds the nearest map value arithmetically (no table search): the dynamic map's decade from compares against the fp32 midpoints between
-// decades, then the linear bin inside it; within a decade the midpoints between neighbours are
-// the bin edges. fp32 rounding may pick the neighbour when a value lies within a few ulps of a
-// midpoint.
+// Encoding finds the nearest map value arithmetically (no table search): the dynamic map's decade
+// from compares against the fp32 midpoints between decades, then the linear bin inside it; within a
+// decade the midpoints between neighbours are the bin edges. fp32 rounding may pick the neighbour
+// when a value lies within a few ulps of a midpoint.
 #pragma once
 
 #include <Halide.h>
@@ -43,7 +43,10 @@ Halide::Expr decode8(const StateQuant& q, const Halide::Expr& code,
 
 // The code of the map value nearest y, y in [-1, 1] (|y| <= 1: the value over the block's
 // absmax; unsigned maps take y >= 0). Any float type; the result is UInt(8). NaN y gives an
-// unspecified code (its block's absmax is NaN).
-Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y);
+// unspecified code (its block's absmax is NaN). `mask_compares`: the target compares into
+// mask registers (AVX-512), where the dynamic map's decade is counted from sign bits instead
+// of compares (an fp32 y only; the same codes except for a |y| exactly on a decade's edge, a
+// midpoint, which then takes the lower neighbour).
+Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y, bool mask_compares = false);
 
 }  // namespace opforge::dsl

@@ -68,6 +68,7 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
 
   void generate() {
     dsl::Bindings in;
+    in.mask_compares = get_target().has_feature(Halide::Target::AVX512);
     for (auto& [name, b] : buffers_) {
       in.tensors[name] = *b.first;
       for (int d = 0; d < b.second; ++d) in.extents[name].push_back(b.first->dim(d).extent());
