@@ -16,6 +16,7 @@
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/preview_kernel.h"
+#include "registry/cli/tune/tune_plan.h"
 
 namespace opforge::cli {
 
@@ -213,7 +214,7 @@ std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
       auto it = std::find_if(out.begin(), out.end(), [&](const TuneFamily& f) {
         return f.family == family && f.isa == isa;
       });
-      if (it == out.end()) it = out.insert(out.end(), TuneFamily{family, isa, {}});
+      if (it == out.end()) it = out.insert(out.end(), TuneFamily{family, isa, {}, {}});
       it->variants.push_back(id);
       if (asked) wanted.insert(static_cast<size_t>(it - out.begin()));
       if (asked && !o.ops.empty()) it->asked.push_back(id);
@@ -348,17 +349,17 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   // One set for every size first.
   for (const std::string& param : o.params) {
     if (!best.count(param)) continue;
-    auto on = [&](const char* name) { return best.count(name) && best.at(name); };
-    // A slot size changes nothing while double buffering is off (identical kernels).
-    if (param == "db_grain" && !on("double_buffer")) continue;
-    // Nor a divide threshold when every 1/x divides already, or with double buffering
-    // (ElementwiseSchedule::exact_divides ignores it then).
-    if (param == "divide_below" && (on("divide") || on("double_buffer"))) continue;
-    for (int64_t value : candidate_values(param, natural)) {
-      if (value == best.at(param)) continue;
-      std::map<std::string, int64_t> cand = best;
-      cand[param] = value;
-      attempt(cand, param + "=" + std::to_string(value), points(o));
+    for (const TuneCandidate& c :
+         param_candidates(param, candidate_values(param, natural), best, kept)) {
+      // With reductions or results the update keeps one form of 1/x (exact_divides): the
+      // preview's summary says so, and no threshold changes the kernel.
+      if (param == "divide_below" &&
+          load(subjects.front(), c.params)->descriptor().schedule.summary.find("not applied") !=
+              std::string::npos) {
+        say("  divide_below: not applied to this family (one form of 1/x), not searched");
+        break;
+      }
+      attempt(c.params, c.label, points(o));
     }
   }
   // Then size buckets: at each size on the parallel path, the bucketable params again, timed
