@@ -311,7 +311,8 @@ Expr quiet_nan(const Halide::Type& t) {
 
 // The 8-bit states' blockwise requantization (Storage::quant). `states` are the new values in
 // output_order (fp32; the golden's fp64), computed once into `new_states`; per block b,
-// `block_lanes`(l, b) takes the 16-lane maxima of |new value| (NaN counted as inf) and
+// `block_lanes`(l, b) takes the 16-lane maxima of |new value| (NaN counted above inf; as
+// the bits of |new value| in fp32 kernels) and
 // `block_scale`(b) holds each quantized state's new absmax (NaN when a value in the block is
 // not finite) and its reciprocal (0 for an all-zero block). `out` stores the codes of the
 // quantized states, `absmax_out`(b) the new absmaxes; a skipped step keeps both as they were.
@@ -345,10 +346,22 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   Var l("l"), b("b");
   const Expr x = b * B + w.r * 16 + l;
   const Expr inf = Halide::Internal::make_const(t, std::numeric_limits<double>::infinity());
+  // fp32 kernels take the maxima over the bits of |v|: for non-negative floats they order as
+  // the values do, and a NaN's lie above inf's, so a NaN is the largest as the golden counts
+  // it (the block's absmax is then NaN either way, below); and the tail block's lanes past the
+  // end read its last element again, a duplicate that cannot raise the maximum. Against the
+  // float form (a NaN test and a guard per vector): 8-bit Adam 0.88-0.92x the time with the
+  // linear map, 0.97-0.98x with the dynamic one (AVX-512 and AVX2, in cache and at 1e7).
+  const bool bits = t == Halide::Float(32);
   std::vector<Expr> zeros, maxima;
   for (size_t k : q) {
-    // The tail block's lanes past the end read its last element and count 0.
     const Expr v = value(k, Halide::min(w.r * 16 + l, n - 1 - b * B), b);
+    if (bits) {
+      zeros.push_back(Halide::cast<uint32_t>(0));
+      maxima.push_back(Halide::reinterpret<uint32_t>(v) & 0x7fffffffu);
+      continue;
+    }
+    // The golden: the tail block's lanes past the end count 0.
     const Expr mag = dsl::select(dsl::is_nan(v), inf, Halide::abs(v));
     zeros.push_back(Halide::cast(t, 0));
     maxima.push_back(dsl::select(x < n, mag, Halide::cast(t, 0)));
@@ -365,7 +378,8 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   for (size_t j = 0; j < q.size(); ++j) {
     const Expr lane =
         q.size() == 1 ? Expr(w.lanes(rl, b)) : Expr(w.lanes(rl, b)[static_cast<int>(j)]);
-    const Expr m = Halide::maximum(lane);
+    const Expr m =
+        bits ? Halide::reinterpret<float>(Halide::maximum(lane)) : Expr(Halide::maximum(lane));
     absmax.push_back(dsl::select(dsl::is_finite(m), m, quiet_nan(t)));
   }
   for (size_t j = 0; j < q.size(); ++j) {
