@@ -18,8 +18,9 @@ std::vector<TuneCandidate> param_candidates(const std::string& param,
   // divide threshold with double buffering (ElementwiseSchedule::exact_divides ignores it).
   if (param == "db_grain" && !on("double_buffer")) return out;
   if (param == "divide_below" && on("double_buffer")) return out;
-  // divide=1 won over the estimate at every size together; the split may still win where the
-  // divide loses at large N (AVX-512 at 1e7: 1.05-1.12x) and keep it where it wins.
+  // divide=1 beat the estimate on the mean over every size; the split may still beat it,
+  // keeping the divide where it wins (cache sizes) and the estimate where it loses (DRAM
+  // sizes: 1.05-1.12x at 1e7 on an AVX-512 core in some hours).
   const bool against_divide = param == "divide_below" && on("divide");
   const int64_t current = best.at(param);
   for (int64_t value : values) {

@@ -349,18 +349,18 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   // One set for every size first.
   for (const std::string& param : o.params) {
     if (!best.count(param)) continue;
-    for (const TuneCandidate& c :
-         param_candidates(param, candidate_values(param, natural), best, kept)) {
-      // With reductions or results the update keeps one form of 1/x (exact_divides): the
-      // preview's summary says so, and no threshold changes the kernel.
-      if (param == "divide_below" &&
-          load(subjects.front(), c.params)->descriptor().schedule.summary.find("not applied") !=
-              std::string::npos) {
-        say("  divide_below: not applied to this family (one form of 1/x), not searched");
-        break;
-      }
-      attempt(c.params, c.label, points(o));
+    const std::vector<TuneCandidate> cands =
+        param_candidates(param, candidate_values(param, natural), best, kept);
+    // With reductions or results the update keeps one form of 1/x (exact_divides): the first
+    // threshold's preview says so, and no threshold changes the kernel.
+    if (param == "divide_below" && !cands.empty() &&
+        load(subjects.front(), cands.front().params)
+                ->descriptor()
+                .schedule.summary.find("not applied") != std::string::npos) {
+      say("  divide_below: not applied to this family (one form of 1/x), not searched");
+      continue;
     }
+    for (const TuneCandidate& c : cands) attempt(c.params, c.label, points(o));
   }
   // Then size buckets: at each size on the parallel path, the bucketable params again, timed
   // at that size only; a value kept there holds from the bucket's lower bound (the geometric
