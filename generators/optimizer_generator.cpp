@@ -1,10 +1,10 @@
 // Every op of the table as a standard Halide Generator, "opforge_optimizer", so Halide's own
 // tooling (GenGen command lines, add_halide_library) can build any opforge op:
 //
-//   opforge_gen -g opforge_optimizer -o out -e static_library,c_header,stmt \
+//   opforge_gen -g opforge_optimizer -o out -e static_library,c_header,stmt
 //       target=x86-64-linux-avx2 op=apply_adam attrs=use_nesterov:true schedule=tasks:16
 //
-// (GenGen takes one '=' per argument, so lists use NAME:VALUE.)
+// (one command line; GenGen takes one '=' per argument, so lists use NAME:VALUE.)
 //
 // Inputs are added in configure() in the op's argument order (TensorFlow's), from the same
 // declaration the opforge builder uses; the one Tuple-valued output overwrites the states.
