@@ -417,6 +417,19 @@ std::string ElementwiseSchedule::param_names() {
   return s;
 }
 
+namespace {
+constexpr const char* kDeclined =
+    " not applied (one form of 1/x with reductions, results, 8-bit states or double buffering)";
+}  // namespace
+
+std::string ElementwiseSchedule::divide_below_declined(int64_t below) {
+  return "; divide_below " + std::to_string(below) + kDeclined;
+}
+
+bool ElementwiseSchedule::says_divide_below_declined(const std::string& summary) {
+  return summary.find(kDeclined) != std::string::npos;
+}
+
 std::string ElementwiseSchedule::summary(const std::map<std::string, int64_t>& p) {
   std::string s = "1-D, " + std::to_string(p.at("vector")) + "-wide vectors";
   if (p.at("unroll") > 1) s += " x" + std::to_string(p.at("unroll")) + " unrolled";

@@ -106,6 +106,10 @@ class ElementwiseSchedule {
   static std::string multi_tensor_summary(const std::map<std::string, int64_t>& p);
 
   static std::string summary(const std::map<std::string, int64_t>& p);
+  // What a summary adds for a divide_below the update could not take (exact_divides declined
+  // it: one form of 1/x), and whether a summary says so (tune reads a preview's back).
+  static std::string divide_below_declined(int64_t below);
+  static bool says_divide_below_declined(const std::string& summary);
   static std::string sparse_summary(const std::map<std::string, int64_t>& p);
 };
 

@@ -758,9 +758,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
     // Only the dense summary describes divide_below.
     const bool dense = !decl.sparse() && !decl.is_multi_tensor() && !decl.storage().quant;
     if (dense) r.schedule_summary = ElementwiseSchedule::summary(shown);
-    r.schedule_summary += "; divide_below " + std::to_string(below->second) +
-                          " not applied (one form of 1/x with reductions, results, 8-bit "
-                          "states or double buffering)";
+    r.schedule_summary += ElementwiseSchedule::divide_below_declined(below->second);
   }
   r.algorithm = def.algorithm;
   r.reduction_reads = def.reduction_reads;

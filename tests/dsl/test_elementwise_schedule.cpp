@@ -77,6 +77,12 @@ TEST_CASE("exact_divides: a condition on N only when divide_below splits the upd
                        doctest::Contains("'divide_below' = -1 is outside"), std::invalid_argument);
   const std::string s = ElementwiseSchedule::summary(with({{"divide_below", 65536}}));
   CHECK_MESSAGE(s.find("exact divides below N = 65536") != std::string::npos, s);
+  // A declined threshold is said in the summary, and tune recognizes the words; a summary
+  // that applies the threshold does not read as declined.
+  const std::string declined = ElementwiseSchedule::divide_below_declined(4096);
+  CHECK_MESSAGE(declined.find("divide_below 4096 not applied") != std::string::npos, declined);
+  CHECK(ElementwiseSchedule::says_divide_below_declined(s + declined));
+  CHECK_FALSE(ElementwiseSchedule::says_divide_below_declined(s));
 }
 
 TEST_CASE("summary: each bucket's params after the plain schedule") {

@@ -354,9 +354,8 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     // With reductions or results the update keeps one form of 1/x (exact_divides): the first
     // threshold's preview says so, and no threshold changes the kernel.
     if (param == "divide_below" && !cands.empty() &&
-        load(subjects.front(), cands.front().params)
-                ->descriptor()
-                .schedule.summary.find("not applied") != std::string::npos) {
+        dsl::ElementwiseSchedule::says_divide_below_declined(
+            load(subjects.front(), cands.front().params)->descriptor().schedule.summary)) {
       say("  divide_below: not applied to this family (one form of 1/x), not searched");
       continue;
     }
