@@ -414,10 +414,6 @@ std::string serialize_impl(const Array& a, const std::string& origin) {
   return out;
 }
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
 }  // namespace
 
 int64_t Array::elements() const {

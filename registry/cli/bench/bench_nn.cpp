@@ -274,7 +274,7 @@ nlohmann::json bench_nn(const Args& a, Registry& reg, const std::string& op,
   auto evict = [&scrub] {
     uint64_t sum = 0;
     for (size_t i = 0; i < scrub.size(); i += 64) sum += scrub[i]++;
-    static volatile uint64_t sink;
+    [[maybe_unused]] static volatile uint64_t sink;
     sink = sum;
   };
   auto timed = [&](const std::function<void()>& f) {
