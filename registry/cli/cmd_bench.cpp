@@ -18,6 +18,7 @@
 
 #include "dsl/elementwise_schedule.h"
 #include "opforge/runtime.hpp"
+#include "registry/builder/tuning.h"
 #include "registry/cli/bench/bench_model.h"
 #include "registry/cli/bench/bench_nn.h"
 #include "registry/cli/bench/bench_workload.h"
@@ -153,6 +154,12 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
                       {"bw_1thread_us", m_bw1 * 1e6},
                       {"pct_of_bw", 100.0 * (bytes / m_op) / (bw_bytes / m_bw)},
                       {"ratio_to_best_bw", m_op / std::min(m_bw, m_bw1)}};
+  const int64_t l3 = builder::this_machine().l3_bytes;
+  const CacheFit fit = cache_fit(d, n, l3);
+  j["l3_bytes"] = l3;
+  j["footprint_bytes"] = fit.footprint_bytes;
+  j["fits_in_l3"] = fit.fits;
+  if (fit.dram_n > 0) j["dram_n"] = fit.dram_n;
   if (twin) {
     j["side_by_side"] = side_by_side;  // hand and autoscheduled (or preview and registered)
     // Per pair, the first's time over the second's. The quartiles are how much single calls
@@ -354,6 +361,13 @@ void print_one(const nlohmann::json& j) {
   std::printf("  op / faster bandwidth kernel = %.2fx   (%.0f B moved per element)\n",
               j["ratio_to_best_bw"].get<double>(),
               j["bytes_per_call"].get<double>() / j["n"].get<double>());
+  if (j.value("fits_in_l3", false)) {
+    std::printf(
+        "  note: one call reads %.0f MB and this CPU's L3 holds %.0f MB (as the OS reports it):\n"
+        "        back-to-back calls run partly from cache; --n 1e%ld or more measures memory\n",
+        j["footprint_bytes"].get<double>() / 1e6, j["l3_bytes"].get<double>() / 1e6,
+        std::lround(std::log10(j["dram_n"].get<double>())));
+  }
 }
 
 // Every table names the machine it ran on (the ISA is in each variant's name); printed with

@@ -176,6 +176,20 @@ double bytes_per_element(const registry::Descriptor& d) {
          static_cast<double>(d.traffic.bytes_written_per_element);
 }
 
+CacheFit cache_fit(const registry::Descriptor& d, int64_t n, int64_t l3_bytes) {
+  CacheFit f;
+  const double per_element = static_cast<double>(d.traffic.bytes_read_per_element);
+  f.footprint_bytes = static_cast<double>(n) * per_element;
+  if (l3_bytes <= 0 || per_element <= 0) return f;
+  f.fits = f.footprint_bytes <= static_cast<double>(l3_bytes);
+  f.dram_n = 1;
+  while (static_cast<double>(f.dram_n) * per_element < 2.0 * static_cast<double>(l3_bytes) &&
+         f.dram_n < int64_t(1000000000000)) {
+    f.dram_n *= 10;
+  }
+  return f;
+}
+
 std::vector<int64_t> count_list(const std::string& text, const std::string& option) {
   std::vector<int64_t> out;
   std::stringstream ss(text);

@@ -1,10 +1,13 @@
 // opforge bench: the JSON it reports, --split, bench all, and usage errors naming the problem.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "cli_util.h"
 #include "opforge/runtime.hpp"
@@ -29,6 +32,34 @@ TEST_CASE("bench apply_gradient_descent --json") {
   CHECK(v.at("op") == "apply_gradient_descent");
   CHECK(v.at("n") == 10000);
   CHECK(v.at("bandwidth_kernel").get<std::string>().rfind("bandwidth_s1_g1__", 0) == 0);
+}
+
+// Gradient descent reads var and grad, 8 bytes per element; the L3 is what sysconf reports.
+TEST_CASE("bench: whether one call's buffers fit in the L3, and the N that measures memory") {
+  const long l3 = std::max(sysconf(_SC_LEVEL3_CACHE_SIZE), 0L);
+  // One size that fits any L3, and where the L3 is known (and not huge), one just past it.
+  std::vector<int64_t> sizes = {10000};
+  if (l3 > 0 && l3 / 8 < (int64_t(1) << 28)) sizes.push_back(l3 / 8 + 1);
+  for (int64_t n : sizes) {
+    CAPTURE(n);
+    const std::string ns = std::to_string(n);
+    const Result r =
+        opforge_reg({"bench", "apply_gradient_descent", "--n", ns, "--reps", "3", "--json"});
+    REQUIRE_MESSAGE(r.rc == 0, r.all());
+    const json v = parse_json(r);
+    CHECK(v.at("l3_bytes") == l3);
+    CHECK(v.at("footprint_bytes").get<double>() == 8.0 * n);
+    const bool fits = l3 > 0 && 8 * n <= l3;
+    CHECK(v.at("fits_in_l3") == fits);
+    if (l3 > 0) {
+      int64_t want = 1;
+      while (want * 8 < 2 * int64_t(l3)) want *= 10;
+      CHECK(v.at("dram_n") == want);
+    }
+    const Result text = opforge_reg({"bench", "apply_gradient_descent", "--n", ns, "--reps", "3"});
+    REQUIRE_MESSAGE(text.rc == 0, text.all());
+    CHECK(contains(text.out, "back-to-back calls run partly from cache") == fits);
+  }
 }
 
 TEST_CASE("bench --set on an NN op: the preview beside the registered variant, same run") {
