@@ -4,6 +4,7 @@
     /usr/bin/python3 scripts/bench_quant8.py [--n 1e7] [--reps 25] [--threads 2]
         [--isa avx512,avx2]
         [--ops apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad]
+        [--storages f32,q8s,q8ls,e4m3g,e5m2g,e4m3gq8s]
         [--write-docs]
 
 The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
@@ -22,7 +23,9 @@ neighbour hits all of them); medians over reps. "x f32" is the contender's eleme
 fp32 kernel's (the issue's goal for 8-bit Adam: >= 1.6x); "% own bw" is its own bandwidth
 kernel's median over its median. Bytes per element come from the descriptors (codes 1 byte;
 the absmaxes, 4 bytes per 256 elements, are left out). Every table names the CPU and the ISA.
---write-docs writes the table into this script's section of scripts/BENCHMARKS.md.
+--storages keeps fewer contenders in the process (each holds its own buffers and its bandwidth
+kernel's: at N = 1e8 all six need more than 24 GB); f32 is always one. --write-docs writes
+the table into this script's section of scripts/BENCHMARKS.md.
 """
 
 import argparse
@@ -81,8 +84,14 @@ def main():
     ap.add_argument("--isa", default=None, help="ISAs, comma-separated (default: the best)")
     ap.add_argument("--ops",
                     default="apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad")
+    ap.add_argument("--storages", default=",".join(STORAGES),
+                    help="contenders, comma-separated (f32 is always timed)")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
+    storages = ["f32"] + [s for s in a.storages.split(",") if s != "f32"]
+    unknown = [s for s in storages if s not in STORAGES]
+    if unknown:
+        ap.error(f"--storages: unknown storage {unknown[0]!r} (known: {', '.join(STORAGES)})")
     n = int(a.n)
     reg = opforge.open()
     reg.set_num_threads(a.threads)
@@ -93,7 +102,7 @@ def main():
     for op, isa in [(op, isa) for op in a.ops.split(",")
                     for isa in (a.isa.split(",") if a.isa else [None])]:
         contenders = []
-        for storage in STORAGES:
+        for storage in storages:
             try:
                 k = reg.select(op, {"storage": storage}, isa)
             except opforge.OpforgeError:
