@@ -88,7 +88,7 @@ def main():
                     help="contenders, comma-separated (f32 is always timed)")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
-    storages = ["f32"] + [s for s in a.storages.split(",") if s != "f32"]
+    storages = list(dict.fromkeys(["f32"] + a.storages.split(",")))  # in order, once each
     unknown = [s for s in storages if s not in STORAGES]
     if unknown:
         ap.error(f"--storages: unknown storage {unknown[0]!r} (known: {', '.join(STORAGES)})")
