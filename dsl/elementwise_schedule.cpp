@@ -294,12 +294,11 @@ void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_
   absmax_out.split(b, bo, bi, per_task, TailStrategy::GuardWithIf).parallel(bo);
   // Stored after the block's codes, from the same block_scale values.
   absmax_out.compute_with(out, bi);
-  // On the stack: their extents depend on the tail block, and Halide 14 puts such buffers
-  // on the heap, a malloc/free per block (8-bit Adam at 1e7: 26 ms instead of 18). And
-  // bounded to the whole block, so that every block's loops have a constant trip count
-  // (the tail block's extra elements read the clamped last element and are never stored):
-  // 8-bit Adam 0.97-0.99x the time in cache and at 1e7, both maps, AVX-512 and AVX2
-  // (2-vCPU AMD EPYC, paired medians).
+  // Bounded to the whole block, so that every block's loops have a constant trip count (the
+  // tail block's extra elements read the clamped last element and are never stored): 8-bit
+  // Adam 0.97-0.99x the time in cache and at 1e7, both maps, AVX-512 and AVX2 (2-vCPU AMD
+  // EPYC, paired medians). On the stack: with extents that followed the tail block, Halide 14
+  // put these buffers on the heap, a malloc/free per block (8-bit Adam at 1e7: 26 ms, not 18).
   values.compute_at(out, bi)
       .bound(values.args()[0], 0, block)
       .store_in(Halide::MemoryType::Stack)
