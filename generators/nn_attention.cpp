@@ -26,8 +26,8 @@
 // k and v are packed per (b, h) into the register tiles' panels (kt, vt below; padded, the
 // last key and head dim repeated; with grouped-query heads each query head packs its kv
 // head): an extra pass over k and v, small against the L x S work when L spans several query
-// tasks, but it costs a decode-shaped call (L of a few rows): those take the decode algorithm
-// (build_decode: k and v read once, in place, one task per head).
+// tasks, but it costs a decode-shaped call (L of a few rows): those take the decode algorithms
+// (build_decode, build_decode_queries: k and v read once, in place, one task per head).
 // -inf guards: a block masked for a query gives bm = -inf; exp(s - bm) then uses 0 for bm
 // (every p is exp(-inf) = 0), c is 0, and m' stays finite or -inf (a is then exp(-inf) = 0
 // on an all-zero acc). A query whose every key is masked gives 0 / 0 = NaN, as torch.
@@ -483,7 +483,154 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   return kernel;
 }
 
-// Both ops' algorithms: decode for a few queries (higher priority), flash otherwise.
+// Where decode_queries applies: 11 to 16 queries (below, decode is as fast or faster: see
+// its schedule comment) and head dims in whole 32-dim blocks.
+const char* const kDecodeQueriesWhen = "L >= 11 && L <= 16 && D % 32 == 0";
+
+// decode_queries: decode vectorized along the queries instead of the head dims, for L of
+// 11-16. Per (b, h), the queries padded to 16 (padding repeats query L - 1, never stored):
+//   s(l, j) = (q_l * scale) . k_j     register blocks of kb keys x the 16 queries over the whole
+//                                     D: per d, 16 / vec loads of the transposed queries and kb
+//                                     broadcasts from k's rows (in place, one contiguous run)
+//   m(l) = max_j s, p = exp2(s - m), ps(l) = sum_j p     vectors along the queries
+//   o(d, l) = (sum_j p(l, j) v(d, j)) / ps(l)            per chunk of keys, register blocks of
+//                                                        qb queries x 32 head dims: per key qb
+//                                                        broadcasts of p, 32 / vec loads of v
+// No horizontal sums, no accumulator through memory inside a block, and every multiply-add
+// fills all its lanes; decode pays a horizontal sum per query and key and keeps p . v in L1.
+dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
+  const AttnInputs in(args, masked);
+  const int vec = args.target.natural_vector_size<float>();
+  // keys per q . k block: 16 x 1 vector of queries (AVX-512), 6 x 2 (AVX2) accumulators
+  const int kb = vec >= 16 ? 16 : 6;
+  const int db = 32;                 // head dims per p . v block
+  const int qb = vec >= 16 ? 8 : 2;  // queries per p . v block: 2 x 8 (AVX-512), 4 x 2 (AVX2)
+  const int chunk = 64;              // keys per p . v chunk: 16 KB of v at D = 64
+  // ---- Algorithm ----
+  Var l("l"), j("j"), d("d"), h("h"), b("b");
+  const Expr hk = in.kv_head(h);
+  const Expr S = in.causal ? min(in.S, in.L) : in.S;  // the keys any query sees
+  const int Lp = 16;                                  // queries padded to 16 (L <= 16)
+  Func qt("qt");  // scaled queries, transposed (queries innermost), padding repeats the last
+  qt(l, d, h, b) = in.q(d, min(l, in.L - 1), h, b) * in.scale;
+  RDom rd(0, in.D, "rd");
+  Func sacc("sacc");
+  sacc(l, j, h, b) = 0.0f;
+  // With S >= kb every key block lies inside [0, S) (the last one shifted inwards), so k is read
+  // unclamped: a clamp per key cost four vector instructions per broadcast (address vectors
+  // built and extracted every d). Fewer keys: blocks padded, k clamped.
+  const Expr whole = S >= kb;
+  sacc(l, j, h, b) += qt(l, rd, h, b) * in.k(rd, select(whole, j, clamp(j, 0, S - 1)), hk, b);
+  Func s("s");
+  s(l, j, h, b) = in.seen(sacc(l, j, h, b), j, l);
+  RDom rj(0, S, "rj");
+  Func m("m");
+  m(l, h, b) = -INFINITY;
+  m(l, h, b) = max(m(l, h, b), s(l, rj, h, b));
+  Func p("p");
+  p(l, j, h, b) = exp2_nonpositive(s(l, j, h, b) - finite_or_zero(m(l, h, b)));
+  Func ps("ps");
+  ps(l, h, b) = 0.0f;
+  ps(l, h, b) += p(l, rj, h, b);
+  // p . v over chunks of `chunk` keys (pvc), summed over the chunks (pv): a chunk's v rows
+  // stay in L1 for every block of queries and dims, so v is read from memory once.
+  Var ko("ko");
+  RDom rc(0, chunk, "rc");
+  rc.where(ko * chunk + rc < S);
+  Func pvc("pvc");
+  pvc(d, l, ko, h, b) = 0.0f;
+  // The key clamped although the where clause stops at S: bounds inference takes the whole
+  // last chunk (v read past S without it).
+  const Expr key = min(ko * chunk + rc, S - 1);
+  pvc(d, l, ko, h, b) += p(l, key, h, b) * in.v(d, key, hk, b);
+  RDom rko(0, (S + chunk - 1) / chunk, "rko");
+  Func pv("pv");
+  pv(d, l, h, b) = 0.0f;
+  pv(d, l, h, b) += pvc(d, l, rko, h, b);
+  Func o = dsl::output_func("o");
+  o(d, l, h, b) = pv(d, l, h, b) / ps(l, h, b);
+
+  // ---- Schedule ----
+  // One parallel task per (b, h), as decode; s and p hold 16 x S floats (L2), k and v are
+  // each read once from memory. Measured (AMD EPYC family 26 model 2, 2 vCPUs, 2 threads,
+  // cold, S = 2048, D = 64, 16 heads, `opforge bench scaled_dot_product_attention`, every
+  // algorithm interleaved; scripts/BENCHMARKS.md has the runs), decode's time / this one's:
+  //   L          2     4     6     8     9     12         16
+  //   AVX-512    0.66  0.94  0.99  1.10  1.05  1.74-1.79  1.91-2.14
+  //   AVX2       0.47  0.70  0.90  0.76  0.80  1.27-1.34  1.64-1.73
+  // (its time is about flat in L: 16 lanes computed whatever L), hence L >= 11 on both ISAs.
+  // Steps, same kind of runs: the first form (8-key blocks of one query vector, k's rows
+  // clamped per key, p . v over all keys per block of queries) ran L = 16 at 0.89x oneDNN
+  // (AVX-512); k unclamped with its row stride a constant (below) 1.33x faster; the max and
+  // sum as 4 partial chains 1.02x; 16-key blocks of all 16 queries (AVX2: 6 keys x 2 vectors)
+  // against 8 (4) 1.00-1.07x; p . v in 64-key chunks (v read once from memory, not once per
+  // block of queries and dims) 0.98-1.11x (AVX-512), 1.10-1.17x (AVX2).
+  Var hb("hb"), lo("lo"), li("li"), dob("dob"), dib("dib"), jo("jo"), ji("ji");
+  o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
+  const LoopLevel task(o, hb);
+  qt.compute_at(task).bound(l, 0, Lp).vectorize(l, vec);
+  s.compute_at(task).bound(l, 0, Lp);
+  for (const bool w : {true, false}) {
+    (w ? s.specialize(whole) : Stage(s))
+        .split(j, jo, ji, kb, w ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf)
+        .reorder(l, ji, jo)
+        .vectorize(l, vec);
+  }
+  // The q . k block: kb keys x the 16 queries, accumulators over the whole D.
+  sacc.compute_at(s, jo).bound_extent(j, kb).vectorize(l, vec).unroll(l).unroll(j);
+  sacc.update().reorder(l, j, rd).vectorize(l, vec).unroll(l).unroll(j);
+  // k's row stride a constant for the common head dims: the kb rows' addresses are then one
+  // pointer and immediate offsets (with a run-time stride LLVM ran out of general registers and
+  // rebuilt half the addresses with vector instructions every d).
+  for (int dims : {64, 128}) sacc.update().specialize(in.k.dim(1).stride() == dims);
+  // The max and the sum over the keys as 4 interleaved partial results (rfactor): one chain
+  // of S dependent vmaxps / vaddps per head took 17% of the call (AVX-512, L = 16, S = 2048).
+  for (Func f : {m, ps}) {
+    RVar rjo("rjo"), rji("rji");
+    Var u("u");
+    f.compute_at(task).bound(l, 0, Lp).vectorize(l, vec);
+    Func part = f.update().split(rj, rjo, rji, 4, TailStrategy::GuardWithIf).rfactor(rji, u);
+    part.compute_at(task).bound(l, 0, Lp).vectorize(l, vec).unroll(u);
+    part.update().reorder(l, u, rjo).vectorize(l, vec).unroll(u);
+    f.update().vectorize(l, vec);
+  }
+  p.compute_at(task).bound(l, 0, Lp).vectorize(l, vec);
+  // p . v: per chunk of keys, per block of qb queries x db dims, the block's accumulators in
+  // registers over the chunk's keys (per key qb broadcasts of p, db / vec loads of v), then
+  // added into pv (L1).
+  pv.compute_at(task).bound(l, 0, Lp).vectorize(d, vec);
+  pv.update()
+      .split(d, dob, dib, db)
+      .split(l, lo, li, qb)
+      .reorder(dib, li, lo, dob, rko)
+      .vectorize(dib, vec)
+      .unroll(dib)
+      .unroll(li);
+  pvc.compute_at(pv, lo).vectorize(d, vec).unroll(d).unroll(l);
+  pvc.update().reorder(d, l, rc, ko).vectorize(d, vec).unroll(d).unroll(l);
+  // Whole dim blocks and at most 16 queries only (the algorithm's condition): otherwise the
+  // blocks would read v past D and the queries past the padding.
+  o.specialize(in.D % db == 0 && in.L <= Lp);
+  o.specialize_fail("decode_queries: the head dim D is not a multiple of 32 or L is over 16");
+
+  dsl::NnKernel kernel;
+  kernel.outputs = {o};
+  kernel.schedule_summary =
+      std::string(in.causal ? "causal (the first L keys), " : "") + (masked ? "mask, " : "") +
+      "k and v read in place; one parallel task per (b, h); vectorized along the queries: "
+      "q.k in " +
+      std::to_string(kb) + "-key register blocks, softmax along the keys, p.v in " +
+      std::to_string(qb) + "-query x " + std::to_string(db) + "-dim register blocks";
+  kernel.schedule_params = {{"vec", vec},
+                            {"key_block", kb},
+                            {"query_block", qb},
+                            {"dim_block", db},
+                            {"key_chunk", chunk}};
+  return kernel;
+}
+
+// Both ops' algorithms: decode_queries for 11-16 queries, decode for fewer (higher priorities
+// where their conditions hold), flash otherwise.
 void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
   d.algorithm("flash", "", 0,
               std::string("flash-style: key blocks with an online softmax, register-tiled q.k^T "
@@ -494,7 +641,12 @@ void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
                  std::string(kDecodeWhen) +
                      " (decode): k and v read once in place, no packing; one parallel task per "
                      "(batch, head): scores along the keys, softmax, p.v along the head dim",
-                 [masked](const dsl::NnArgs& a) { return build_decode(a, masked); });
+                 [masked](const dsl::NnArgs& a) { return build_decode(a, masked); })
+      .algorithm("decode_queries", kDecodeQueriesWhen, 11,
+                 std::string(kDecodeQueriesWhen) +
+                     " (decode_queries): decode vectorized along the queries; q.k and p.v in "
+                     "register blocks",
+                 [masked](const dsl::NnArgs& a) { return build_decode_queries(a, masked); });
 }
 
 }  // namespace

@@ -250,6 +250,11 @@ def test_attention_decode_shapes(reg):
     kernel = reg.select_for("scaled_dot_product_attention", dict(q=q, k=k, v=v, scale=0.0),
                             {"causal": False})
     assert "decode" in kernel.variant
+    check_attention_forms(q, k, v, additive)
+
+
+def check_attention_forms(q, k, v, additive):
+    """Causal and not, and an additive mask, against the fp64 reference."""
     with torch.no_grad():
         for causal in (False, True):
             got = onn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -258,6 +263,27 @@ def test_attention_decode_shapes(reg):
         got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=additive)
         assert torch.allclose(got.double(), attention_ref(q, k, v, False, additive), rtol=1e-4,
                               atol=1e-5)
+
+
+def test_attention_decode_queries_shapes(reg):
+    """11 to 16 queries (head dim a multiple of 32) take decode_queries: causal, float and
+    bool masks against the fp64 reference, with fewer keys (7) than its key block and more."""
+    q = randn(1, 4, 12, 64, seed=35)
+    for keys in (7, 300):
+        k, v = randn(1, 2, keys, 64, seed=36), randn(1, 2, keys, 64, seed=37)
+        kernel = reg.select_for("scaled_dot_product_attention", dict(q=q, k=k, v=v, scale=0.0),
+                                {"causal": False})
+        assert "decode_queries" in kernel.variant
+        additive = randn(12, keys, seed=38)
+        allowed = randn(12, keys, seed=39) > -1.0
+        allowed[:, 0] = True  # no row fully masked
+        check_attention_forms(q, k, v, additive)
+        with torch.no_grad():
+            got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+            as_added = torch.zeros(12, keys, dtype=torch.float64).masked_fill(~allowed,
+                                                                              float("-inf"))
+            assert torch.allclose(got.double(), attention_ref(q, k, v, False, as_added),
+                                  rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
