@@ -483,13 +483,14 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
   return kernel;
 }
 
-// Where decode_queries applies: 11 to 16 queries (below, decode is as fast or faster: see
-// its schedule comment) and head dims in whole 32-dim blocks.
-const char* const kDecodeQueriesWhen = "L >= 11 && L <= 16 && D % 32 == 0";
+// Where decode_queries applies: 11 to 32 queries (below, decode is as fast or faster; above,
+// flash: see its schedule comment) and head dims in whole 32-dim blocks.
+const char* const kDecodeQueriesWhen = "L >= 11 && L <= 32 && D % 32 == 0";
 
 // decode_queries: decode vectorized along the queries instead of the head dims, for L of
-// 11-16. Per (b, h), the queries padded to 16 (padding repeats query L - 1, never stored):
-//   s(l, j) = (q_l * scale) . k_j     register blocks of kb keys x the 16 queries over the whole
+// 11-32. Per (b, h), the queries padded to blocks of 16 (padding repeats query L - 1, never
+// stored):
+//   s(l, j) = (q_l * scale) . k_j     register blocks of kb keys x 16 queries over the whole
 //                                     D: per d, 16 / vec loads of the transposed queries and kb
 //                                     broadcasts from k's rows (in place, one contiguous run)
 //   m(l) = max_j s, p = exp2(s - m), ps(l) = sum_j p     vectors along the queries
@@ -510,7 +511,8 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   Var l("l"), j("j"), d("d"), h("h"), b("b");
   const Expr hk = in.kv_head(h);
   const Expr S = in.causal ? min(in.S, in.L) : in.S;  // the keys any query sees
-  const int Lp = 16;                                  // queries padded to 16 (L <= 16)
+  const int G = 16;                                   // queries per q . k block
+  const Expr Lp = (in.L + G - 1) / G * G;             // queries padded to whole blocks
   Func qt("qt");  // scaled queries, transposed (queries innermost), padding repeats the last
   qt(l, d, h, b) = in.q(d, min(l, in.L - 1), h, b) * in.scale;
   RDom rd(0, in.D, "rd");
@@ -559,13 +561,19 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   //   AVX-512    0.66  0.94  0.99  1.10  1.05  1.74-1.79  1.91-2.14
   //   AVX2       0.47  0.70  0.90  0.76  0.80  1.27-1.34  1.64-1.73
   // (its time is about flat in L: 16 lanes computed whatever L), hence L >= 11 on both ISAs.
+  // Past 16 (two blocks of 16 queries), flash's time / this one's, two rounds:
+  //   L          17    24          32
+  //   AVX-512    1.19  1.18-1.26   0.96-1.00
+  //   AVX2       1.16  0.93-0.95   1.64-1.66
+  // (AVX2's flash tasks are 24 queries: one task at L = 24, two at 32), hence L <= 32.
   // Steps, same kind of runs: the first form (8-key blocks of one query vector, k's rows
   // clamped per key, p . v over all keys per block of queries) ran L = 16 at 0.89x oneDNN
   // (AVX-512); k unclamped with its row stride a constant (below) 1.33x faster; the max and
   // sum as 4 partial chains 1.02x; 16-key blocks of all 16 queries (AVX2: 6 keys x 2 vectors)
   // against 8 (4) 1.00-1.07x; p . v in 64-key chunks (v read once from memory, not once per
   // block of queries and dims) 0.98-1.11x (AVX-512), 1.10-1.17x (AVX2).
-  Var hb("hb"), lo("lo"), li("li"), dob("dob"), dib("dib"), jo("jo"), ji("ji");
+  Var hb("hb"), lo("lo"), li("li"), dob("dob"), dib("dib"), jo("jo"), ji("ji"), lg("lg"),
+      lgi("lgi");
   o.reorder(d, l, h, b).fuse(h, b, hb).parallel(hb).vectorize(d, vec, TailStrategy::GuardWithIf);
   const LoopLevel task(o, hb);
   qt.compute_at(task).bound(l, 0, Lp).vectorize(l, vec);
@@ -573,11 +581,13 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   for (const bool w : {true, false}) {
     (w ? s.specialize(whole) : Stage(s))
         .split(j, jo, ji, kb, w ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf)
-        .reorder(l, ji, jo)
-        .vectorize(l, vec);
+        .split(l, lg, lgi, G)
+        .reorder(lgi, ji, lg, jo)
+        .vectorize(lgi, vec);
   }
-  // The q . k block: kb keys x the 16 queries, accumulators over the whole D.
-  sacc.compute_at(s, jo).bound_extent(j, kb).vectorize(l, vec).unroll(l).unroll(j);
+  // The q . k block: kb keys x a block of 16 queries, accumulators over the whole D.
+  sacc.compute_at(s, lg).bound_extent(l, G).bound_extent(j, kb).vectorize(l, vec).unroll(l).unroll(
+      j);
   sacc.update().reorder(l, j, rd).vectorize(l, vec).unroll(l).unroll(j);
   // k's row stride a constant for the common head dims: the kb rows' addresses are then one
   // pointer and immediate offsets (with a run-time stride LLVM ran out of general registers and
@@ -608,10 +618,10 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
       .unroll(li);
   pvc.compute_at(pv, lo).vectorize(d, vec).unroll(d).unroll(l);
   pvc.update().reorder(d, l, rc, ko).vectorize(d, vec).unroll(d).unroll(l);
-  // Whole dim blocks and at most 16 queries only (the algorithm's condition): otherwise the
-  // blocks would read v past D and the queries past the padding.
-  o.specialize(in.D % db == 0 && in.L <= Lp);
-  o.specialize_fail("decode_queries: the head dim D is not a multiple of 32 or L is over 16");
+  // Whole dim blocks only (the algorithm's condition): the blocks would read v past D. Past 32
+  // queries flash is the faster algorithm; the condition stops there, and so does the kernel.
+  o.specialize(in.D % db == 0 && in.L <= 32);
+  o.specialize_fail("decode_queries: the head dim D is not a multiple of 32 or L is over 32");
 
   dsl::NnKernel kernel;
   kernel.outputs = {o};
@@ -629,7 +639,7 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   return kernel;
 }
 
-// Both ops' algorithms: decode_queries for 11-16 queries, decode for fewer (higher priorities
+// Both ops' algorithms: decode_queries for 11-32 queries, decode for up to 16 (higher priorities
 // where their conditions hold), flash otherwise.
 void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
   d.algorithm("flash", "", 0,

@@ -266,7 +266,7 @@ def check_attention_forms(q, k, v, additive):
 
 
 def test_attention_decode_queries_shapes(reg):
-    """11 to 16 queries (head dim a multiple of 32) take decode_queries: causal, float and
+    """11 to 32 queries (head dim a multiple of 32) take decode_queries: causal, float and
     bool masks against the fp64 reference, with fewer keys (7) than its key block and more."""
     q = randn(1, 4, 12, 64, seed=35)
     for keys in (7, 300):

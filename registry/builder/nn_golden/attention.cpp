@@ -5,10 +5,9 @@
 // 300 (several key blocks and query blocks, partial last ones), D of 128, 64, 40, 17 and 1,
 // Hkv < H, batch 2, the default and a given scale, logits large enough for the online softmax to
 // rescale; decode shapes (L of 2 to 16 against S up to 2048, L > S causal; L = 17 is just past
-// the decode algorithms; decode_queries' L of 11 to 16 with S below, at and past its key
-// block); the masked op with a float mask and with a bool one (a byte per element, true =
-// attend; the harness draws 80% true, so a row of one key is sometimes all false: NaN, as
-// torch).
+// decode; decode_queries' L of 11 to 32 with S below, at and past its key block); the masked
+// op with a float mask and with a bool one (a byte per element, true = attend; the harness
+// draws 80% true, so a row of one key is sometimes all false: NaN, as torch).
 #include <cmath>
 #include <random>
 
@@ -46,13 +45,16 @@ std::vector<NnProblem> problems() {
       {1, 2, 1, 16, 300, 64, 0},
       {1, 3, 1, 12, 40, 17, 0},
       {1, 2, 1, 3, 100, 128, 0},
-      // decode_queries (11 <= L <= 16, D a multiple of 32): fewer keys than its 16-key block
+      // decode_queries (11 <= L <= 32, D a multiple of 32): fewer keys than its 16-key block
       // (AVX2: 6; S = 5, 7), a shifted last block (S = 1000), D = 128 and 96, batch 2, grouped
-      // heads
+      // heads, two blocks of 16 queries (L = 17, 24, 32)
       {2, 4, 2, 14, 5, 32, 0},
       {1, 4, 1, 13, 1000, 128, 0.3, 3},
       {1, 2, 2, 16, 7, 64, 0},
-      {1, 3, 1, 11, 203, 96, 0}};
+      {1, 3, 1, 11, 203, 96, 0},
+      {1, 2, 1, 17, 300, 64, 0},
+      {2, 2, 1, 24, 20, 32, 0},
+      {1, 4, 2, 32, 1000, 128, 0.5, 3}};
   std::vector<NnProblem> out;
   for (bool causal : {false, true}) {
     for (const Case& c : cases) {
