@@ -484,8 +484,12 @@ dsl::NnKernel build_decode(const dsl::NnArgs& args, bool masked) {
 }
 
 // Where decode_queries applies: 11 to 32 queries (below, decode is as fast or faster; above,
-// flash: see its schedule comment) and head dims in whole 32-dim blocks.
-const char* const kDecodeQueriesWhen = "L >= 11 && L <= 32 && D % 32 == 0";
+// flash: see its schedule comment) and head dims in whole blocks of its p . v register block.
+// The kernel refuses calls outside the bounds (build_decode_queries' specialize_fail).
+constexpr int kDecodeQueriesMinL = 11, kDecodeQueriesMaxL = 32, kDecodeQueriesDims = 32;
+const std::string kDecodeQueriesWhen = "L >= " + std::to_string(kDecodeQueriesMinL) +
+                                       " && L <= " + std::to_string(kDecodeQueriesMaxL) +
+                                       " && D % " + std::to_string(kDecodeQueriesDims) + " == 0";
 
 // decode_queries: decode vectorized along the queries instead of the head dims, for L of
 // 11-32. Per (b, h), the queries padded to blocks of 16 (padding repeats query L - 1, never
@@ -504,9 +508,10 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   const int vec = args.target.natural_vector_size<float>();
   // keys per q . k block: 16 x 1 vector of queries (AVX-512), 6 x 2 (AVX2) accumulators
   const int kb = vec >= 16 ? 16 : 6;
-  const int db = 32;                 // head dims per p . v block
-  const int qb = vec >= 16 ? 8 : 2;  // queries per p . v block: 2 x 8 (AVX-512), 4 x 2 (AVX2)
-  const int chunk = 64;              // keys per p . v chunk: 16 KB of v at D = 64
+  const int db = kDecodeQueriesDims;  // head dims per p . v block
+  // queries per p . v block; accumulators 2 dim vectors x 8 queries (AVX-512), 4 x 2 (AVX2)
+  const int qb = vec >= 16 ? 8 : 2;
+  const int chunk = 64;  // keys per p . v chunk: 16 KB of v at D = 64
   // ---- Algorithm ----
   Var l("l"), j("j"), d("d"), h("h"), b("b");
   const Expr hk = in.kv_head(h);
@@ -557,9 +562,9 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   // each read once from memory. Measured (AMD EPYC family 26 model 2, 2 vCPUs, 2 threads,
   // cold, S = 2048, D = 64, 16 heads, `opforge bench scaled_dot_product_attention`, every
   // algorithm interleaved; scripts/BENCHMARKS.md has the runs), decode's time / this one's:
-  //   L          2     4     6     8     9     12         16
-  //   AVX-512    0.66  0.94  0.99  1.10  1.05  1.74-1.79  1.91-2.14
-  //   AVX2       0.47  0.70  0.90  0.76  0.80  1.27-1.34  1.64-1.73
+  //   L          2     4     6     8     9     11         12         16
+  //   AVX-512    0.66  0.94  0.99  1.10  1.05  1.39-1.44  1.68-1.86  1.81-1.87
+  //   AVX2       0.47  0.70  0.90  0.76  0.80  1.11-1.19  1.33-1.37  1.69-1.74
   // (its time is about flat in L: 16 lanes computed whatever L), hence L >= 11 on both ISAs.
   // Past 16 (two blocks of 16 queries), flash's time / this one's, two rounds:
   //   L          17    24          32
@@ -620,8 +625,9 @@ dsl::NnKernel build_decode_queries(const dsl::NnArgs& args, bool masked) {
   pvc.update().reorder(d, l, rc, ko).vectorize(d, vec).unroll(d).unroll(l);
   // Whole dim blocks only (the algorithm's condition): the blocks would read v past D. Past 32
   // queries flash is the faster algorithm; the condition stops there, and so does the kernel.
-  o.specialize(in.D % db == 0 && in.L <= 32);
-  o.specialize_fail("decode_queries: the head dim D is not a multiple of 32 or L is over 32");
+  o.specialize(in.D % db == 0 && in.L <= kDecodeQueriesMaxL);
+  o.specialize_fail("decode_queries: the head dim D is not a multiple of " + std::to_string(db) +
+                    " or L is over " + std::to_string(kDecodeQueriesMaxL));
 
   dsl::NnKernel kernel;
   kernel.outputs = {o};
@@ -653,7 +659,7 @@ void declare_algorithms(dsl::NnOpDecl& d, bool masked) {
                      "(batch, head): scores along the keys, softmax, p.v along the head dim",
                  [masked](const dsl::NnArgs& a) { return build_decode(a, masked); })
       .algorithm("decode_queries", kDecodeQueriesWhen, 11,
-                 std::string(kDecodeQueriesWhen) +
+                 kDecodeQueriesWhen +
                      " (decode_queries): decode vectorized along the queries; q.k and p.v in "
                      "register blocks",
                  [masked](const dsl::NnArgs& a) { return build_decode_queries(a, masked); });
