@@ -28,7 +28,7 @@ struct MatmulTiles {
   int kc_long_k = 256;  // K chunk when K > long_k
   int long_k = 2048;    // K above which kc_long_k replaces kc
   int nt = 256;         // C tile columns
-  int mt;               // C tile rows (a multiple of rm); one C tile is one parallel task
+  int mt;               // most C tile rows (a multiple of rm); one C tile is one parallel task
 };
 
 MatmulTiles tiles_for(const Target& target) {
@@ -188,16 +188,35 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //    accumulated in place (c = 0, then c += acc per chunk: no prod tile, no copy; register
   //    blocks GuardWithIf, acc bound_extent to stay constant-size): 1024^3 and 8 x 512^3 within
   //    noise of this schedule, transpose_b 0.19x (M = 128 < mt: every block guarded).
+  //
+  // Equal tile rows (2026-12-05, AMD EPYC family 26 model 2, 2 vCPUs, 2 threads, cold; `opforge
+  // bench matmul`, both forms and oneDNN 2.6 in one run, interleaved medians of 10-20): the
+  // runtime's OpenMP split is static (each thread a contiguous run of tile indices, tiles
+  // numbered along n, then m), so M = 1024 on AVX2 (tile rows 5 x 192 + 64) gave one thread
+  // 12 full tiles and the other 8 and 4 thirds. M split into tile rows of equal height instead
+  // (rounded up to rm), the time of fixed 192 / 256-row tiles over equal ones: AVX2 1024^3
+  // 1.07, 256 x 64 x 3136 1.16, 256 x 256 x 3136 1.33, 640 x 768 x 768 1.06, 4096 x 768 x 768
+  // 1.01, 128 x 4096^2 transpose_b 1.00, 8 x 512^3 0.96-0.98 (three runs: 48 tasks balance
+  // anyway; 174-row tiles cost a little); AVX-512 640 x 768 x 768 1.16, the others (M a
+  // multiple of 256 or below it) 0.98-0.99. A round-robin or dynamic split in the runtime
+  // instead (OMP_SCHEDULE, same runs): AVX2 1024^3 1.07 as well, but direct convolutions
+  // 0.85-0.94x and Winograd 0.72-0.93x their static-split time (neighbouring row tasks share
+  // input rows in one core's L2): the tiles changed, not the runtime.
   Var tile("tile"), nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
-  c.split(m, mo, mi, t.mt, TailStrategy::GuardWithIf)
+  // M in tile rows of equal height (at most mt, a multiple of rm): the runtime's static split
+  // gives each thread a contiguous run of tiles, so a short last tile row left one thread
+  // with less work (measured above).
+  const Expr tile_rows = (M + t.mt - 1) / t.mt;
+  const Expr mt = ((M + tile_rows - 1) / tile_rows + t.rm - 1) / t.rm * t.rm;
+  c.split(m, mo, mi, mt, TailStrategy::GuardWithIf)
       .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
       .reorder(ni, mi, no, mo)
       .fuse(no, mo, tile)
       .fuse(tile, bt, tile)
       .parallel(tile)
       .vectorize(ni, vec, TailStrategy::GuardWithIf);
-  // Tiles then start at multiples of nt and mt, so m % rm and n % rn above are the register
-  // block's own indices (no division left in the inner loop).
+  // Tiles then start at multiples of nt and of mt (itself a multiple of rm), so m % rm and
+  // n % rn above are the register block's own indices (no division left in the inner loop).
   c.output_buffer().dim(0).set_min(0);
   c.output_buffer().dim(1).set_min(0);
 
@@ -245,7 +264,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   kernel.outputs = {c};
   kernel.schedule_summary = "packed A/B panels per K chunk, " + std::to_string(t.rm) + "x" +
                             std::to_string(t.rn) + " register block, one parallel task per " +
-                            std::to_string(t.mt) + "x" + std::to_string(t.nt) + " tile of c";
+                            "tile of c (" + std::to_string(t.nt) + " columns, tile rows of equal " +
+                            "height up to " + std::to_string(t.mt) + ")";
   if (double_buffer)
     kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", fold, "k");
   kernel.schedule_params = {

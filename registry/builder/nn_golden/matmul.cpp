@@ -4,7 +4,8 @@
 // multiple of the 16-wide vectors or the 8 x 32 register block, K past one 128- or 256-chunk
 // with a partial last chunk), K above 2048 (where AVX-512 switches from 128- to 256-chunks:
 // 2100 = 8 x 256 + 52, batched and not), batch 1 and > 1, the batch dim omitted on one or both
-// operands (broadcast).
+// operands (broadcast), M = 517 in three equal tile rows that are not multiples of 8 or 16
+// rows (174 + 174 + 169 on AVX2, 176 + 176 + 165 on AVX-512).
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {
@@ -24,10 +25,10 @@ std::vector<NnProblem> problems() {
   struct Case {
     int64_t ba, bb, M, N, K;
   };
-  const std::vector<Case> cases = {{0, 0, 1, 1, 1},     {0, 0, 1, 17, 5},   {3, 3, 17, 1, 33},
-                                   {2, 2, 33, 65, 17},  {0, 0, 9, 31, 300}, {2, 0, 70, 47, 513},
-                                   {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7}, {0, 0, 5, 290, 1000},
-                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}};
+  const std::vector<Case> cases = {{0, 0, 1, 1, 1},     {0, 0, 1, 17, 5},    {3, 3, 17, 1, 33},
+                                   {2, 2, 33, 65, 17},  {0, 0, 9, 31, 300},  {2, 0, 70, 47, 513},
+                                   {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7},  {0, 0, 5, 290, 1000},
+                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13}};
   std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
