@@ -7,6 +7,8 @@
 //   M = transpose_a*a_cols + (1-transpose_a)*a_rows        (and likewise K, N)
 // The inner-dim check is written once per transpose combination, so that each message names
 // exactly the two dims that must agree.
+#include "generators/nn_matmul.h"
+
 #include <algorithm>
 #include <string>
 
@@ -312,10 +314,19 @@ const dsl::NnOpDecl& matmul() {
         // dropped or misplaced term (|a_ik b_kj| ~ 0.25 on average) is far outside it.
         .example("a=1024,1024 b=1024,1024")
         .tolerance(1e-4, 5e-4)
-        .algorithm("", "", 0,
+        .algorithm("packed", "", 0,
                    "packed A/B panels per K chunk of 128-256, register-blocked inner product, "
                    "parallel over tiles of c",
-                   build_matmul);
+                   build_matmul)
+        // small_m up to 16 rows with transpose_b (Linear's form), 8 without (measured:
+        // nn_matmul_small_m.cpp).
+        .algorithm(
+            "small_m",
+            M + " <= 8 + 8 * transpose_b && " + N + " >= " + std::to_string(kMatmulSmallMTask), 5,
+            "a few rows of op(a) (M <= 16 with transpose_b, else 8; N >= " +
+                std::to_string(kMatmulSmallMTask) +
+                "): b read in place once, no packing (a Linear layer's decode step)",
+            build_matmul_small_m);
     return d;
   }();
   return decl;

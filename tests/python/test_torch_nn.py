@@ -70,6 +70,20 @@ def test_linear(reg, rows, inf, outf, bias):
     run_both(m, onn.Linear, x, 1e-5 * inf, 1e-4)
 
 
+@pytest.mark.parametrize("rows,algorithm", [(1, "small_m"), (3, "small_m"), (16, "small_m"),
+                                            (17, "packed")])
+def test_linear_decode_rows(reg, rows, algorithm):
+    """Up to 16 rows (a decode step's tokens) against 128 or more output features take
+    matmul's small_m (b read in place); 17 rows the packed algorithm. Both against fp64, with
+    K = 77 (not a whole number of vectors) and 300 outputs (not a whole task)."""
+    torch.manual_seed(40)
+    m = torch.nn.Linear(77, 300)
+    x = randn(rows, 77, seed=41)
+    kernel = reg.select_for("matmul", dict(a=x, b=m.weight.detach()), {"transpose_b": True})
+    assert f"__{algorithm}__" in kernel.variant
+    run_both(m, onn.Linear, x, 1e-5 * 77, 1e-4)
+
+
 @pytest.mark.parametrize("cfg", [
     dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # winograd
     dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # direct_oc

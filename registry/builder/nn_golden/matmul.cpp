@@ -5,7 +5,9 @@
 // with a partial last chunk), K above 2048 (where AVX-512 switches from 128- to 256-chunks:
 // 2100 = 8 x 256 + 52, batched and not), batch 1 and > 1, the batch dim omitted on one or both
 // operands (broadcast), M = 517 in three equal tile rows that are not multiples of 8 or 16
-// rows (174 + 174 + 169 on AVX2, 176 + 176 + 165 on AVX-512).
+// rows (174 + 174 + 169 on AVX2, 176 + 176 + 165 on AVX-512); and small_m's (M <= 16, N >=
+// 128): K below one vector and with a tail, N one task exactly and with a shifted last task
+// and register block, batched with one operand broadcast, M at its limits 8 and 16.
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {
@@ -28,7 +30,9 @@ std::vector<NnProblem> problems() {
   const std::vector<Case> cases = {{0, 0, 1, 1, 1},     {0, 0, 1, 17, 5},    {3, 3, 17, 1, 33},
                                    {2, 2, 33, 65, 17},  {0, 0, 9, 31, 300},  {2, 0, 70, 47, 513},
                                    {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7},  {0, 0, 5, 290, 1000},
-                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13}};
+                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13},
+                                   {0, 0, 1, 128, 1},   {0, 0, 3, 300, 77},  {2, 0, 2, 129, 40},
+                                   {0, 2, 8, 1000, 20}, {0, 0, 16, 200, 33}};
   std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {

@@ -195,7 +195,7 @@ def gelu(x, approximate="none", registry=None):
 
 def linear(x, weight, bias=None, registry=None):
     """torch.nn.functional.linear: x @ weight^T + bias, over x's last dim (one matmul with
-    transpose_b; the bias is one more pass)."""
+    transpose_b, its algorithm picked by shape; the bias is one more pass)."""
     _require_no_grad("linear", x, weight, bias)
     x = _f32("linear: input", x)
     w = _f32("linear: weight", weight)
@@ -203,7 +203,9 @@ def linear(x, weight, bias=None, registry=None):
         raise ValueError(f"linear: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
                          "match (in_features is the weight's second dim)")
     a = x.reshape(-1, w.shape[1])
-    k = _kernel("matmul", {"transpose_b": True}, registry)
+    # By the call's shapes: a few rows (a decode step) take small_m, b read once in place.
+    k = (registry or default_registry()).select_for("matmul", {"a": a, "b": w},
+                                                    {"transpose_b": True})
     y = _call(k, (a.shape[0], w.shape[0]), "c", a=a, b=w)
     if bias is not None:
         y += _f32("linear: bias", bias)
