@@ -201,9 +201,10 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   // 1.01, 128 x 4096^2 transpose_b 1.00, 8 x 512^3 0.96-0.98 (three runs: 48 tasks balance
   // anyway; 174-row tiles cost a little); AVX-512 640 x 768 x 768 1.16, the others (M a
   // multiple of 256 or below it) 0.98-0.99. A round-robin or dynamic split in the runtime
-  // instead (OMP_SCHEDULE, same runs): AVX2 1024^3 1.07 as well, but direct convolutions
-  // 0.85-0.94x and Winograd 0.72-0.93x their static-split time (neighbouring row tasks share
-  // input rows in one core's L2): the tiles changed, not the runtime.
+  // instead (OMP_SCHEDULE, same runs): AVX2 1024^3 1.06-1.08x oneDNN as well (static
+  // 0.98-0.99x), but AVX2 direct convolutions fell from 0.83-0.92x oneDNN to 0.76-0.89x and
+  // Winograd from 1.86-1.93x to 1.45-1.65x (neighbouring row tasks share input rows in one
+  // core's L2): the tiles changed, not the runtime.
   Var tile("tile"), nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
   // M in tile rows of equal height (at most mt, a multiple of rm): the runtime's static split
   // gives each thread a contiguous run of tiles, so a short last tile row left one thread
