@@ -277,6 +277,10 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   return kernel;
 }
 
+// Rows of op(a) up to which small_m is selected, with and without transpose_b (measured:
+// nn_matmul_small_m.cpp's schedule comment).
+constexpr int kSmallMRowsTb = 16, kSmallMRows = 8;
+
 }  // namespace
 
 const dsl::NnOpDecl& matmul() {
@@ -321,13 +325,16 @@ const dsl::NnOpDecl& matmul() {
                    build_matmul)
         // small_m up to 16 rows with transpose_b (Linear's form), 8 without (measured:
         // nn_matmul_small_m.cpp).
-        .algorithm(
-            "small_m",
-            M + " <= 8 + 8 * transpose_b && " + N + " >= " + std::to_string(kMatmulSmallMTask), 5,
-            "a few rows of op(a) (M <= 16 with transpose_b, else 8; N >= " +
-                std::to_string(kMatmulSmallMTask) +
-                "): b read in place once, no packing (a Linear layer's decode step)",
-            build_matmul_small_m);
+        .algorithm("small_m",
+                   M + " <= " + std::to_string(kSmallMRows) + " + " +
+                       std::to_string(kSmallMRowsTb - kSmallMRows) + " * transpose_b && " + N +
+                       " >= " + std::to_string(kMatmulSmallMTask),
+                   5,
+                   "a few rows of op(a) (M <= " + std::to_string(kSmallMRowsTb) +
+                       " with transpose_b, else " + std::to_string(kSmallMRows) +
+                       "; N >= " + std::to_string(kMatmulSmallMTask) +
+                       "): b read in place once, no packing (a Linear layer's decode step)",
+                   build_matmul_small_m);
     return d;
   }();
   return decl;
