@@ -323,8 +323,6 @@ const dsl::NnOpDecl& matmul() {
                    "packed A/B panels per K chunk of 128-256, register-blocked inner product, "
                    "parallel over tiles of c",
                    build_matmul)
-        // small_m up to 16 rows with transpose_b (Linear's form), 8 without (measured:
-        // nn_matmul_small_m.cpp).
         .algorithm("small_m",
                    M + " <= " + std::to_string(kSmallMRows) + " + " +
                        std::to_string(kSmallMRowsTb - kSmallMRows) + " * transpose_b && " + N +

@@ -126,9 +126,10 @@ dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args) {
   kernel.schedule_summary =
       std::string("b read in place once; one parallel task per ") + std::to_string(t.task) +
       (tb ? " rows of b; " + std::to_string(t.nr) +
-                " rows of b per register block, vectors along k, one horizontal sum per element"
-          : " columns; blocks of " + std::to_string(t.nv) + " vectors along n, k outermost") +
-      ", per row of op(a)";
+                " rows of b per register block per row of op(a), vectors along k, one horizontal "
+                "sum per element"
+          : " columns; blocks of " + std::to_string(t.nv) +
+                " vectors along n, k outermost, every row of op(a)'s sums in L1");
   kernel.schedule_params = {{"task", t.task}, {tb ? "nr" : "nv", tb ? t.nr : t.nv}};
   return kernel;
 }
