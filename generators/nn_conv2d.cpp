@@ -1,6 +1,6 @@
 // conv2d and conv2d_bias_relu: the declarations (shapes, checks, algorithms, cost). The
-// builders live in nn_conv2d_direct.cpp, nn_conv2d_direct_oc.cpp, nn_conv2d_winograd.cpp,
-// nn_conv2d_depthwise.cpp.
+// builders live in nn_conv2d_direct.cpp, nn_conv2d_direct_oc.cpp, nn_conv2d_gemm.cpp,
+// nn_conv2d_winograd.cpp, nn_conv2d_depthwise.cpp.
 //
 // Layout NCHW: torch's default, so a torch user's tensors pass through without a copy; oneDNN
 // takes NCHW through format tags (and reorders internally). Halide sees x[N, C, H, W] as
@@ -19,6 +19,11 @@ using dsl::NnArgs;
 using dsl::NnOpDecl;
 using registry::DType;
 
+// gemm_1x1's shapes: 1x1, stride 1, pad 0, and at least two 256 x 256 tiles of output
+// channels x pixels (nn_conv2d_gemm.cpp).
+const char* k1x1_gemm =
+    "groups == 1 && KH == 1 && KW == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && "
+    "pad_w == 0 && (O + 255) / 256 * ((H * W + 255) / 256) * N >= 2";
 const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
 const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
 
@@ -96,6 +101,24 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
           "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
           "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
           with(conv::build_direct_oc_small))
+      // 1x1, stride 1, pad 0: a matrix product per image (weight . x[n] with the pixels
+      // flattened), through matmul's packed GEMM (nn_conv2d_gemm.cpp). At least two of
+      // AVX-512's tiles (256 channels x 256 pixels), or one thread idles: 1024 -> 256 at
+      // 14x14 (one tile) took 1.10x direct_oc_unpadded's time. (A tile height that made more
+      // tasks from O left Halide's bounds inference unable to bound the batch.) Measured
+      // against the algorithms it replaces: scripts/BENCHMARKS.md, "1x1 convolutions as GEMMs".
+      .algorithm("gemm_1x1", std::string(k1x1_gemm) + " && H * W > 64", 8,
+                 "1x1, stride 1, pad 0, more than 64 pixels and at least two 256 x 256 tiles of "
+                 "output channels x pixels: matmul's packed GEMM per image (weight [O, C] . x "
+                 "[C, H*W]), tasks of whole output rows x output channels",
+                 with(conv::build_gemm_1x1))
+      // The same on outputs of 64 pixels or fewer (ResNet's 7x7), shipped for AVX-512 only
+      // (op_table.cpp): there AVX2's direct_oc_small took 0.84-0.94x its time (2048 -> 512
+      // and 512 -> 2048), AVX-512's 1.4-1.9x.
+      .algorithm("gemm_1x1_small", std::string(k1x1_gemm) + " && H * W <= 64", 8,
+                 "gemm_1x1 on outputs of 64 pixels or fewer (AVX-512 only; AVX2 uses "
+                 "direct_oc_small there)",
+                 with(conv::build_gemm_1x1))
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1",
@@ -144,6 +167,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small_14x14", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1_small", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }

@@ -20,20 +20,7 @@ namespace opforge::generators {
 
 using namespace Halide;
 
-namespace {
-
-// Register block and cache tiles (the schedule comment says how they were chosen).
-struct MatmulTiles {
-  int rn;               // register block columns: 2 vectors
-  int rm;               // register block rows
-  int kc;               // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
-  int kc_long_k = 256;  // K chunk when K > long_k
-  int long_k = 2048;    // K above which kc_long_k replaces kc
-  int nt = 256;         // C tile columns
-  int mt;               // most C tile rows (a multiple of rm); one C tile is one parallel task
-};
-
-MatmulTiles tiles_for(const Target& target) {
+MatmulTiles matmul_tiles(const Target& target) {
   const int v = target.natural_vector_size<float>();  // 16 with AVX-512, 8 with AVX2
   MatmulTiles t;
   t.rn = 2 * v;
@@ -48,71 +35,47 @@ MatmulTiles tiles_for(const Target& target) {
   return t;
 }
 
-// The element (col, row) of a row-major [B?, rows, cols] tensor, Halide order (col, row,
-// batch). The runtime passes a tensor without the batch dim with batch stride 0.
-Expr at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch) {
-  return p(col, row, batch);
-}
-
-// The settable params (the tiles above are fixed per ISA).
-const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
-  static const std::vector<dsl::ScheduleParamDecl> d = {
-      // Off: see the schedule comment's measurements.
-      {"double_buffer", 0, 0, 1,
-       "pack the next K chunk's A and B panels in an async producer task while the register "
-       "blocks run over this chunk (two chunks of each panel per tile, dsl/double_buffer.h)"},
-  };
-  return d;
-}
-
-dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
-  const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
-  const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
-  const MatmulTiles t = tiles_for(args.target);
-  const bool double_buffer =
-      dsl::resolve_declared(matmul_param_decls(), args.schedule, "matmul").at("double_buffer");
-  const int vec = t.rn / 2;
-
-  // op(a) is M x K, op(b) is K x N.
-  const Expr M = a.dim(ta ? 0 : 1).extent(), K = a.dim(ta ? 1 : 0).extent();
-  const Expr N = b.dim(tb ? 1 : 0).extent();
-
-  // ---- Algorithm ----
-  Var n("n"), m("m"), k("k"), bt("bt"), ni("ni"), no("no"), mi("mi"), mo("mo"), ko("ko");
-  // op(a)(m, k) and op(b)(k, n), innermost first, clamped to the tensors: register blocks and
-  // the last K chunk overhang the data, and what they compute from the repeated edge is never
-  // stored (rows, columns) or never summed (k, by the where clause below).
-  Expr mc = clamp(m, 0, M - 1), kc = clamp(k, 0, K - 1), nc = clamp(n, 0, N - 1);
-  Func opa("opa"), opb("opb");
-  opa(k, m, bt) = ta ? at(a, mc, kc, bt) : at(a, kc, mc, bt);
-  opb(n, k, bt) = tb ? at(b, kc, nc, bt) : at(b, nc, kc, bt);
+PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K,
+                              const Target& target) {
+  PackedGemm g;
+  g.t = matmul_tiles(target);
+  const MatmulTiles& t = g.t;
+  const Var n = g.n, m = g.m, bt = g.bt, k = g.k, ko = g.ko, ni = g.ni, no = g.no, mi = g.mi,
+            mo = g.mo;
   // Packed panels, so that the inner product reads contiguous memory whatever the transposes:
   // apack(mi, k, mo) = op(a)(mo*rm + mi, k): rm rows interleaved, one broadcast each;
   // bpack(ni, k, no) = op(b)(k, no*rn + ni): rn columns side by side, 2 vector loads.
-  Func apack("apack"), bpack("bpack");
-  apack(mi, k, mo, bt) = opa(k, mo * t.rm + mi, bt);
-  bpack(ni, k, no, bt) = opb(no * t.rn + ni, k, bt);
+  g.apack = Func("apack");
+  g.bpack = Func("bpack");
+  g.apack(mi, k, mo, bt) = opa(k, mo * t.rm + mi, bt);
+  g.bpack(ni, k, no, bt) = opb(no * t.rn + ni, k, bt);
 
   // K in chunks of `chunk`: acc is the inner product over chunk ko, prod the sum over chunks.
   // The last chunk stops at K (the where clause).
   Expr chunk =
       t.kc == t.kc_long_k ? min(K, t.kc) : select(K > t.long_k, min(K, t.kc_long_k), min(K, t.kc));
-  RDom r(0, chunk, "r");
-  r.where(ko * chunk + r < K);
-  Func acc("acc");
-  acc(n, m, ko, bt) = 0.0f;
-  acc(n, m, ko, bt) +=
-      apack(m % t.rm, ko * chunk + r, m / t.rm, bt) * bpack(n % t.rn, ko * chunk + r, n / t.rn, bt);
-  RDom rko(0, (K + chunk - 1) / chunk, "rko");
-  Func prod("prod");
-  prod(n, m, bt) = 0.0f;
-  prod(n, m, bt) += acc(n, m, rko, bt);
+  g.r = RDom(0, chunk, "r");
+  const RDom& r = g.r;
+  g.r.where(ko * chunk + r < K);
+  g.acc = Func("acc");
+  g.acc(n, m, ko, bt) = 0.0f;
+  g.acc(n, m, ko, bt) += g.apack(m % t.rm, ko * chunk + r, m / t.rm, bt) *
+                         g.bpack(n % t.rn, ko * chunk + r, n / t.rn, bt);
+  g.rko = RDom(0, (K + chunk - 1) / chunk, "rko");
+  const RDom& rko = g.rko;
+  g.prod = Func("prod");
+  g.prod(n, m, bt) = 0.0f;
+  g.prod(n, m, bt) += g.acc(n, m, rko, bt);
+  return g;
+}
 
-  // Without a batch dim anywhere, the runtime calls with batch 1.
-  Func c = dsl::output_func("c");
-  c(n, m, bt) = prod(n, m, bt);
+Expr packed_gemm_tile_height(const PackedGemm& g, const Expr& M) {
+  const Expr tile_rows = (M + g.t.mt - 1) / g.t.mt;
+  return ((M + tile_rows - 1) / tile_rows + g.t.rm - 1) / g.t.rm * g.t.rm;
+}
 
-  // ---- Schedule ----
+void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contiguous,
+                          bool b_k_contiguous, bool double_buffer) {
   // GotoBLAS-style: per mt x nt tile of c (one parallel task), per K chunk, pack an mt x kc
   // panel of op(a) and a kc x nt panel of op(b); then per rn-column slice of the B panel
   // (32 KB, stays in L1) and per rm-row slice of the A panel (L2), the register block acc:
@@ -191,12 +154,12 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   //    blocks GuardWithIf, acc bound_extent to stay constant-size): 1024^3 and 8 x 512^3 within
   //    noise of this schedule, transpose_b 0.19x (M = 128 < mt: every block guarded).
   //
-  // Equal tile rows (2026-12-05, AMD EPYC family 26 model 2, 2 vCPUs, 2 threads, cold; `opforge
-  // bench matmul`, both forms and oneDNN 2.6 in one run, interleaved medians of 10-20): the
-  // runtime's OpenMP split is static (each thread a contiguous run of tile indices, tiles
-  // numbered along n, then m), so M = 1024 on AVX2 (tile rows 5 x 192 + 64) gave one thread
-  // 12 full tiles and the other 8 and 4 thirds. M split into tile rows of equal height instead
-  // (rounded up to rm), the time of fixed 192 / 256-row tiles over equal ones: AVX2 1024^3
+  // Equal tile rows (packed_gemm_tile_height; 2026-12-05, AMD EPYC family 26 model 2, 2 vCPUs, 2
+  // threads, cold; `opforge bench matmul`, both forms and oneDNN 2.6 in one run, interleaved
+  // medians of 10-20): the runtime's OpenMP split is static (each thread a contiguous run of tile
+  // indices, tiles numbered along n, then m), so M = 1024 on AVX2 (tile rows 5 x 192 + 64) gave one
+  // thread 12 full tiles and the other 8 and 4 thirds. M split into tile rows of equal height
+  // instead (rounded up to rm), the time of fixed 192 / 256-row tiles over equal ones: AVX2 1024^3
   // 1.07, 256 x 64 x 3136 1.16, 256 x 256 x 3136 1.33, 640 x 768 x 768 1.06, 4096 x 768 x 768
   // 1.01, 128 x 4096^2 transpose_b 1.00, 8 x 512^3 0.96-0.98 (three runs: 48 tasks balance
   // anyway; 174-row tiles cost a little); AVX-512 640 x 768 x 768 1.16, the others (M a
@@ -205,45 +168,32 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   // 0.98-0.99x), but AVX2 direct convolutions fell from 0.83-0.92x oneDNN to 0.76-0.89x and
   // Winograd from 1.86-1.93x to 1.45-1.65x (neighbouring row tasks share input rows in one
   // core's L2): the tiles changed, not the runtime.
-  Var tile("tile"), nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
-  // M in tile rows of equal height (at most mt, a multiple of rm): the runtime's static split
-  // gives each thread a contiguous run of tiles, so a short last tile row left one thread
-  // with less work (measured above).
-  const Expr tile_rows = (M + t.mt - 1) / t.mt;
-  const Expr mt = ((M + tile_rows - 1) / tile_rows + t.rm - 1) / t.rm * t.rm;
-  c.split(m, mo, mi, mt, TailStrategy::GuardWithIf)
-      .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
-      .reorder(ni, mi, no, mo)
-      .fuse(no, mo, tile)
-      .fuse(tile, bt, tile)
-      .parallel(tile)
-      .vectorize(ni, vec, TailStrategy::GuardWithIf);
-  // Tiles then start at multiples of nt and of mt (itself a multiple of rm), so m % rm and
-  // n % rn above are the register block's own indices (no division left in the inner loop).
-  c.output_buffer().dim(0).set_min(0);
-  c.output_buffer().dim(1).set_min(0);
-
-  prod.compute_at(c, tile).vectorize(n, vec);
+  const MatmulTiles& t = g.t;
+  const int vec = t.rn / 2;
+  Func prod = g.prod, acc = g.acc, apack = g.apack, bpack = g.bpack;
+  const Var n = g.n, m = g.m, k = g.k, ko = g.ko, ni = g.ni, no = g.no, mi = g.mi, mo = g.mo;
+  Var nii("nii"), mii("mii"), mio("mio"), nio("nio"), kv("kv"), kvi("kvi");
+  prod.compute_at(tile).vectorize(n, vec);
   prod.update()
       .split(n, nio, nii, t.rn, TailStrategy::RoundUp)
       .split(m, mio, mii, t.rm, TailStrategy::RoundUp)
-      .reorder(nii, mii, mio, nio, rko)
+      .reorder(nii, mii, mio, nio, g.rko)
       .vectorize(nii, vec)
       .unroll(nii)
       .unroll(mii);
   acc.compute_at(prod, mio).vectorize(n, vec).unroll(n).unroll(m);
-  acc.update().reorder(n, m, r, ko).vectorize(n, vec).unroll(n).unroll(m);
+  acc.update().reorder(n, m, g.r, ko).vectorize(n, vec).unroll(n).unroll(m);
 
-  apack.compute_at(prod, rko);
-  bpack.compute_at(prod, rko);
-  if (ta) {
+  apack.compute_at(prod, g.rko);
+  bpack.compute_at(prod, g.rko);
+  if (!a_k_contiguous) {
     // rm consecutive elements of a stored row; along k outside, so a's rows are read in order.
     apack.vectorize(mi, t.rm).reorder(mi, mo, k);
   } else {
     // A row of a is contiguous along k: load vec k at once, store rm-strided.
     apack.split(k, kv, kvi, vec).reorder(kvi, mi, kv).vectorize(kvi).unroll(mi);
   }
-  if (tb) {
+  if (b_k_contiguous) {
     // A row of b is contiguous along k: load vec k at once, one column of the panel.
     bpack.split(k, kv, kvi, vec).reorder(kvi, ni, kv).vectorize(kvi).unroll(ni);
   } else if (vec >= 16) {
@@ -260,8 +210,74 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   const int fold = std::max(t.kc, t.kc_long_k);
   if (double_buffer) {
     for (Func pack : {apack, bpack})
-      dsl::double_buffer(pack, prod, LoopLevel(c, tile), LoopLevel(prod, rko), k, fold, 0);
+      dsl::double_buffer(pack, prod, tile, LoopLevel(prod, g.rko), k, fold, 0);
   }
+}
+
+namespace {
+
+// The element (col, row) of a row-major [B?, rows, cols] tensor, Halide order (col, row,
+// batch). The runtime passes a tensor without the batch dim with batch stride 0.
+Expr at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch) {
+  return p(col, row, batch);
+}
+
+// The settable params (the tiles above are fixed per ISA).
+const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
+  static const std::vector<dsl::ScheduleParamDecl> d = {
+      // Off: see the schedule comment's measurements.
+      {"double_buffer", 0, 0, 1,
+       "pack the next K chunk's A and B panels in an async producer task while the register "
+       "blocks run over this chunk (two chunks of each panel per tile, dsl/double_buffer.h)"},
+  };
+  return d;
+}
+
+dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
+  const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
+  const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
+  const MatmulTiles t = matmul_tiles(args.target);
+  const bool double_buffer =
+      dsl::resolve_declared(matmul_param_decls(), args.schedule, "matmul").at("double_buffer");
+  const int vec = t.rn / 2;
+
+  // op(a) is M x K, op(b) is K x N.
+  const Expr M = a.dim(ta ? 0 : 1).extent(), K = a.dim(ta ? 1 : 0).extent();
+  const Expr N = b.dim(tb ? 1 : 0).extent();
+
+  // ---- Algorithm ----
+  Var n("n"), m("m"), k("k"), bt("bt");
+  // op(a)(m, k) and op(b)(k, n), innermost first, clamped to the tensors: register blocks and
+  // the last K chunk overhang the data, and what they compute from the repeated edge is never
+  // stored (rows, columns) or never summed (k, by the packed GEMM's where clause).
+  Expr mc = clamp(m, 0, M - 1), kc = clamp(k, 0, K - 1), nc = clamp(n, 0, N - 1);
+  Func opa("opa"), opb("opb");
+  opa(k, m, bt) = ta ? at(a, mc, kc, bt) : at(a, kc, mc, bt);
+  opb(n, k, bt) = tb ? at(b, kc, nc, bt) : at(b, nc, kc, bt);
+  PackedGemm g = define_packed_gemm(opa, opb, K, args.target);
+
+  // Without a batch dim anywhere, the runtime calls with batch 1.
+  Func c = dsl::output_func("c");
+  c(n, m, bt) = g.prod(n, m, bt);
+
+  // ---- Schedule ----
+  // One parallel task per tile of c (schedule_packed_gemm's comment has the measurements).
+  Var tile("tile"), ni("ni"), no("no"), mi("mi"), mo("mo");
+  const Expr mt = packed_gemm_tile_height(g, M);
+  c.split(m, mo, mi, mt, TailStrategy::GuardWithIf)
+      .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
+      .reorder(ni, mi, no, mo)
+      .fuse(no, mo, tile)
+      .fuse(tile, bt, tile)
+      .parallel(tile)
+      .vectorize(ni, vec, TailStrategy::GuardWithIf);
+  // Tiles then start at multiples of nt and of mt (itself a multiple of rm), so m % rm and
+  // n % rn in the packed GEMM are the register block's own indices (no division left in the
+  // inner loop).
+  c.output_buffer().dim(0).set_min(0);
+  c.output_buffer().dim(1).set_min(0);
+  schedule_packed_gemm(g, LoopLevel(c, tile), !ta, tb, double_buffer);
+  const int fold = std::max(t.kc, t.kc_long_k);
 
   dsl::NnKernel kernel;
   kernel.outputs = {c};

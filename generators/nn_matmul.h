@@ -1,4 +1,5 @@
-// matmul internals shared by its algorithms' files (nn_matmul.cpp declares the op).
+// matmul internals shared by its algorithms' files (nn_matmul.cpp declares the op) and by
+// conv2d's 1x1 algorithm, which runs matmul's packed GEMM over the input's pixels.
 #pragma once
 
 #include <Halide.h>
@@ -12,5 +13,43 @@ constexpr int kMatmulSmallMTask = 128;
 
 // A few rows of op(a) against a large op(b): b read in place, once (nn_matmul_small_m.cpp).
 dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args);
+
+// The packed algorithm's register block and cache tiles (nn_matmul.cpp's schedule comment
+// says how they were chosen).
+struct MatmulTiles {
+  int rn;               // register block columns: 2 vectors
+  int rm;               // register block rows
+  int kc;               // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
+  int kc_long_k = 256;  // K chunk when K > long_k
+  int long_k = 2048;    // K above which kc_long_k replaces kc
+  int nt = 256;         // C tile columns
+  int mt;               // most C tile rows (a multiple of rm); one C tile is one parallel task
+};
+MatmulTiles matmul_tiles(const Halide::Target& target);
+
+// The packed GEMM, c(n, m, bt) = sum_k op(a)(k, m, bt) * op(b)(n, k, bt), through packed panels
+// of op(a) and op(b) per K chunk. opa and opb clamp their own reads: register blocks and the
+// last K chunk overhang the data.
+struct PackedGemm {
+  MatmulTiles t;
+  Halide::Var n{"n"}, m{"m"}, bt{"bt"};
+  Halide::Func prod;  // prod(n, m, bt): the product, computed per tile of its consumer
+  Halide::Func acc, apack, bpack;
+  // For the schedule: the packs' and the register block's vars, the K chunk and chunks.
+  Halide::Var k{"k"}, ko{"ko"}, ni{"ni"}, no{"no"}, mi{"mi"}, mo{"mo"};
+  Halide::RDom r, rko;
+};
+PackedGemm define_packed_gemm(const Halide::Func& opa, const Halide::Func& opb,
+                              const Halide::Expr& K, const Halide::Target& target);
+
+// Height of the tile rows when M rows split into rows of equal height, a multiple of rm and
+// at most mt (the runtime's static split then gives every thread whole tile rows' work).
+Halide::Expr packed_gemm_tile_height(const PackedGemm& g, const Halide::Expr& M);
+
+// prod computed per tile of its consumer at `tile`; a_k_contiguous: op(a)'s rows are
+// contiguous along k in memory (a not transposed), b_k_contiguous: op(b)'s columns are (b
+// transposed). A tile must start at a multiple of rn columns and rm rows.
+void schedule_packed_gemm(PackedGemm& g, const Halide::LoopLevel& tile, bool a_k_contiguous,
+                          bool b_k_contiguous, bool double_buffer);
 
 }  // namespace opforge::generators

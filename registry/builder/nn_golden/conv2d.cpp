@@ -1,7 +1,8 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, winograd, depthwise) of both ops on
+// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1, gemm_1x1_small, winograd,
+// depthwise) of both ops on
 // every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
 // stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <algorithm>
@@ -61,6 +62,18 @@ std::vector<NnProblem> problems(bool bias) {
       // blocks, o off the 32-channel tasks; on AVX2 these run direct_oc_blocked.
       {1, 67, 27, 25, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 14x13 output
       {2, 64, 20, 17, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 10x9 output, batch 2
+      // gemm_1x1 (1x1, stride 1, pad 0, two 256 x 256 tiles or more): tiles of whole rows
+      // whose pixels are whole register blocks (W = 28: 8 rows on AVX-512) and a last tile
+      // row off the image, two tile rows of output channels, K off the 16-lane vectors;
+      // widths whose tiles start off the blocks (11 rows of 23, 1 row of 257: rounded out to
+      // whole blocks); K over 2048 (the longer K chunk); fewer pixels than a vector, batch 3.
+      {2, 70, 13, 28, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 600, 17, 23, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 5, 3, 257, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {2, 2100, 3, 5, 17, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {3, 8, 2, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 64, 14, 14, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // ResNet-like, 196 pixels
+      {1, 90, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small: 7x7
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));
