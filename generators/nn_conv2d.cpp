@@ -9,6 +9,7 @@
 // (x broadcast) and transposes its register block into y.
 #include "generators/nn_conv2d.h"
 
+#include "generators/nn_matmul.h"
 #include "generators/nn_ops.h"
 
 namespace opforge::generators {
@@ -19,11 +20,15 @@ using dsl::NnArgs;
 using dsl::NnOpDecl;
 using registry::DType;
 
-// gemm_1x1's shapes: 1x1, stride 1, pad 0, and at least two 256 x 256 tiles of output
-// channels x pixels (nn_conv2d_gemm.cpp).
-const char* k1x1_gemm =
-    "groups == 1 && KH == 1 && KW == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && "
-    "pad_w == 0 && (O + 255) / 256 * ((H * W + 255) / 256) * N >= 2";
+// gemm_1x1's shapes: 1x1, stride 1, pad 0, and at least two of AVX-512's tiles of output
+// channels x pixels (256 x 256: nn_conv2d_gemm.cpp).
+const std::string k1x1_gemm = [] {
+  const std::string t = std::to_string(kMatmulTileColumns);
+  const std::string up = " + " + std::to_string(kMatmulTileColumns - 1) + ") / " + t;
+  return "groups == 1 && KH == 1 && KW == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && "
+         "pad_w == 0 && (O" +
+         up + " * ((H * W" + up + ") * N >= 2";
+}();
 const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
 const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
 
@@ -107,7 +112,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // 14x14 (one tile) took 1.10x direct_oc_unpadded's time. (A tile height that made more
       // tasks from O left Halide's bounds inference unable to bound the batch.) Measured
       // against the algorithms it replaces: scripts/BENCHMARKS.md, "1x1 convolutions as GEMMs".
-      .algorithm("gemm_1x1", std::string(k1x1_gemm) + " && H * W > 64", 8,
+      .algorithm("gemm_1x1", k1x1_gemm + " && H * W > 64", 8,
                  "1x1, stride 1, pad 0, more than 64 pixels and at least two 256 x 256 tiles of "
                  "output channels x pixels: matmul's packed GEMM per image (weight [O, C] . x "
                  "[C, H*W]), tasks of whole output rows x output channels",
@@ -115,7 +120,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // The same on outputs of 64 pixels or fewer (ResNet's 7x7), shipped for AVX-512 only
       // (op_table.cpp): there AVX2's direct_oc_small took 0.84-0.94x its time (2048 -> 512
       // and 512 -> 2048), AVX-512's 1.4-1.9x.
-      .algorithm("gemm_1x1_small", std::string(k1x1_gemm) + " && H * W <= 64", 8,
+      .algorithm("gemm_1x1_small", k1x1_gemm + " && H * W <= 64", 8,
                  "gemm_1x1 on outputs of 64 pixels or fewer (AVX-512 only; AVX2 uses "
                  "direct_oc_small there)",
                  with(conv::build_gemm_1x1))

@@ -207,7 +207,7 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
 
   // Double buffered, each tile keeps two K chunks of each panel; the next chunk's panels are
   // packed by a producer task while the register blocks run over this one.
-  const int fold = std::max(t.kc, t.kc_long_k);
+  const int fold = t.kc_max();
   if (double_buffer) {
     for (Func pack : {apack, bpack})
       dsl::double_buffer(pack, prod, tile, LoopLevel(prod, g.rko), k, fold, 0);
@@ -236,10 +236,8 @@ const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
 dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
   const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
-  const MatmulTiles t = matmul_tiles(args.target);
   const bool double_buffer =
       dsl::resolve_declared(matmul_param_decls(), args.schedule, "matmul").at("double_buffer");
-  const int vec = t.rn / 2;
 
   // op(a) is M x K, op(b) is K x N.
   const Expr M = a.dim(ta ? 0 : 1).extent(), K = a.dim(ta ? 1 : 0).extent();
@@ -255,6 +253,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   opa(k, m, bt) = ta ? at(a, mc, kc, bt) : at(a, kc, mc, bt);
   opb(n, k, bt) = tb ? at(b, kc, nc, bt) : at(b, nc, kc, bt);
   PackedGemm g = define_packed_gemm(opa, opb, K, args.target);
+  const MatmulTiles& t = g.t;
+  const int vec = t.rn / 2;
 
   // Without a batch dim anywhere, the runtime calls with batch 1.
   Func c = dsl::output_func("c");
@@ -277,7 +277,6 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   c.output_buffer().dim(0).set_min(0);
   c.output_buffer().dim(1).set_min(0);
   schedule_packed_gemm(g, LoopLevel(c, tile), !ta, tb, double_buffer);
-  const int fold = std::max(t.kc, t.kc_long_k);
 
   dsl::NnKernel kernel;
   kernel.outputs = {c};
@@ -286,7 +285,7 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
                             "tile of c (" + std::to_string(t.nt) + " columns, tile rows of equal " +
                             "height up to " + std::to_string(t.mt) + ")";
   if (double_buffer)
-    kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", fold, "k");
+    kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", t.kc_max(), "k");
   kernel.schedule_params = {
       {"rn", t.rn},         {"rm", t.rm}, {"kc", t.kc}, {"kc_long_k", t.kc_long_k},
       {"long_k", t.long_k}, {"nt", t.nt}, {"mt", t.mt}, {"double_buffer", double_buffer}};

@@ -11,19 +11,24 @@ namespace opforge::generators {
 // small_m's parallel task along n: also its condition's least N (nn_matmul_small_m.cpp).
 constexpr int kMatmulSmallMTask = 128;
 
+// The packed algorithm's C tile columns; on AVX-512 its most tile rows too (8 x 32).
+constexpr int kMatmulTileColumns = 256;
+
 // A few rows of op(a) against a large op(b): b read in place, once (nn_matmul_small_m.cpp).
 dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args);
 
 // The packed algorithm's register block and cache tiles (nn_matmul.cpp's schedule comment
 // says how they were chosen).
 struct MatmulTiles {
-  int rn;               // register block columns: 2 vectors
-  int rm;               // register block rows
-  int kc;               // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
-  int kc_long_k = 256;  // K chunk when K > long_k
-  int long_k = 2048;    // K above which kc_long_k replaces kc
-  int nt = 256;         // C tile columns
-  int mt;               // most C tile rows (a multiple of rm); one C tile is one parallel task
+  int rn;                       // register block columns: 2 vectors
+  int rm;                       // register block rows
+  int kc;                       // K chunk: one packed panel of A (mt x kc) and of B (kc x nt)
+  int kc_long_k = 256;          // K chunk when K > long_k
+  int long_k = 2048;            // K above which kc_long_k replaces kc
+  int nt = kMatmulTileColumns;  // C tile columns
+  int mt;  // most C tile rows (a multiple of rm); one C tile is one parallel task
+  // The larger K chunk: what a double-buffered panel folds its K storage to.
+  int kc_max() const { return kc > kc_long_k ? kc : kc_long_k; }
 };
 MatmulTiles matmul_tiles(const Halide::Target& target);
 
