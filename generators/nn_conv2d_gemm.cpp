@@ -6,6 +6,14 @@
 // x is dense (the runtime passes dense buffers; the stride constraint below lets Halide see
 // it), so a flat pixel p at (p % W, p / W) addresses p itself: the B pack loads vectors, as in
 // matmul.
+//
+// gemm_1x1_s2, stride 2 (ResNet's downsampling shortcuts): b's pixel p is x at
+// (2 * (p % W), 2 * (p / W)) with W the output width, no longer a vector of x. The B pack first
+// copies, one input channel at a time, the tile's rows of every other pixel of every other
+// input row into a dense slab W floats wide (stride-2 vector loads, which Halide deinterleaves),
+// and packs from the slab as stride 1 packs from x.
+#include <array>
+
 #include "generators/nn_conv2d.h"
 #include "generators/nn_matmul.h"
 
@@ -14,8 +22,27 @@ namespace opforge::generators::conv {
 using namespace Halide;
 using dsl::NnKernel;
 
-NnKernel build_gemm_1x1(const ConvInputs& in) {
-  const Expr O = in.O(), C = in.C(), W = in.W(), P = in.H() * in.W();
+namespace {
+
+// k = (c * ks + kh) * ks + kw, weight's OIHW order, split into (kw, kh, c). Written as
+// differences (k - (k / ks) * ks, not k % ks), so that weight's flat index kw + kh * ks +
+// c * ks * ks cancels back to k (the A pack loads vectors along k); the promises give bounds
+// inference the ranges % would have had.
+std::array<Expr, 3> filter_tap(const Expr& k, int ks) {
+  if (ks == 1) return {0, 0, k};
+  const Expr row = k / ks, c = k / (ks * ks);
+  return {unsafe_promise_clamped(k - row * ks, 0, ks - 1),
+          unsafe_promise_clamped(row - c * ks, 0, ks - 1), c};
+}
+
+NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
+  // b read from x in place (1x1, stride 1), or through a slab per k (below). The 1x1
+  // algorithms ask for pad 0; the larger filters take any padding, dilation 1.
+  const bool in_place = ks == 1 && stride == 1;
+  const Expr pad_w = ks == 1 ? Expr(0) : in.pad_w, pad_h = ks == 1 ? Expr(0) : in.pad_h;
+  const Expr W = in_place ? in.W() : (in.W() + 2 * pad_w - ks) / stride + 1;
+  const Expr H = in_place ? in.H() : (in.H() + 2 * pad_h - ks) / stride + 1;
+  const Expr O = in.O(), K = in.C() * (ks * ks), P = H * W;
   const Var w("w"), h("h"), o("o"), n("n"), p("p"), k("k"), m("m"), bt("bt");
 
   // ---- algorithm ----
@@ -23,11 +50,30 @@ NnKernel build_gemm_1x1(const ConvInputs& in) {
   // overhang the data. p's clamp is marked likely: Halide finds matmul's clamped ramps itself
   // and peels the clamp off the B pack's steady state, but here the ramp sits inside % W and
   // / W until they simplify away, and the pack's loads stayed gathers.
-  const Expr mc = clamp(m, 0, O - 1), kc = clamp(k, 0, C - 1), pc = clamp(likely(p), 0, P - 1);
+  const Expr mc = clamp(m, 0, O - 1), kc = clamp(k, 0, K - 1), pc = clamp(likely(p), 0, P - 1);
   Func opa("opa"), opb("opb");
-  opa(k, m, bt) = in.weight(0, 0, kc, mc);
-  opb(p, k, bt) = in.x(pc % W, pc / W, kc, bt);
-  PackedGemm g = define_packed_gemm(opa, opb, C, in.target);
+  {
+    const auto [kw, kh, c] = filter_tap(kc, ks);
+    opa(k, m, bt) = in.weight(kw, kh, c, mc);
+  }
+  Func xs("x_strided");
+  if (in_place) {
+    opb(p, k, bt) = in.x(pc % W, pc / W, kc, bt);
+  } else {
+    // The slab's rows start at the tile's first row, so p's index into it is
+    // p % W + (p / W - row0) * W: the simplifier cancels (p / W) * W there when the column is
+    // written p - (p / W) * W, not p % W (a gather per pack vector otherwise). The promise
+    // gives bounds inference the range % would have had (exact: p >= 0 and W >= 1).
+    const auto [kw, kh, c] = filter_tap(k, ks);
+    const Expr col = w * stride + kw - pad_w, row = h * stride + kh - pad_h;
+    if (ks == 1) {
+      xs(w, h, k, bt) = in.x(col, row, c, bt);
+    } else {
+      xs(w, h, k, bt) = zero_padded(in)(col, row, c, bt);
+    }
+    opb(p, k, bt) = xs(unsafe_promise_clamped(pc - (pc / W) * W, 0, W - 1), pc / W, kc, bt);
+  }
+  PackedGemm g = define_packed_gemm(opa, opb, K, in.target);
   Func y = dsl::output_func("y");
   y(w, h, o, n) = output_stage(in, g.prod(h * W + w, o, n), o);
 
@@ -36,12 +82,16 @@ NnKernel build_gemm_1x1(const ConvInputs& in) {
   // B pack loads and y's stores are vectors (the runtime's buffers always are; another layout
   // would fail the constraints' checks, not compute wrong).
   in.x.dim(0).set_min(0);
-  in.x.dim(1).set_min(0).set_stride(W);
+  in.x.dim(1).set_min(0).set_stride(in.W());
+  if (ks > 1) {
+    in.weight.dim(1).set_stride(ks);
+    in.weight.dim(2).set_stride(ks * ks);
+  }
   // y's extents are x's and weight's (the runtime checked them): stated, so that bounds
   // inference relates the tiles (computed from x and weight) to y.
   OutputImageParam yb = y.output_buffer();
   yb.dim(0).set_min(0).set_extent(W);
-  yb.dim(1).set_min(0).set_extent(in.H()).set_stride(W);
+  yb.dim(1).set_min(0).set_extent(H).set_stride(W);
   yb.dim(2).set_min(0).set_extent(O);
   yb.dim(3).set_min(0).set_extent(in.N());
 
@@ -72,6 +122,24 @@ NnKernel build_gemm_1x1(const ConvInputs& in) {
   tiles(y, 1);
   g.prod.align_bounds(g.n, t.rn);
   schedule_packed_gemm(g, LoopLevel(y, tile), true, false, false);
+  if (!in_place) {
+    // The slab per input channel k (the B pack along k outside): computed per k and folded to
+    // one channel, allocated once per K chunk, it stays in L1 from its stores to the pack's
+    // loads. 2026-12-05, AMD EPYC family 26 model 2, 2 threads (`opforge bench conv2d`): on
+    // 512@28 -> 1024 (AVX2) 1.03-1.12x the time of gemm_1x1 on the same product at stride 1
+    // (512@14 -> 1024); on 256@56 -> 512 1.13-1.17x at 1 thread, where perf puts the
+    // difference on the slab's loads of x (cold: each even input row read whole, twice the
+    // lines stride 1 reads). Not kept: Func::prefetch of x 4 channels ahead (no change), the
+    // channel tile rows innermost in the tile order (to reread x from L2; no better). A slab
+    // allocated per k (no fold) with the % W index (gathers) took 1.67x direct_oc_unpadded's
+    // time at 256@56 -> 512 (AVX-512); this, 0.96-1.00x.
+    g.bpack.reorder(g.ni, g.no, g.k);
+    xs.store_at(g.prod, g.rko).compute_at(g.bpack, g.k).fold_storage(k, 1).bound(w, 0, W);
+    // A row's last vector shifted inwards where the row holds one: a predicated stride-2
+    // load is a masked load per lane.
+    xs.specialize(W >= vec).vectorize(w, vec, TailStrategy::ShiftInwards);
+    xs.vectorize(w, vec, TailStrategy::GuardWithIf);
+  }
 
   return NnKernel{{y},
                   "gemm_1x1: matmul's packed GEMM over the flattened pixels (" +
@@ -79,8 +147,23 @@ NnKernel build_gemm_1x1(const ConvInputs& in) {
                       " register block), one parallel task per tile of whole output rows "
                       "(about " +
                       std::to_string(t.nt) + " pixels) x output channels (up to " +
-                      std::to_string(t.mt) + ")",
+                      std::to_string(t.mt) + ")" +
+                      (in_place  ? std::string()
+                       : ks == 1 ? "; every other pixel of every other row copied into a "
+                                   "dense slab per input channel before the B pack"
+                                 : "; each filter tap's strided, zero-padded pixels "
+                                   "copied into a dense slab per K index (input "
+                                   "channel x tap) before the B pack"),
                   {{"rn", t.rn}, {"rm", t.rm}, {"kc", t.kc}, {"nt", t.nt}, {"mt", t.mt}}};
+}
+
+}  // namespace
+
+NnKernel build_gemm_1x1(const ConvInputs& in) {
+  return gemm_conv(in, 1, 1);
+}
+NnKernel build_gemm_1x1_s2(const ConvInputs& in) {
+  return gemm_conv(in, 1, 2);
 }
 
 }  // namespace opforge::generators::conv

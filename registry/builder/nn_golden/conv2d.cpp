@@ -1,10 +1,10 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1, gemm_1x1_small, winograd,
-// depthwise) of both ops on
-// every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
-// stride 1 to 3, dilation, padding 0 to 2, non-square filters.
+// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1, gemm_1x1_small,
+// gemm_1x1_s2, winograd, depthwise) of both ops on every problem it applies to: 1x1
+// spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0
+// to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -74,6 +74,12 @@ std::vector<NnProblem> problems(bool bias) {
       {3, 8, 2, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {1, 64, 14, 14, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // ResNet-like, 196 pixels
       {1, 90, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small: 7x7
+      // gemm_1x1_s2: the same tiles over the subsampled input (even and odd input widths).
+      {2, 70, 26, 56, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 13x28 output
+      {1, 600, 34, 45, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 17x23 output
+      {1, 5, 5, 513, 9, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 3x257 output
+      {1, 64, 28, 27, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 14x14 output
+      {1, 90, 13, 14, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));
