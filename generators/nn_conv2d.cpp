@@ -20,24 +20,15 @@ using dsl::NnArgs;
 using dsl::NnOpDecl;
 using registry::DType;
 
-// The gemm algorithms' shapes: a ks x ks filter at stride s (1x1: pad 0; larger: any pad,
-// dilation 1), groups 1, and at least two of AVX-512's tiles of output channels x pixels
-// (256 x 256: nn_conv2d_gemm.cpp).
-std::string gemm_shapes(int ks, int s) {
-  const std::string t = std::to_string(kMatmulTileColumns), st = std::to_string(s),
-                    kst = std::to_string(ks);
+// gemm_1x1's shapes: 1x1, stride s, pad 0, and at least two of AVX-512's tiles of output
+// channels x pixels (256 x 256: nn_conv2d_gemm.cpp).
+std::string k1x1_gemm(int s) {
+  const std::string t = std::to_string(kMatmulTileColumns), st = std::to_string(s);
   const std::string up = " + " + std::to_string(kMatmulTileColumns - 1) + ") / " + t;
-  const auto out = [&](const char* in, const char* pad) -> std::string {
-    if (ks == 1 && s == 1) return in;
-    const std::string padded =
-        ks == 1 ? std::string(in) : "(" + std::string(in) + " + 2*" + pad + ")";
-    return "((" + padded + " - " + kst + ") / " + st + " + 1)";
-  };
-  const std::string taps =
-      ks == 1 ? "pad_h == 0 && pad_w == 0" : "dilation_h == 1 && dilation_w == 1";
-  return "groups == 1 && KH == " + kst + " && KW == " + kst + " && stride_h == " + st +
-         " && stride_w == " + st + " && " + taps + " && (O" + up + " * ((" + out("H", "pad_h") +
-         " * " + out("W", "pad_w") + up + ") * N >= 2";
+  const std::string oh = s == 1 ? "H" : "((H - 1) / " + st + " + 1)";
+  const std::string ow = s == 1 ? "W" : "((W - 1) / " + st + " + 1)";
+  return "groups == 1 && KH == 1 && KW == 1 && stride_h == " + st + " && stride_w == " + st +
+         " && pad_h == 0 && pad_w == 0 && (O" + up + " * ((" + oh + " * " + ow + up + ") * N >= 2";
 }
 const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
 const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
@@ -122,7 +113,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // 14x14 (one tile) took 1.10x direct_oc_unpadded's time. (A tile height that made more
       // tasks from O left Halide's bounds inference unable to bound the batch.) Measured
       // against the algorithms it replaces: scripts/BENCHMARKS.md, "1x1 convolutions as GEMMs".
-      .algorithm("gemm_1x1", gemm_shapes(1, 1) + " && H * W > 64", 8,
+      .algorithm("gemm_1x1", k1x1_gemm(1) + " && H * W > 64", 8,
                  "1x1, stride 1, pad 0, more than 64 pixels and at least two 256 x 256 tiles of "
                  "output channels x pixels: matmul's packed GEMM per image (weight [O, C] . x "
                  "[C, H*W]), tasks of whole output rows x output channels",
@@ -130,14 +121,14 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // The same on outputs of 64 pixels or fewer (ResNet's 7x7), shipped for AVX-512 only
       // (op_table.cpp): there AVX2's direct_oc_small took 0.84-0.94x its time (2048 -> 512
       // and 512 -> 2048), AVX-512's 1.4-1.9x.
-      .algorithm("gemm_1x1_small", gemm_shapes(1, 1) + " && H * W <= 64", 8,
+      .algorithm("gemm_1x1_small", k1x1_gemm(1) + " && H * W <= 64", 8,
                  "gemm_1x1 on outputs of 64 pixels or fewer (AVX-512 only; AVX2 uses "
                  "direct_oc_small there)",
                  with(conv::build_gemm_1x1))
       // Stride 2, any output size, both ISAs: against the previous picks (direct_oc_unpadded;
       // direct_oc_small at 7x7, which beats gemm_1x1_small at stride 1 on AVX2) it took
       // 0.60-1.00x their time on ResNet's five stride-2 1x1 shapes (scripts/BENCHMARKS.md).
-      .algorithm("gemm_1x1_s2", gemm_shapes(1, 2), 8,
+      .algorithm("gemm_1x1_s2", k1x1_gemm(2), 8,
                  "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts): each K chunk's input "
                  "rows subsampled into a dense slab before the B pack",
                  with(conv::build_gemm_1x1_s2))

@@ -12,8 +12,6 @@
 // copies, one input channel at a time, the tile's rows of every other pixel of every other
 // input row into a dense slab W floats wide (stride-2 vector loads, which Halide deinterleaves),
 // and packs from the slab as stride 1 packs from x.
-#include <array>
-
 #include "generators/nn_conv2d.h"
 #include "generators/nn_matmul.h"
 
@@ -24,25 +22,13 @@ using dsl::NnKernel;
 
 namespace {
 
-// k = (c * ks + kh) * ks + kw, weight's OIHW order, split into (kw, kh, c). Written as
-// differences (k - (k / ks) * ks, not k % ks), so that weight's flat index kw + kh * ks +
-// c * ks * ks cancels back to k (the A pack loads vectors along k); the promises give bounds
-// inference the ranges % would have had.
-std::array<Expr, 3> filter_tap(const Expr& k, int ks) {
-  if (ks == 1) return {0, 0, k};
-  const Expr row = k / ks, c = k / (ks * ks);
-  return {unsafe_promise_clamped(k - row * ks, 0, ks - 1),
-          unsafe_promise_clamped(row - c * ks, 0, ks - 1), c};
-}
-
-NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
-  // b read from x in place (1x1, stride 1), or through a slab per k (below). The 1x1
-  // algorithms ask for pad 0; the larger filters take any padding, dilation 1.
-  const bool in_place = ks == 1 && stride == 1;
-  const Expr pad_w = ks == 1 ? Expr(0) : in.pad_w, pad_h = ks == 1 ? Expr(0) : in.pad_h;
-  const Expr W = in_place ? in.W() : (in.W() + 2 * pad_w - ks) / stride + 1;
-  const Expr H = in_place ? in.H() : (in.H() + 2 * pad_h - ks) / stride + 1;
-  const Expr O = in.O(), K = in.C() * (ks * ks), P = H * W;
+NnKernel gemm_1x1(const ConvInputs& in, int stride) {
+  // b read from x in place at stride 1, else through a slab per input channel (below).
+  const bool in_place = stride == 1;
+  // Output extents (pad 0, a 1x1 filter): the input's at stride 1.
+  const Expr W = in_place ? in.W() : (in.W() - 1) / stride + 1;
+  const Expr H = in_place ? in.H() : (in.H() - 1) / stride + 1;
+  const Expr O = in.O(), K = in.C(), P = H * W;
   const Var w("w"), h("h"), o("o"), n("n"), p("p"), k("k"), m("m"), bt("bt");
 
   // ---- algorithm ----
@@ -52,10 +38,7 @@ NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
   // / W until they simplify away, and the pack's loads stayed gathers.
   const Expr mc = clamp(m, 0, O - 1), kc = clamp(k, 0, K - 1), pc = clamp(likely(p), 0, P - 1);
   Func opa("opa"), opb("opb");
-  {
-    const auto [kw, kh, c] = filter_tap(kc, ks);
-    opa(k, m, bt) = in.weight(kw, kh, c, mc);
-  }
+  opa(k, m, bt) = in.weight(0, 0, kc, mc);
   Func xs("x_strided");
   if (in_place) {
     opb(p, k, bt) = in.x(pc % W, pc / W, kc, bt);
@@ -64,13 +47,7 @@ NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
     // p % W + (p / W - row0) * W: the simplifier cancels (p / W) * W there when the column is
     // written p - (p / W) * W, not p % W (a gather per pack vector otherwise). The promise
     // gives bounds inference the range % would have had (exact: p >= 0 and W >= 1).
-    const auto [kw, kh, c] = filter_tap(k, ks);
-    const Expr col = w * stride + kw - pad_w, row = h * stride + kh - pad_h;
-    if (ks == 1) {
-      xs(w, h, k, bt) = in.x(col, row, c, bt);
-    } else {
-      xs(w, h, k, bt) = zero_padded(in)(col, row, c, bt);
-    }
+    xs(w, h, k, bt) = in.x(w * stride, h * stride, k, bt);
     opb(p, k, bt) = xs(unsafe_promise_clamped(pc - (pc / W) * W, 0, W - 1), pc / W, kc, bt);
   }
   PackedGemm g = define_packed_gemm(opa, opb, K, in.target);
@@ -83,10 +60,6 @@ NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
   // would fail the constraints' checks, not compute wrong).
   in.x.dim(0).set_min(0);
   in.x.dim(1).set_min(0).set_stride(in.W());
-  if (ks > 1) {
-    in.weight.dim(1).set_stride(ks);
-    in.weight.dim(2).set_stride(ks * ks);
-  }
   // y's extents are x's and weight's (the runtime checked them): stated, so that bounds
   // inference relates the tiles (computed from x and weight) to y.
   OutputImageParam yb = y.output_buffer();
@@ -148,22 +121,19 @@ NnKernel gemm_conv(const ConvInputs& in, int ks, int stride) {
                       "(about " +
                       std::to_string(t.nt) + " pixels) x output channels (up to " +
                       std::to_string(t.mt) + ")" +
-                      (in_place  ? std::string()
-                       : ks == 1 ? "; every other pixel of every other row copied into a "
-                                   "dense slab per input channel before the B pack"
-                                 : "; each filter tap's strided, zero-padded pixels "
-                                   "copied into a dense slab per K index (input "
-                                   "channel x tap) before the B pack"),
+                      (in_place ? std::string()
+                                : "; every other pixel of every other row copied into a "
+                                  "dense slab per input channel before the B pack"),
                   {{"rn", t.rn}, {"rm", t.rm}, {"kc", t.kc}, {"nt", t.nt}, {"mt", t.mt}}};
 }
 
 }  // namespace
 
 NnKernel build_gemm_1x1(const ConvInputs& in) {
-  return gemm_conv(in, 1, 1);
+  return gemm_1x1(in, 1);
 }
 NnKernel build_gemm_1x1_s2(const ConvInputs& in) {
-  return gemm_conv(in, 1, 2);
+  return gemm_1x1(in, 2);
 }
 
 }  // namespace opforge::generators::conv
