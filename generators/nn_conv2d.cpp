@@ -127,7 +127,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  with(conv::build_gemm_1x1))
       // Stride 2, any output size, both ISAs: against the previous picks (direct_oc_unpadded;
       // direct_oc_small at 7x7, which beats gemm_1x1_small at stride 1 on AVX2) it took
-      // 0.60-1.00x their time on ResNet's five stride-2 1x1 shapes (scripts/BENCHMARKS.md).
+      // 0.59-1.09x their time on ResNet's five stride-2 1x1 shapes, above 1 only on AVX2's
+      // 1024@14 -> 2048 in one of two runs (scripts/BENCHMARKS.md).
       .algorithm("gemm_1x1_s2", k1x1_gemm(2), 8,
                  "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts): each K chunk's input "
                  "rows subsampled into a dense slab before the B pack",

@@ -3,8 +3,8 @@
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
 // direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1, gemm_1x1_small,
 // gemm_1x1_s2, winograd, depthwise) of both ops on every problem it applies to: 1x1
-// spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0
-// to 2, non-square filters.
+// spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
+// padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
