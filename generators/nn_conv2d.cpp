@@ -133,12 +133,21 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts): each K chunk's input "
                  "rows subsampled into a dense slab before the B pack",
                  with(conv::build_gemm_1x1_s2))
+      // Winograd where its 36 transform-domain GEMMs (C x O x output pixels / 16 each) are
+      // large enough to pay for the transforms: C >= 64 and C x output pixels >= 131072.
+      // Below, the direct picks took 0.37-0.95x its time (ResNet-50's 128@28, 256@14 and
+      // 512@7, the UNet's 1280@8); above, it took 0.26-0.99x theirs on the UNet's 320@64,
+      // 640@32 and 1280@16, and 0.87-1.11x on ResNet-50's 64@56 and 256@28 (2026-12-05, AMD
+      // EPYC family 26 model 2, 2 threads, both ISAs, two runs; scripts/BENCHMARKS.md,
+      // "Winograd's shapes").
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
-                 "dilation_w == 1 && groups == 1",
+                 "dilation_w == 1 && groups == 1 && C >= 64 && C * " +
+                     pixels + " >= 131072",
                  10,
                  "Winograd F(4x4, 3x3): 4x fewer multiplies; 36 GEMMs over channels in the "
-                 "transform domain (larger rounding error than direct)",
+                 "transform domain (larger rounding error than direct); C >= 64 and C x output "
+                 "pixels >= 131072 (smaller shapes run direct)",
                  with(conv::build_winograd))
       .algorithm("depthwise", "groups == C && CG == 1 && O == C", 20,
                  "One filter per channel (depthwise, multiplier 1): a stencil per plane",

@@ -85,7 +85,7 @@ def test_linear_decode_rows(reg, rows, algorithm):
 
 
 @pytest.mark.parametrize("cfg", [
-    dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # winograd
+    dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # direct_oc
     dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # direct_oc
     dict(in_channels=5, out_channels=7, kernel_size=1, stride=2, bias=False),  # .._unpadded
     dict(in_channels=6, out_channels=6, kernel_size=3, padding=1, groups=6),  # depthwise
@@ -96,6 +96,19 @@ def test_conv2d(reg, cfg):
     m = torch.nn.Conv2d(**cfg)
     # Winograd's transform-domain rounding: the conv2d descriptor's widest tolerance.
     run_both(m, onn.Conv2d, randn(2, cfg["in_channels"], 17, 13, seed=7), 3e-3, 1e-3)
+
+
+def test_conv2d_winograd(reg):
+    """128 input channels on a 32x33 output (C >= 64, C x output pixels >= 131072):
+    Winograd, whose 4x4 tiles leave a tail column, through the module against fp64."""
+    torch.manual_seed(8)
+    m = torch.nn.Conv2d(128, 5, 3, padding=1)
+    x = randn(1, 128, 32, 33, seed=9)
+    scalars = dict(stride_h=1, stride_w=1, pad_h=1, pad_w=1, dilation_h=1, dilation_w=1,
+                   groups=1)
+    kernel = reg.select_for("conv2d", dict(x=x, weight=m.weight.detach(), **scalars))
+    assert "__winograd__" in kernel.variant
+    run_both(m, onn.Conv2d, x, 3e-3, 1e-3)
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

@@ -40,7 +40,12 @@ std::string algorithm_for(Registry& reg, const Conv& c, std::map<std::string, st
 
 TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   auto reg = Registry::open(testing::test_registry_dir());
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "winograd");
+  // Winograd: 3x3 stride 1, C >= 64 and C x output pixels >= 131072 (32x32 at 128).
+  CHECK(algorithm_for(*reg, Conv(1, 128, 32, 16, 128, 3, 1, 1)) == "winograd");
+  CHECK(algorithm_for(*reg, Conv(1, 128, 31, 16, 128, 3, 1, 1)) == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, Conv(1, 64, 46, 16, 64, 3, 1, 1)) == "winograd");  // 135424
+  CHECK(algorithm_for(*reg, Conv(1, 63, 64, 16, 63, 3, 1, 1)) == "direct_oc");
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "direct_oc_small");  // 9x9 out
   // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc_small");   // 5x5 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc_small");   // 7x7 out

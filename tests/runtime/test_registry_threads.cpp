@@ -117,8 +117,8 @@ TEST_CASE("set_num_threads while 4 threads call kernels: no hang, results bit-id
   CHECK_THROWS_AS(reg.set_num_threads(-5), Error);
 }
 
-// conv2d (an NN op, selected by shape) on 1x8x9x9 with a 3x3 kernel: groups 1 picks winograd,
-// groups 8 (and 8 output channels) depthwise. Returns the output.
+// conv2d (an NN op, selected by shape) on 1x8x9x9 with a 3x3 kernel: groups 1 picks
+// direct_oc_small, groups 8 (and 8 output channels) depthwise. Returns the output.
 struct Conv {
   std::vector<float> x, w, y;
   std::vector<Tensor> tensors;
@@ -153,7 +153,7 @@ TEST_CASE("a fresh registry: first loads, NN selection by shape, calls, set_num_
   for (unsigned s = 0; s < 2; ++s) {
     want_adam.push_back(adam_once(shared_registry().select("apply_adam"), n, s));
   }
-  const std::vector<float> want_wino = Conv(1).run(shared_registry());
+  const std::vector<float> want_groups1 = Conv(1).run(shared_registry());
   const std::vector<float> want_depthwise = Conv(8).run(shared_registry());
   const int rounds = kTsan ? 3 : 20;
   for (int trial = 0; trial < (kTsan ? 1 : 5); ++trial) {
@@ -181,7 +181,7 @@ TEST_CASE("a fresh registry: first loads, NN selection by shape, calls, set_num_
       });
     }
     guarded(2, [&] {
-      for (int r = 0; r < rounds; ++r) wrong += !same_bits(Conv(1).run(*reg), want_wino);
+      for (int r = 0; r < rounds; ++r) wrong += !same_bits(Conv(1).run(*reg), want_groups1);
     });
     guarded(3, [&] {
       for (int r = 0; r < rounds; ++r) wrong += !same_bits(Conv(8).run(*reg), want_depthwise);

@@ -29,20 +29,25 @@ NnProblem problem(const Conv& v, bool bias) {
 std::vector<NnProblem> problems(bool bias) {
   const std::vector<Conv> cases = {
       // n  c   h   w   o  kh kw sh sw ph pw dh dw g
-      {1, 3, 1, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},       // 1x1 spatial, 1x1 filter
-      {2, 7, 1, 1, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1},       // 1x1 spatial, 3x3 pad 1: Winograd
-      {1, 17, 9, 11, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // odd everything: Winograd
-      {2, 33, 13, 6, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1},     // pad 0, batch 2: Winograd
-      {1, 5, 17, 23, 16, 3, 3, 1, 1, 2, 2, 1, 1, 1},    // pad 2: Winograd
-      {1, 3, 10, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},      // stride 2
-      {2, 6, 11, 12, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2},     // dilation 2, groups 2
-      {1, 10, 8, 7, 15, 5, 3, 1, 2, 2, 1, 1, 3, 5},     // 5x3, groups 5, dilation 3 across
-      {1, 16, 12, 12, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // pointwise
-      {1, 17, 15, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17},   // depthwise 3x3
-      {2, 18, 9, 14, 18, 5, 5, 2, 2, 2, 2, 1, 1, 18},   // depthwise 5x5 stride 2
-      {1, 7, 10, 10, 7, 3, 3, 1, 1, 1, 1, 2, 2, 7},     // depthwise dilation 2
-      {1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4},       // depthwise 1x1 spatial
-      {1, 320, 10, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // K = 2880: Winograd's error at UNet depth
+      {1, 3, 1, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},      // 1x1 spatial, 1x1 filter
+      {2, 7, 1, 1, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 1x1 spatial, 3x3 pad 1
+      {1, 17, 9, 11, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // odd everything, 3x3 stride 1
+      {2, 33, 13, 6, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1},    // pad 0, batch 2
+      {1, 5, 17, 23, 16, 3, 3, 1, 1, 2, 2, 1, 1, 1},   // pad 2
+      {1, 3, 10, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},     // stride 2
+      {2, 6, 11, 12, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2},    // dilation 2, groups 2
+      {1, 10, 8, 7, 15, 5, 3, 1, 2, 2, 1, 1, 3, 5},    // 5x3, groups 5, dilation 3 across
+      {1, 16, 12, 12, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // pointwise
+      {1, 17, 15, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17},  // depthwise 3x3
+      {2, 18, 9, 14, 18, 5, 5, 2, 2, 2, 2, 1, 1, 18},  // depthwise 5x5 stride 2
+      {1, 7, 10, 10, 7, 3, 3, 1, 1, 1, 1, 2, 2, 7},    // depthwise dilation 2
+      {1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4},      // depthwise 1x1 spatial
+      // Winograd (C >= 64, C x output pixels >= 131072): outputs off its 4x4 tiles in both
+      // dims, pad 0 with batch 2, pad 2, and K = 2880 (its error at UNet depth).
+      {1, 128, 33, 35, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 33x35 output
+      {2, 130, 31, 37, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1},   // 29x35 output
+      {1, 129, 29, 31, 16, 3, 3, 1, 1, 2, 2, 1, 1, 1},  // 31x33 output
+      {1, 320, 21, 22, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // 21x22 output, K = 2880
       // direct_oc (groups 1): output channels off its 32/16 channel block, outputs off its 7x2
       // (AVX2 3x2) pixel block; direct_oc_unpadded (pad 0) where the tail blocks shift inwards.
       {1, 19, 17, 15, 37, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // 3x3 stride 2 pad 1, odd everything
