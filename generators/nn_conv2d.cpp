@@ -107,6 +107,18 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
           "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
           "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
           with(conv::build_direct_oc_small))
+      // At most 64 output pixels, 7 or a multiple of 8 wide, with a 3x3 or larger filter
+      // (ResNet's 7x7, the UNet's 8x8): direct_oc_small with blocks of 8 pixels along a row
+      // (nn_conv2d_direct_oc.cpp has the numbers). Above direct_oc_small's 7; the gemm
+      // algorithms at 8 take 1x1 filters only.
+      .algorithm("direct_oc_small_8",
+                 "groups == 1 && KH * KW >= 9 && ((" + std::string(kOW) + ") == 7 || (" + kOW +
+                     ") % 8 == 0) && " + pixels + " <= 64",
+                 8,
+                 "direct_oc_small on outputs of at most 64 pixels, 7 or a multiple of 8 wide, "
+                 "with a 3x3 or larger filter (ResNet's 7x7, the UNet's 8x8): 2 vectors x 8x1 "
+                 "pixels (AVX2 4x1) per register block",
+                 with(conv::build_direct_oc_small_8))
       // 1x1, stride 1, pad 0: a matrix product per image (weight . x[n] with the pixels
       // flattened), through matmul's packed GEMM (nn_conv2d_gemm.cpp). At least two of
       // AVX-512's tiles (256 channels x 256 pixels), or one thread idles: 1024 -> 256 at
@@ -188,6 +200,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_small_8", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small_14x14", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1", 1e-4, 1e-4)

@@ -39,6 +39,7 @@ dsl::NnKernel build_direct(const ConvInputs& in);
 dsl::NnKernel build_direct_oc(const ConvInputs& in);
 dsl::NnKernel build_direct_oc_unpadded(const ConvInputs& in);
 dsl::NnKernel build_direct_oc_small(const ConvInputs& in);
+dsl::NnKernel build_direct_oc_small_8(const ConvInputs& in);
 dsl::NnKernel build_direct_oc_blocked(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1_s2(const ConvInputs& in);

@@ -9,8 +9,9 @@
 // deinterleaves). Strides 1 and 2 are compiled as constants; others take a slower version that
 // keeps each pixel's offset in a (spilled) register. The block is transposed on its way to NCHW y
 // (OB * PW * PH stores per block, next to its NV * PW * PH * C * KH * KW FMAs).
-// Four algorithms share this builder: direct_oc and direct_oc_unpadded (tasks of 2 output rows
-// x 128 channels) and direct_oc_small (tasks of 32 channels x every pixel, for small outputs).
+// Five algorithms share this builder: direct_oc and direct_oc_unpadded (tasks of 2 output rows
+// x 128 channels), direct_oc_small (tasks of 32 channels x every pixel, for small outputs; also
+// run as direct_oc_small_14x14) and direct_oc_small_8 (the same with 8-pixel row blocks).
 // direct_oc_blocked (the same as direct_oc, 64 or more input channels) reads x through a
 // channel-blocked copy and reduces 8 channels innermost (cb below).
 #include "generators/nn_conv2d.h"
@@ -31,6 +32,7 @@ struct Block {
 struct Form {
   const char* name;
   bool unpadded, small, blocked;
+  bool row8 = false;  // direct_oc_small_8: blocks of 8 pixels along a row (below)
 };
 
 // unpadded: pad 0 and every block inside the output (ShiftInwards tails): x is read in
@@ -61,7 +63,19 @@ NnKernel build(const ConvInputs& in, const Form& form) {
   // weights from memory, 4 x (3 x 1) (oneDNN jit:avx2's shape) and 1 x (7 x 2) in direct_oc's
   // loop order: 1.0-1.5x the time of 2 x (3 x 2) on the 28x28 outputs; AVX-512 4 x (7 x 1):
   // 0.9-1.2x, no gain.
-  const Block b = VW >= 16 ? Block{2, 7, 2} : small ? Block{1, 7, 2} : Block{2, 3, 2};
+  // direct_oc_small_8 (row8: 3x3 or larger filters, outputs 7 or a multiple of 8 wide): 2 x
+  // (8 x 1) on AVX-512, 2 x (4 x 1) on AVX2, where 7-wide blocks computed 14 columns of every 8
+  // (1.75x the work on the UNet's 8x8). Against direct_oc_small's blocks (2026-12-05, AMD EPYC
+  // family 26 model 2, 2 threads, alternating runs; raw and divided by oneDNN's time in the
+  // same process): 1280@8 -> 1280 3x3 and 1280@16 -> 1280 3x3 stride 2 took 0.61-0.87x the
+  // time on AVX-512 and 0.42-0.56x on AVX2 (two runs); ResNet-50's 7x7 3x3 (512@7, 512@14,
+  // 256@14 and 1024@14 stride 2; three runs) 0.71-1.12x on AVX-512 (median 0.96) and 0.85-1.01x
+  // on AVX2. Not used with 1x1 filters (AVX2 2048 -> 512 at 7x7: 1.1x the time) nor on
+  // AVX-512's 14x14 (1.06-1.27x).
+  const Block b = form.row8  ? (VW >= 16 ? Block{2, 8, 1} : Block{2, 4, 1})
+                  : VW >= 16 ? Block{2, 7, 2}
+                  : small    ? Block{1, 7, 2}
+                             : Block{2, 3, 2};
   const int OB = b.nv * VW, PW = b.pw, PH = b.ph;
   Var ow("ow"), oh("oh"), o("o"), n("n"), oi("oi"), oo("oo");
   Var w("w"), h("h"), c("c"), kw("kw"), kh("kh");
@@ -198,6 +212,9 @@ NnKernel build_direct_oc_unpadded(const ConvInputs& in) {
 }
 NnKernel build_direct_oc_small(const ConvInputs& in) {
   return build(in, {"direct_oc_small", false, true, false});
+}
+NnKernel build_direct_oc_small_8(const ConvInputs& in) {
+  return build(in, {"direct_oc_small_8", false, true, false, true});
 }
 
 }  // namespace opforge::generators::conv

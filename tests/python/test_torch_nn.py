@@ -86,7 +86,7 @@ def test_linear_decode_rows(reg, rows, algorithm):
 
 @pytest.mark.parametrize("cfg", [
     dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # direct_oc
-    dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # direct_oc
+    dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # .._small_8
     dict(in_channels=5, out_channels=7, kernel_size=1, stride=2, bias=False),  # .._unpadded
     dict(in_channels=6, out_channels=6, kernel_size=3, padding=1, groups=6),  # depthwise
     dict(in_channels=4, out_channels=4, kernel_size=3, padding="same", dilation=2, groups=2),

@@ -1,7 +1,7 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > direct_oc_small(_14x14) >
-// direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
-// descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
-// apply and of shapes that break the op's checks.
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > the gemm algorithms and
+// direct_oc_small_8 > direct_oc_small(_14x14) > direct_oc_unpadded > direct_oc_blocked >
+// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
+// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -48,11 +48,16 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "direct_oc_small");  // 9x9 out
   // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc_small");   // 5x5 out
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc_small");   // 7x7 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 11, 16, 8, 5, 1, 1)) == "direct_oc_small");  // 9x9 out
   CHECK(algorithm_for(*reg, Conv(1, 8, 27, 16, 8, 3, 2, 1)) == "direct_oc_small");  // 14x14
   CHECK(algorithm_for(*reg, Conv(1, 8, 29, 16, 8, 3, 2, 1)) == "direct_oc");        // 15x15
-  CHECK(algorithm_for(*reg, Conv(1, 8, 19, 16, 8, 5, 1, 1)) == "direct_oc");  // 5x5, 17x17 out
-  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");      // groups 2
+  // Outputs of at most 64 pixels 7 or a multiple of 8 wide, 3x3 or larger: 8-pixel row blocks.
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 5, 1, 1)) == "direct_oc_small_8");  // 7x7
+  CHECK(algorithm_for(*reg, Conv(1, 8, 8, 16, 8, 3, 1, 1)) == "direct_oc_small_8");  // 8x8
+  CHECK(algorithm_for(*reg, Conv(1, 64, 16, 16, 64, 3, 2, 1)) == "direct_oc_small_8");
+  CHECK(algorithm_for(*reg, Conv(1, 8, 6, 16, 8, 1, 1, 1)) == "direct_oc_small");  // 1x1, 8x8
+  CHECK(algorithm_for(*reg, Conv(1, 8, 19, 16, 8, 5, 1, 1)) == "direct_oc");       // 5x5, 17x17 out
+  CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 4, 3, 1, 2)) == "direct");           // groups 2
   // 64 or more input channels: x read channel-blocked.
   CHECK(algorithm_for(*reg, Conv(1, 64, 29, 16, 64, 3, 2, 1)) == "direct_oc_blocked");
   CHECK(algorithm_for(*reg, Conv(1, 63, 29, 16, 63, 3, 2, 1)) == "direct_oc");
@@ -63,7 +68,7 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
     CHECK(algorithm_for(*reg, mid14, {}, "avx512") == "direct_oc_small_14x14");
   CHECK(algorithm_for(*reg, mid14, {}, "avx2") == "direct_oc_blocked");
   CHECK(algorithm_for(*reg, Conv(1, 64, 13, 16, 64, 3, 2, 1), {}, "avx2") ==
-        "direct_oc_small");  // 7x7 out: small on both
+        "direct_oc_small_8");  // 7x7 out: 8-pixel row blocks on both
   // Pad 0 with an output of at least 7 x 2: x read in place.
   Conv down(1, 8, 29, 16, 8, 1, 2, 1);  // 1x1 stride 2: 15x15 output
   down.scalars["pad_h"] = down.scalars["pad_w"] = 0;

@@ -1,9 +1,9 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1, gemm_1x1_small,
-// gemm_1x1_s2, winograd, depthwise) of both ops on every problem it applies to: 1x1
-// spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
+// direct_oc_small, direct_oc_small_8, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1,
+// gemm_1x1_small, gemm_1x1_s2, winograd, depthwise) of both ops on every problem it applies to:
+// 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
 // padding 0 to 2, non-square filters.
 #include <algorithm>
 
@@ -63,6 +63,14 @@ std::vector<NnProblem> problems(bool bias) {
       // direct_oc_small (7x7 outputs, 14x14 with 3x3): channels off its 32-channel tasks.
       {2, 13, 13, 11, 45, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 1x1 stride 2: 7x6 output, batch 2
       {1, 9, 27, 25, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // 3x3 stride 2: 14x13 output, o tail 6
+      // direct_oc_small_8 (3x3 or larger, outputs 7 or a multiple of 8 wide, <= 64 pixels; also
+      // the 7x7 problems above): 8x8 with channels off the 32-channel tasks and the vectors;
+      // stride 2 and batch 2; 4x16; pad 0; dilation 2.
+      {1, 19, 8, 8, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {2, 67, 16, 15, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+      {1, 9, 4, 16, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 10, 10, 10, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1},
+      {1, 6, 12, 12, 40, 3, 3, 1, 1, 0, 0, 2, 2, 1},
       // direct_oc_small_14x14 (AVX-512; C >= 64, 3x3, 65-196 pixels): C off the 8-channel
       // blocks, o off the 32-channel tasks; on AVX2 these run direct_oc_blocked.
       {1, 67, 27, 25, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 14x13 output
