@@ -20,18 +20,19 @@ using dsl::NnArgs;
 using dsl::NnOpDecl;
 using registry::DType;
 
+const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
+const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
+// Output pixels per image, for the algorithms' conditions.
+const std::string kPixels = "(" + std::string(kOH) + ") * (" + kOW + ")";
+
 // gemm_1x1's shapes: 1x1, stride s, pad 0, and at least two of AVX-512's tiles of output
 // channels x pixels (256 x 256: nn_conv2d_gemm.cpp).
 std::string k1x1_gemm(int s) {
   const std::string t = std::to_string(kMatmulTileColumns), st = std::to_string(s);
   const std::string up = " + " + std::to_string(kMatmulTileColumns - 1) + ") / " + t;
-  const std::string oh = s == 1 ? "H" : "((H - 1) / " + st + " + 1)";
-  const std::string ow = s == 1 ? "W" : "((W - 1) / " + st + " + 1)";
   return "groups == 1 && KH == 1 && KW == 1 && stride_h == " + st + " && stride_w == " + st +
-         " && pad_h == 0 && pad_w == 0 && (O" + up + " * ((" + oh + " * " + ow + up + ") * N >= 2";
+         " && pad_h == 0 && pad_w == 0 && (O" + up + " * ((" + kPixels + up + ") * N >= 2";
 }
-const char* kOH = "(H + 2*pad_h - dilation_h*(KH - 1) - 1) / stride_h + 1";
-const char* kOW = "(W + 2*pad_w - dilation_w*(KW - 1) - 1) / stride_w + 1";
 
 NnOpDecl declare(const std::string& name, bool bias_relu) {
   NnOpDecl d(name);
@@ -58,8 +59,6 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .check(std::string(kOH) + " >= 1 && " + kOW + " >= 1",
              "the (dilated) filter is larger than the padded input: the output would be empty");
 
-  // Output pixels per image, for the small-output algorithms' conditions.
-  const std::string pixels = "(" + std::string(kOH) + ") * (" + kOW + ")";
   // One builder per algorithm for both ops: the flag adds bias + ReLU to its output stage.
   auto with = [bias_relu](dsl::NnKernel (*build)(const conv::ConvInputs&)) {
     return
@@ -89,7 +88,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // pixels, its weights packed per task and reused from L2 (direct_oc's row-pair tasks
       // re-stream a 128-channel group's weights from L3 for every pair of output rows).
       .algorithm("direct_oc_small",
-                 "groups == 1 && (" + pixels + " <= 64 || (KH * KW >= 9 && " + pixels +
+                 "groups == 1 && (" + kPixels + " <= 64 || (KH * KW >= 9 && " + kPixels +
                      " <= 196 && C < 64))",
                  7,
                  "direct_oc with a task per 32 output channels over all pixels (small outputs: "
@@ -100,20 +99,20 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // block took 0.71-0.83x direct_oc_small's time (1 vector x 7x2) on four shapes (3x3
       // stride 2 -> 14x14, 14x13, 12x12, 10x10; C 128-512; 2 threads, quiet host, Xeon family 6
       // model 207, `opforge bench conv2d --isa avx2`), on AVX-512 0.98x-1.02x its time.
-      .algorithm(
-          "direct_oc_small_14x14",
-          "groups == 1 && C >= 64 && KH * KW >= 9 && " + pixels + " > 64 && " + pixels + " <= 196",
-          7,
-          "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
-          "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
-          with(conv::build_direct_oc_small))
+      .algorithm("direct_oc_small_14x14",
+                 "groups == 1 && C >= 64 && KH * KW >= 9 && " + kPixels + " > 64 && " + kPixels +
+                     " <= 196",
+                 7,
+                 "direct_oc_small on outputs of 65-196 pixels with a 3x3 or larger filter and "
+                 "C >= 64 (AVX-512 only; AVX2 uses direct_oc_blocked there)",
+                 with(conv::build_direct_oc_small))
       // At most 64 output pixels, 7 or a multiple of 8 wide, with a 3x3 or larger filter
       // (ResNet's 7x7, the UNet's 8x8): direct_oc_small with blocks of 8 pixels along a row
       // (nn_conv2d_direct_oc.cpp has the numbers). Above direct_oc_small's 7; the gemm
       // algorithms at 8 take 1x1 filters only.
       .algorithm("direct_oc_small_8",
                  "groups == 1 && KH * KW >= 9 && ((" + std::string(kOW) + ") == 7 || (" + kOW +
-                     ") % 8 == 0) && " + pixels + " <= 64",
+                     ") % 8 == 0) && " + kPixels + " <= 64",
                  8,
                  "direct_oc_small on outputs of at most 64 pixels, 7 or a multiple of 8 wide, "
                  "with a 3x3 or larger filter (ResNet's 7x7, the UNet's 8x8): 2 vectors x 8x1 "
@@ -155,7 +154,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1 && C >= 64 && C * " +
-                     pixels + " >= 131072",
+                     kPixels + " >= 131072",
                  10,
                  "Winograd F(4x4, 3x3): 4x fewer multiplies; 36 GEMMs over channels in the "
                  "transform domain (larger rounding error than direct); C >= 64 and C x output "
