@@ -127,6 +127,12 @@ NnKernel build(const ConvInputs& in, const Form& form) {
   // weights (2.4 MB at 512 -> 512 3x3, over L2) from L3: 512 -> 512 3x3 and 1024 -> 2048
   // 1x1 stride 2 at 14x14 took 0.6-0.75x direct_oc's time (both ISAs, same runs). Measured
   // and dropped: OG = 64 (as fast or slower); OG = 64 or 256 in direct_oc's order (no gain).
+  // A task runs its group over every image (n inside), so the weights are packed once per
+  // group, not once per image: at batch 8 tasks of (group, image) took 1.2-1.5x the time
+  // (512@7 -> 512 3x3: oneDNN's time / ours 0.56-0.60 -> 0.86 on AVX-512, 0.64-0.66 -> 0.75
+  // on AVX2; 512@14 -> 512 stride 2 0.59 -> 0.74; 1x1 512@7 -> 2048 AVX2 0.62 -> 0.75; 2026-12-05,
+  // AMD EPYC family 26 model 2, 2 threads, alternating runs); batch 1 is unchanged. The tasks
+  // are then O / 32 whatever the batch (16 at 512 channels), as at batch 1.
   const int OG = small ? 32 : 128;
   Var owo("owo"), owi("owi"), oho("oho"), ohi("ohi"), og("og"), o2("o2"), t("t"), p("p");
   // Tails: unpadded, the last block shifts inwards (recomputing a few outputs) so that it
@@ -135,12 +141,11 @@ NnKernel build(const ConvInputs& in, const Form& form) {
   y.split(ow, owo, owi, PW, tail)
       .split(oh, oho, ohi, PH, tail)
       .split(o, og, o2, OG, TailStrategy::GuardWithIf)
-      .split(o2, oo, oi, OB, TailStrategy::GuardWithIf)
-      .reorder(owi, ohi, oi, oo, owo, oho, og, n);
+      .split(o2, oo, oi, OB, TailStrategy::GuardWithIf);
   if (small) {
-    y.fuse(og, n, p).parallel(p);
+    y.reorder(owi, ohi, oi, oo, owo, oho, n, og).rename(og, p).parallel(p);
   } else {
-    y.fuse(oho, og, t).fuse(t, n, p).parallel(p);
+    y.reorder(owi, ohi, oi, oo, owo, oho, og, n).fuse(oho, og, t).fuse(t, n, p).parallel(p);
   }
   // A fixed-size block (also at the tails) keeps the accumulators in registers.
   acc.compute_at(y, oo)
