@@ -35,10 +35,11 @@ MatmulTiles matmul_tiles(const Target& target) {
   return t;
 }
 
-PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K,
-                              const Target& target) {
+PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K, const Target& target,
+                              bool a_batched) {
   PackedGemm g;
   g.t = matmul_tiles(target);
+  g.a_batched = a_batched;
   const MatmulTiles& t = g.t;
   const Var n = g.n, m = g.m, bt = g.bt, k = g.k, ko = g.ko, ni = g.ni, no = g.no, mi = g.mi,
             mo = g.mo;
@@ -47,7 +48,11 @@ PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K,
   // bpack(ni, k, no) = op(b)(k, no*rn + ni): rn columns side by side, 2 vector loads.
   g.apack = Func("apack");
   g.bpack = Func("bpack");
-  g.apack(mi, k, mo, bt) = opa(k, mo * t.rm + mi, bt);
+  if (a_batched) {
+    g.apack(mi, k, mo, bt) = opa(k, mo * t.rm + mi, bt);
+  } else {
+    g.apack(mi, k, mo) = opa(k, mo * t.rm + mi, 0);
+  }
   g.bpack(ni, k, no, bt) = opb(no * t.rn + ni, k, bt);
 
   // K in chunks of `chunk`: acc is the inner product over chunk ko, prod the sum over chunks.
@@ -59,8 +64,9 @@ PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K,
   g.r.where(ko * chunk + r < K);
   g.acc = Func("acc");
   g.acc(n, m, ko, bt) = 0.0f;
-  g.acc(n, m, ko, bt) += g.apack(m % t.rm, ko * chunk + r, m / t.rm, bt) *
-                         g.bpack(n % t.rn, ko * chunk + r, n / t.rn, bt);
+  Expr a = a_batched ? g.apack(m % t.rm, ko * chunk + r, m / t.rm, bt)
+                     : g.apack(m % t.rm, ko * chunk + r, m / t.rm);
+  g.acc(n, m, ko, bt) += a * g.bpack(n % t.rn, ko * chunk + r, n / t.rn, bt);
   g.rko = RDom(0, (K + chunk - 1) / chunk, "rko");
   const RDom& rko = g.rko;
   g.prod = Func("prod");
@@ -75,7 +81,7 @@ Expr packed_gemm_tile_height(const PackedGemm& g, const Expr& M) {
 }
 
 void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contiguous,
-                          bool b_k_contiguous, bool double_buffer) {
+                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile) {
   // GotoBLAS-style: per mt x nt tile of c (one parallel task), per K chunk, pack an mt x kc
   // panel of op(a) and a kc x nt panel of op(b); then per rn-column slice of the B panel
   // (32 KB, stays in L1) and per rm-row slice of the A panel (L2), the register block acc:
@@ -176,11 +182,14 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
   prod.compute_at(tile).vectorize(n, vec);
   prod.update()
       .split(n, nio, nii, t.rn, TailStrategy::RoundUp)
-      .split(m, mio, mii, t.rm, TailStrategy::RoundUp)
-      .reorder(nii, mii, mio, nio, g.rko)
-      .vectorize(nii, vec)
-      .unroll(nii)
-      .unroll(mii);
+      .split(m, mio, mii, t.rm, TailStrategy::RoundUp);
+  // Batches inside the K chunk: the chunk's panels (one A panel) serve all of them.
+  if (batches_in_tile) {
+    prod.update().reorder(nii, mii, mio, nio, g.bt, g.rko);
+  } else {
+    prod.update().reorder(nii, mii, mio, nio, g.rko);
+  }
+  prod.update().vectorize(nii, vec).unroll(nii).unroll(mii);
   acc.compute_at(prod, mio).vectorize(n, vec).unroll(n).unroll(m);
   acc.update().reorder(n, m, g.r, ko).vectorize(n, vec).unroll(n).unroll(m);
 

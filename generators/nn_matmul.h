@@ -34,9 +34,12 @@ MatmulTiles matmul_tiles(const Halide::Target& target);
 
 // The packed GEMM, c(n, m, bt) = sum_k op(a)(k, m, bt) * op(b)(n, k, bt), through packed panels
 // of op(a) and op(b) per K chunk. opa and opb clamp their own reads: register blocks and the
-// last K chunk overhang the data.
+// last K chunk overhang the data. a_batched false: op(a) is the same for every batch (opa
+// read at bt = 0), so the A panel has no batch dim and a tile over several batches packs it
+// once (conv2d's weights).
 struct PackedGemm {
   MatmulTiles t;
+  bool a_batched = true;
   Halide::Var n{"n"}, m{"m"}, bt{"bt"};
   Halide::Func prod;  // prod(n, m, bt): the product, computed per tile of its consumer
   Halide::Func acc, apack, bpack;
@@ -45,7 +48,8 @@ struct PackedGemm {
   Halide::RDom r, rko;
 };
 PackedGemm define_packed_gemm(const Halide::Func& opa, const Halide::Func& opb,
-                              const Halide::Expr& K, const Halide::Target& target);
+                              const Halide::Expr& K, const Halide::Target& target,
+                              bool a_batched = true);
 
 // Height of the tile rows when M rows split into rows of equal height, a multiple of rm and
 // at most mt (the runtime's static split then gives every thread whole tile rows' work).
@@ -53,8 +57,10 @@ Halide::Expr packed_gemm_tile_height(const PackedGemm& g, const Halide::Expr& M)
 
 // prod computed per tile of its consumer at `tile`; a_k_contiguous: op(a)'s rows are
 // contiguous along k in memory (a not transposed), b_k_contiguous: op(b)'s columns are (b
-// transposed). A tile must start at a multiple of rn columns and rm rows.
+// transposed). A tile must start at a multiple of rn columns and rm rows. batches_in_tile: a
+// tile may span several batches; per K chunk they share one A panel (with a_batched false)
+// and the B panel packs them all.
 void schedule_packed_gemm(PackedGemm& g, const Halide::LoopLevel& tile, bool a_k_contiguous,
-                          bool b_k_contiguous, bool double_buffer);
+                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile = false);
 
 }  // namespace opforge::generators

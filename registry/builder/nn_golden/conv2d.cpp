@@ -87,12 +87,17 @@ std::vector<NnProblem> problems(bool bias) {
       {3, 8, 2, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {1, 64, 14, 14, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // ResNet-like, 196 pixels
       {1, 90, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small: 7x7
+      // Outputs of <= 64 pixels: tiles of nb = clamp(N * tile rows / 4, 1, 4) whole images, the
+      // last chunk short (its images past N computed from image N - 1, never stored).
+      {7, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // nb 4 (3-4 tile rows): chunks 4 + 3
+      {5, 20, 5, 9, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // 45 pixels, nb 2: chunks 2 + 2 + 1
       // gemm_1x1_s2: the same tiles over the subsampled input (even and odd input widths).
       {2, 70, 26, 56, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 13x28 output
       {1, 600, 34, 45, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 17x23 output
       {1, 5, 5, 513, 9, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 3x257 output
       {1, 64, 28, 27, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 14x14 output
       {1, 90, 13, 14, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output
+      {6, 70, 13, 14, 520, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output, nb 4: chunks 4 + 2
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));
