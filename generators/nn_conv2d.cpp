@@ -136,6 +136,13 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "gemm_1x1 on outputs of 64 pixels or fewer (AVX-512 only; AVX2 uses "
                  "direct_oc_small there)",
                  with(conv::build_gemm_1x1))
+      // The same outputs at a batch divisible by 4: tiles of 4 images whose pixels run on as
+      // the product's columns (196 columns at 7x7, not 4 x 64), nn_conv2d_gemm_images.cpp.
+      .algorithm("gemm_1x1_images", k1x1_gemm(1) + " && H * W <= 64 && N % 4 == 0", 9,
+                 "gemm_1x1 on outputs of 64 pixels or fewer at a batch divisible by 4: tiles "
+                 "of 4 images with their pixels as consecutive columns (at 7x7, 196 columns "
+                 "in 7 register blocks, AVX2 13, where 4 one-image tiles take 8, AVX2 16)",
+                 with(conv::build_gemm_1x1_images))
       // Stride 2, any output size, both ISAs: against the previous picks (direct_oc_unpadded;
       // direct_oc_small at 7x7, which beats gemm_1x1_small at stride 1 on AVX2) it took
       // 0.59-1.09x their time on ResNet's five stride-2 1x1 shapes, above 1 only on AVX2's
@@ -144,6 +151,12 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts): each K chunk's input "
                  "rows subsampled into a dense slab before the B pack",
                  with(conv::build_gemm_1x1_s2))
+      // The same with 4 images a tile on outputs of <= 64 pixels (ResNet's 1024@14 -> 2048).
+      .algorithm("gemm_1x1_s2_images", k1x1_gemm(2) + " && " + kPixels + " <= 64 && N % 4 == 0", 9,
+                 "gemm_1x1_images at stride 2 (outputs of 64 pixels or fewer, a batch "
+                 "divisible by 4): every other pixel of every other row copied into the "
+                 "tile's slab",
+                 with(conv::build_gemm_1x1_s2_images))
       // Winograd where its 36 transform-domain GEMMs (C x O x output pixels / 16 each) are
       // large enough to pay for the transforms: C >= 64 and C x output pixels >= 131072.
       // Below, the direct picks took 0.37-0.95x its time (ResNet-50's 128@28, 256@14 and
@@ -204,6 +217,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_small", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1_images", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1_s2_images", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_s2", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;

@@ -43,6 +43,8 @@ dsl::NnKernel build_direct_oc_small_8(const ConvInputs& in);
 dsl::NnKernel build_direct_oc_blocked(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1_s2(const ConvInputs& in);
+dsl::NnKernel build_gemm_1x1_images(const ConvInputs& in);
+dsl::NnKernel build_gemm_1x1_s2_images(const ConvInputs& in);
 dsl::NnKernel build_winograd(const ConvInputs& in);
 dsl::NnKernel build_depthwise(const ConvInputs& in);
 

@@ -101,7 +101,9 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
   // 0.75, 0.78 -> 0.88, 0.86; 2048@7 -> 512 0.93, 0.90 -> 1.06, 1.07; 1024@14 -> 2048 stride
   // 2 0.77, 0.84 -> 0.89, 0.96; AVX2 (stride 2) 0.69, 0.71 -> 0.77, 0.77. Batch 1: the same
   // tiles. A tile still computes 64 columns per 49-pixel image (AVX2 gemm_1x1_small ran
-  // 0.93-1.24x direct_oc_small's time at batch 8: not shipped there).
+  // 0.93-1.24x direct_oc_small's time at batch 8: not shipped there); at a batch divisible by
+  // 4 the *_images algorithms (nn_conv2d_gemm_images.cpp) run 4 images' pixels as one tile's
+  // columns instead.
   const Expr tile_rows = (O + mt - 1) / mt;
   const Expr nb = clamp(in.N() * tile_rows / 4, 1, 4);
   Var nbo("nbo"), nbi("nbi");

@@ -1,7 +1,8 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > the gemm algorithms and
-// direct_oc_small_8 > direct_oc_small(_14x14) > direct_oc_unpadded > direct_oc_blocked >
-// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
-// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > the 4-image gemm
+// algorithms > the gemm algorithms and direct_oc_small_8 > direct_oc_small(_14x14) >
+// direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
+// descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
+// apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -81,6 +82,24 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, mid) == "direct_oc_unpadded");
   Conv padded(1, 8, 29, 16, 8, 1, 2, 1);  // pad 1: the padded copy
   CHECK(algorithm_for(*reg, padded) == "direct_oc");
+  // 1x1, pad 0, at least two 256 x 256 tiles of channels x pixels (per image): the GEMMs.
+  auto pad0 = [](Conv c) {
+    c.scalars["pad_h"] = c.scalars["pad_w"] = 0;
+    return c;
+  };
+  const bool avx512 = opforge::testing::host_isas(*reg).runs("avx512");
+  CHECK(algorithm_for(*reg, pad0(Conv(1, 16, 28, 300, 16, 1, 1, 1))) == "gemm_1x1");
+  CHECK(algorithm_for(*reg, pad0(Conv(1, 16, 28, 300, 16, 1, 2, 1))) == "gemm_1x1_s2");
+  // <= 64 output pixels: tiles of 4 images at a batch divisible by 4, else one image a tile
+  // (AVX-512; AVX2 runs direct_oc_small there).
+  CHECK(algorithm_for(*reg, pad0(Conv(8, 16, 7, 300, 16, 1, 1, 1))) == "gemm_1x1_images");
+  CHECK(algorithm_for(*reg, pad0(Conv(4, 16, 14, 300, 16, 1, 2, 1))) == "gemm_1x1_s2_images");
+  CHECK(algorithm_for(*reg, pad0(Conv(6, 16, 14, 300, 16, 1, 2, 1))) == "gemm_1x1_s2");
+  CHECK(algorithm_for(*reg, pad0(Conv(6, 16, 7, 300, 16, 1, 1, 1)), {}, "avx2") ==
+        "direct_oc_small");
+  if (avx512)
+    CHECK(algorithm_for(*reg, pad0(Conv(6, 16, 7, 300, 16, 1, 1, 1)), {}, "avx512") ==
+          "gemm_1x1_small");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 1, 8)) == "depthwise");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 2, 8)) == "depthwise");  // any stride
   // Forced: direct always applies.

@@ -2,9 +2,9 @@
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
 // direct_oc_small, direct_oc_small_8, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1,
-// gemm_1x1_small, gemm_1x1_s2, winograd, depthwise) of both ops on every problem it applies to:
-// 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
-// padding 0 to 2, non-square filters.
+// gemm_1x1_small, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, winograd, depthwise) of both
+// ops on every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2,
+// groups, stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -91,12 +91,25 @@ std::vector<NnProblem> problems(bool bias) {
       // last chunk short (its images past N computed from image N - 1, never stored).
       {7, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // nb 4 (3-4 tile rows): chunks 4 + 3
       {5, 20, 5, 9, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // 45 pixels, nb 2: chunks 2 + 2 + 1
+      // gemm_1x1_images (<= 64 pixels, N % 4 == 0): 4 images' pixels as one tile's columns,
+      // 7x7 (a register block across two images), 5x9 with o off the tile rows, 8x8 (256
+      // columns), 1x3 (the tile's 12 columns in one block), K off the vectors and K chunks.
+      {8, 37, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {4, 130, 5, 9, 530, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {4, 9, 8, 8, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {12, 2100, 1, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       // gemm_1x1_s2: the same tiles over the subsampled input (even and odd input widths).
       {2, 70, 26, 56, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 13x28 output
       {1, 600, 34, 45, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 17x23 output
       {1, 5, 5, 513, 9, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 3x257 output
       {1, 64, 28, 27, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 14x14 output
       {1, 90, 13, 14, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output
+      // gemm_1x1_s2_images (<= 64 output pixels, N % 4 == 0): 7x7 from 13x14 and 14x14, 4x8
+      // from 7x16 (o off the tile rows), 1x1 from 2x2.
+      {8, 37, 13, 14, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+      {4, 130, 14, 14, 70, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+      {4, 9, 7, 16, 530, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+      {8, 2100, 2, 2, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1},
       {6, 70, 13, 14, 520, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output, nb 4: chunks 4 + 2
   };
   std::vector<NnProblem> out;
