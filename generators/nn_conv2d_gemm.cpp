@@ -95,7 +95,9 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
   };
   // Outputs of 64 pixels or fewer (ResNet's 7x7): a tile of whole images, nb of them, so that
   // the weights' A panel is packed once per K chunk for nb images, not once per image. nb:
-  // up to 4 (4 x 64 columns: about nt), fewer where the batch is too small for 4 tasks. At
+  // up to 4 (4 x 64 columns: about nt), fewer where the batch is too small for 4 tasks, and a
+  // divisor of N (a short last tile would compute nb images' columns all the same: the
+  // GuardWithIf tail does not narrow prod's bounds). At
   // batch 8 against a tile per image (2026-12-05, AMD EPYC family 26 model 2, 2 threads,
   // alternating runs; oneDNN's time over ours, before -> after): AVX-512 512@7 -> 2048
   // 0.75, 0.78 -> 0.88, 0.86; 2048@7 -> 512 0.93, 0.90 -> 1.06, 1.07; 1024@14 -> 2048 stride
@@ -105,7 +107,9 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
   // 4 the *_images algorithms (nn_conv2d_gemm_images.cpp) run 4 images' pixels as one tile's
   // columns instead.
   const Expr tile_rows = (O + mt - 1) / mt;
-  const Expr nb = clamp(in.N() * tile_rows / 4, 1, 4);
+  const Expr N = in.N(), cap = N * tile_rows / 4;
+  const Expr nb =
+      select(N % 4 == 0 && cap >= 4, 4, N % 3 == 0 && cap >= 3, 3, N % 2 == 0 && cap >= 2, 2, 1);
   Var nbo("nbo"), nbi("nbi");
   y.specialize(P <= 64)
       .split(n, nbo, nbi, nb, TailStrategy::GuardWithIf)

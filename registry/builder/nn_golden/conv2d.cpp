@@ -87,10 +87,11 @@ std::vector<NnProblem> problems(bool bias) {
       {3, 8, 2, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {1, 64, 14, 14, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // ResNet-like, 196 pixels
       {1, 90, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small: 7x7
-      // Outputs of <= 64 pixels: tiles of nb = clamp(N * tile rows / 4, 1, 4) whole images, the
-      // last chunk short (its images past N computed from image N - 1, never stored).
-      {7, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // nb 4 (3-4 tile rows): chunks 4 + 3
-      {5, 20, 5, 9, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // 45 pixels, nb 2: chunks 2 + 2 + 1
+      // Outputs of <= 64 pixels: tiles of nb whole images, nb the largest of 4, 3, 2 dividing N
+      // with N x tile rows / 4 >= nb (else 1).
+      {6, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // nb 3 (3-4 tile rows)
+      {2, 20, 5, 9, 1100, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // 45 pixels, nb 2 (5-6 tile rows)
+      {7, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // nb 1
       // gemm_1x1_images (<= 64 pixels, N % 4 == 0): 4 images' pixels as one tile's columns,
       // 7x7 (a register block across two images), 5x9 with o off the tile rows, 8x8 (256
       // columns), 1x3 (the tile's 12 columns in one block), K off the vectors and K chunks.
@@ -110,7 +111,7 @@ std::vector<NnProblem> problems(bool bias) {
       {4, 130, 14, 14, 70, 1, 1, 2, 2, 0, 0, 1, 1, 1},
       {4, 9, 7, 16, 530, 1, 1, 2, 2, 0, 0, 1, 1, 1},
       {8, 2100, 2, 2, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1},
-      {6, 70, 13, 14, 520, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output, nb 4: chunks 4 + 2
+      {6, 70, 13, 14, 520, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output, nb 3 (AVX2: 2)
   };
   std::vector<NnProblem> out;
   for (const auto& c : cases) out.push_back(problem(c, bias));
