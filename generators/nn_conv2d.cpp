@@ -157,8 +157,31 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "divisible by 4): every other pixel of every other row copied into the "
                  "tile's slab",
                  with(conv::build_gemm_1x1_s2_images))
+      // 3x3 stride 1 as a GEMM per image, K = 9 C (an im2col slab per K chunk,
+      // nn_conv2d_gemm_images.cpp), on outputs of 65-256 pixels where the others break down:
+      // 197-256 pixels where Winograd would apply (C x pixels >= 131072: the UNet's 16x16
+      // level), and any of them with C >= 1536, where direct_oc's 128-channel weight groups
+      // (over 7 MB) stream from memory for every row pair. Time against the previous pick
+      // (2026-12-05, AMD EPYC family 26 model 2, 2 threads, AVX-512 / AVX2): 1280@16 -> 1280
+      // (Winograd) 0.64 / 0.87, 2560@16 -> 1280 0.52 / 0.74, 640@16 -> 640 0.87 / 0.91, batch
+      // 2 640@16 0.53 / 0.73; 2560@10 -> 1280 0.83 against direct_oc_small_14x14 (AVX-512) and
+      // 0.20 against direct_oc_blocked (AVX2). Not below: 1280@14 (direct_oc_small_14x14 /
+      // direct_oc_blocked 0.84 / 0.86x its time), 320@16 (direct_oc_blocked, 0.96-1.06x), 1280@8
+      // (direct_oc_small_8, 0.67-0.70x); scripts/BENCHMARKS.md, "The UNet at batch 2".
+      .algorithm("gemm_3x3",
+                 "groups == 1 && KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && "
+                 "dilation_h == 1 && dilation_w == 1 && " +
+                     kPixels + " > 64 && " + kPixels + " <= 256 && (C >= 1536 || (" + kPixels +
+                     " > 196 && C * " + kPixels + " >= 131072))",
+                 11,
+                 "3x3 stride 1 as matmul's packed GEMM per image (K = 9 C, an im2col slab per K "
+                 "chunk) on outputs of 65-256 pixels with C >= 1536, or 197-256 pixels with C x "
+                 "pixels >= 131072 (the UNet's 16x16 level)",
+                 with(conv::build_gemm_3x3))
       // Winograd where its 36 transform-domain GEMMs (C x O x output pixels / 16 each) are
-      // large enough to pay for the transforms: C >= 64 and C x output pixels >= 131072.
+      // large enough to pay for the transforms: C >= 64, C x output pixels >= 131072 and more
+      // than 256 output pixels (below, with large C: gemm_3x3 or the direct algorithms took
+      // 0.29-0.74x its time, 2560@8 -> 1280 direct_oc_small_8 0.34-0.42x).
       // Below, the direct picks took 0.37-0.95x its time (ResNet-50's 128@28, 256@14 and
       // 512@7, the UNet's 1280@8); above, it took 0.26-0.99x theirs on the UNet's 320@64,
       // 640@32 and 1280@16, and 0.87-1.11x on ResNet-50's 64@56 and 256@28 (2026-12-05, AMD
@@ -167,11 +190,12 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm("winograd",
                  "KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && "
                  "dilation_w == 1 && groups == 1 && C >= 64 && C * " +
-                     kPixels + " >= 131072",
+                     kPixels + " >= 131072 && " + kPixels + " > 256",
                  10,
                  "Winograd F(4x4, 3x3): 4x fewer multiplies; 36 GEMMs over channels in the "
-                 "transform domain (larger rounding error than direct); C >= 64 and C x output "
-                 "pixels >= 131072 (smaller shapes run direct)",
+                 "transform domain (larger rounding error than direct); C >= 64, C x output "
+                 "pixels >= 131072 and more than 256 output pixels (smaller shapes run direct "
+                 "or gemm_3x3)",
                  with(conv::build_winograd))
       .algorithm("depthwise", "groups == C && CG == 1 && O == C", 20,
                  "One filter per channel (depthwise, multiplier 1): a stencil per plane",
@@ -219,6 +243,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("gemm_1x1_small", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_images", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_s2_images", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_3x3", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_s2", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;

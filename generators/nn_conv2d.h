@@ -45,6 +45,7 @@ dsl::NnKernel build_gemm_1x1(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1_s2(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1_images(const ConvInputs& in);
 dsl::NnKernel build_gemm_1x1_s2_images(const ConvInputs& in);
+dsl::NnKernel build_gemm_3x3(const ConvInputs& in);
 dsl::NnKernel build_winograd(const ConvInputs& in);
 dsl::NnKernel build_depthwise(const ConvInputs& in);
 

@@ -195,7 +195,14 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
 
   apack.compute_at(prod, g.rko);
   bpack.compute_at(prod, g.rko);
-  if (!a_k_contiguous) {
+  if (g.a_k_group > 0) {
+    // Whole groups from a multiple of the group (align_bounds), scalar copies unrolled.
+    apack.align_bounds(k, g.a_k_group)
+        .split(k, kv, kvi, g.a_k_group)
+        .reorder(kvi, mi, kv)
+        .unroll(kvi)
+        .unroll(mi);
+  } else if (!a_k_contiguous) {
     // rm consecutive elements of a stored row; along k outside, so a's rows are read in order.
     apack.vectorize(mi, t.rm).reorder(mi, mo, k);
   } else {

@@ -40,6 +40,11 @@ MatmulTiles matmul_tiles(const Halide::Target& target);
 struct PackedGemm {
   MatmulTiles t;
   bool a_batched = true;
+  // Set before schedule_packed_gemm: op(a)'s k decomposes in groups of this many (conv2d's
+  // (channel, kh, kw) of a 3x3 filter: 9); the A pack then runs a group's elements unrolled,
+  // so that its index arithmetic folds to constants (vectorized along k it was a division per
+  // lane and a gather). 0: none.
+  int a_k_group = 0;
   Halide::Var n{"n"}, m{"m"}, bt{"bt"};
   Halide::Func prod;  // prod(n, m, bt): the product, computed per tile of its consumer
   Halide::Func acc, apack, bpack;

@@ -1,5 +1,5 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > winograd > the 4-image gemm
-// algorithms > the gemm algorithms and direct_oc_small_8 > direct_oc_small(_14x14) >
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > gemm_3x3 > winograd > the 4-image
+// gemm algorithms > the gemm algorithms and direct_oc_small_8 > direct_oc_small(_14x14) >
 // direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
 // descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
 // apply and of shapes that break the op's checks.
@@ -46,6 +46,12 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, Conv(1, 128, 31, 16, 128, 3, 1, 1)) == "direct_oc_blocked");
   CHECK(algorithm_for(*reg, Conv(1, 64, 46, 16, 64, 3, 1, 1)) == "winograd");  // 135424
   CHECK(algorithm_for(*reg, Conv(1, 63, 64, 16, 63, 3, 1, 1)) == "direct_oc");
+  // 3x3 on 65-256 output pixels with large C: the GEMM (16x16 with C x pixels >= 131072, or
+  // C >= 1536); Winograd needs more than 256 pixels.
+  CHECK(algorithm_for(*reg, Conv(1, 520, 16, 16, 520, 3, 1, 1)) == "gemm_3x3");
+  CHECK(algorithm_for(*reg, Conv(1, 1600, 10, 16, 1600, 3, 1, 1)) == "gemm_3x3");
+  CHECK(algorithm_for(*reg, Conv(1, 320, 16, 16, 320, 3, 1, 1)) == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, Conv(1, 2100, 8, 16, 2100, 3, 1, 1)) == "direct_oc_small_8");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "direct_oc_small");  // 9x9 out
   // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 2, 1)) == "direct_oc_small");   // 5x5 out

@@ -2,9 +2,9 @@
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
 // direct_oc_small, direct_oc_small_8, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1,
-// gemm_1x1_small, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, winograd, depthwise) of both
-// ops on every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2,
-// groups, stride 1 to 3, dilation, padding 0 to 2, non-square filters.
+// gemm_1x1_small, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, gemm_3x3, winograd, depthwise)
+// of both ops on every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1
+// and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -111,6 +111,13 @@ std::vector<NnProblem> problems(bool bias) {
       {4, 130, 14, 14, 70, 1, 1, 2, 2, 0, 0, 1, 1, 1},
       {4, 9, 7, 16, 530, 1, 1, 2, 2, 0, 0, 1, 1, 1},
       {8, 2100, 2, 2, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+      // gemm_3x3 (3x3 stride 1, 65-256 output pixels, C >= 1536 or 197-256 pixels with C x
+      // pixels >= 131072): 16x16 with K = 4680 (the longer K chunk), 15x15 at batch 2 with o
+      // off the tile rows, 9x11 and pad 0 10x10 with C >= 1536.
+      {1, 520, 16, 16, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {2, 600, 15, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 1600, 9, 11, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 1536, 12, 12, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1},
       {6, 70, 13, 14, 520, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 7x7 output, nb 3 (AVX2: 2)
   };
   std::vector<NnProblem> out;
