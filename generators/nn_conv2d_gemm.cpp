@@ -40,8 +40,8 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
   Func opa("opa"), opb("opb");
   opa(k, m, bt) = in.weight(0, 0, kc, mc);
   Func xs("x_strided");
-  // A tile of several images (below) computes its last chunk's images past N: clamped, they
-  // repeat image N - 1 (never stored).
+  // The batch index clamped: bounds inference cannot tell that a tile of several images
+  // (below) never reaches past N.
   const Expr btc = min(bt, in.N() - 1);
   if (in_place) {
     opb(p, k, bt) = in.x(pc % W, pc / W, kc, btc);
@@ -50,7 +50,7 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
     // p % W + (p / W - row0) * W: the simplifier cancels (p / W) * W there when the column is
     // written p - (p / W) * W, not p % W (a gather per pack vector otherwise). The promise
     // gives bounds inference the range % would have had (exact: p >= 0 and W >= 1).
-    xs(w, h, k, bt) = in.x(w * stride, h * stride, k, min(bt, in.N() - 1));
+    xs(w, h, k, bt) = in.x(w * stride, h * stride, k, btc);
     opb(p, k, bt) = xs(unsafe_promise_clamped(pc - (pc / W) * W, 0, W - 1), pc / W, kc, bt);
   }
   PackedGemm g = define_packed_gemm(opa, opb, K, in.target, false);
@@ -97,9 +97,9 @@ NnKernel gemm_1x1(const ConvInputs& in, int stride) {
   // the weights' A panel is packed once per K chunk for nb images, not once per image. nb:
   // up to 4 (4 x 64 columns: about nt), fewer where the batch is too small for 4 tasks, and a
   // divisor of N (a short last tile would compute nb images' columns all the same: the
-  // GuardWithIf tail does not narrow prod's bounds). At
-  // batch 8 against a tile per image (2026-12-05, AMD EPYC family 26 model 2, 2 threads,
-  // alternating runs; oneDNN's time over ours, before -> after): AVX-512 512@7 -> 2048
+  // GuardWithIf tail does not narrow prod's bounds). At batch 8 against a tile per image
+  // (2026-12-05, AMD EPYC family 26 model 2, 2 threads, alternating runs; oneDNN's time over
+  // ours, before -> after): AVX-512 512@7 -> 2048
   // 0.75, 0.78 -> 0.88, 0.86; 2048@7 -> 512 0.93, 0.90 -> 1.06, 1.07; 1024@14 -> 2048 stride
   // 2 0.77, 0.84 -> 0.89, 0.96; AVX2 (stride 2) 0.69, 0.71 -> 0.77, 0.77. Batch 1: the same
   // tiles. A tile still computes 64 columns per 49-pixel image (AVX2 gemm_1x1_small ran
