@@ -136,6 +136,14 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "gemm_1x1 on outputs of 64 pixels or fewer (AVX-512 only; AVX2 uses "
                  "direct_oc_small there)",
                  with(conv::build_gemm_1x1))
+      // The same on AVX2 (op_table.cpp) where the pixels fill whole 16-column register blocks
+      // (16, 32, 48 or 64: the UNet's 8x8): against direct_oc_small 0.57-0.59x the time
+      // (2560@8 -> 1280, batch 1 and 2; 2026-12-05, AMD EPYC family 26 model 2, 2 threads),
+      // where at 7x7 (64 columns for 49) it ran 0.99-1.13x.
+      .algorithm("gemm_1x1_small_16", k1x1_gemm(1) + " && H * W <= 64 && (H * W) % 16 == 0", 8,
+                 "gemm_1x1_small on AVX2 where the output pixels fill whole 16-column register "
+                 "blocks (16, 32, 48 or 64; AVX-512 runs gemm_1x1_small there)",
+                 with(conv::build_gemm_1x1))
       // The same outputs at a batch divisible by 4: tiles of 4 images whose pixels run on as
       // the product's columns (196 columns at 7x7, not 4 x 64), nn_conv2d_gemm_images.cpp.
       .algorithm("gemm_1x1_images", k1x1_gemm(1) + " && H * W <= 64 && N % 4 == 0", 9,
@@ -241,6 +249,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_small", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1_small_16", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_images", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_s2_images", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_3x3", 1e-4, 1e-4)

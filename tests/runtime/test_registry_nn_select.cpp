@@ -106,6 +106,9 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   if (avx512)
     CHECK(algorithm_for(*reg, pad0(Conv(6, 16, 7, 300, 16, 1, 1, 1)), {}, "avx512") ==
           "gemm_1x1_small");
+  // AVX2 where the pixels fill whole 16-column register blocks (8x8).
+  CHECK(algorithm_for(*reg, pad0(Conv(2, 16, 8, 300, 16, 1, 1, 1)), {}, "avx2") ==
+        "gemm_1x1_small_16");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 1, 8)) == "depthwise");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 8, 1, 3, 2, 8)) == "depthwise");  // any stride
   // Forced: direct always applies.

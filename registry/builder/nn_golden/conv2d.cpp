@@ -2,9 +2,10 @@
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
 // direct_oc_small, direct_oc_small_8, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1,
-// gemm_1x1_small, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, gemm_3x3, winograd, depthwise)
-// of both ops on every problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1
-// and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square filters.
+// gemm_1x1_small, gemm_1x1_small_16, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, gemm_3x3,
+// winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial, channels not a
+// multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square
+// filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -87,6 +88,8 @@ std::vector<NnProblem> problems(bool bias) {
       {3, 8, 2, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {1, 64, 14, 14, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // ResNet-like, 196 pixels
       {1, 90, 7, 7, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small: 7x7
+      {2, 70, 8, 8, 300, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // gemm_1x1_small(_16): 8x8, batch 2
+      {2, 33, 4, 8, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 4x8: 32 pixels
       // Outputs of <= 64 pixels: tiles of nb whole images, nb the largest of 4, 3, 2 dividing N
       // with N x tile rows / 4 >= nb (else 1).
       {6, 33, 7, 7, 600, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // nb 3 (3-4 tile rows)
