@@ -39,7 +39,6 @@ PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K, c
                               bool a_batched) {
   PackedGemm g;
   g.t = matmul_tiles(target);
-  g.a_batched = a_batched;
   const MatmulTiles& t = g.t;
   const Var n = g.n, m = g.m, bt = g.bt, k = g.k, ko = g.ko, ni = g.ni, no = g.no, mi = g.mi,
             mo = g.mo;

@@ -34,12 +34,9 @@ MatmulTiles matmul_tiles(const Halide::Target& target);
 
 // The packed GEMM, c(n, m, bt) = sum_k op(a)(k, m, bt) * op(b)(n, k, bt), through packed panels
 // of op(a) and op(b) per K chunk. opa and opb clamp their own reads: register blocks and the
-// last K chunk overhang the data. a_batched false: op(a) is the same for every batch (opa
-// read at bt = 0), so the A panel has no batch dim and a tile over several batches packs it
-// once (conv2d's weights).
+// last K chunk overhang the data.
 struct PackedGemm {
   MatmulTiles t;
-  bool a_batched = true;
   // Set before schedule_packed_gemm: op(a)'s k decomposes in groups of this many (conv2d's
   // (channel, kh, kw) of a 3x3 filter: 9); the A pack then runs a group's elements unrolled,
   // so that its index arithmetic folds to constants (vectorized along k it was a division per
@@ -52,6 +49,8 @@ struct PackedGemm {
   Halide::Var k{"k"}, ko{"ko"}, ni{"ni"}, no{"no"}, mi{"mi"}, mo{"mo"};
   Halide::RDom r, rko;
 };
+// a_batched false: op(a) is the same for every batch (opa read at bt = 0), so the A panel has
+// no batch dim and a tile over several batches packs it once (conv2d's weights).
 PackedGemm define_packed_gemm(const Halide::Func& opa, const Halide::Func& opb,
                               const Halide::Expr& K, const Halide::Target& target,
                               bool a_batched = true);
