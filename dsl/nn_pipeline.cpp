@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "dsl/output_prefetch.h"
 #include "registry/format/shape_expr.h"
 
 namespace opforge::dsl {
@@ -107,6 +108,7 @@ KernelPipeline build_nn_pipeline(const ResolvedOp& op, const Halide::Target& tar
   }
   r.pipeline = Halide::Pipeline(k.outputs);
   r.algorithm = algorithm_text(k.outputs);
+  add_output_prefetch_pass(r.pipeline, k.outputs, r.algorithm);
   r.schedule_recipe = "nn/" + decl.name() + "/" + (algorithm.empty() ? "default" : algorithm);
   r.schedule_params = k.schedule_params;
   r.schedule_summary = k.schedule_summary;
