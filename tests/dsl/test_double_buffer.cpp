@@ -3,17 +3,15 @@
 // sizes, serial and parallel paths, fast paths and size buckets, against values computed
 // here in double; the lowered IR holds the async producer's semaphores; misuse is refused.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "dsl/double_buffer.h"
 #include "dsl/elementwise_schedule.h"
+#include "lowered_stmt.h"
 
 namespace opforge::dsl {
 namespace {
@@ -30,18 +28,7 @@ double expected(int k, double s) {
   return (k % 13) * 3.0 - (k % 5) * s;
 }
 
-std::string lowered(Func out, const std::vector<Halide::Argument>& args) {
-  char path[] = "/tmp/opforge-test-db-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  close(fd);
-  out.compile_to_lowered_stmt(path, args, Halide::Text, Halide::get_host_target());
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::remove(path);
-  return ss.str();
-}
+using testing::lowered_stmt;
 
 // Runs `out` (over a, b, s) in place on a at each size; counts the elements that differ.
 int wrong_in_place(Func out, ImageParam a, ImageParam b, Halide::Param<float> s, float sv) {
@@ -79,7 +66,7 @@ TEST_CASE("double_buffer: a staged input, in place, odd sizes and grains, async 
           .vectorize(bi, 8, Halide::TailStrategy::GuardWithIf);
       Func staged = Func(a).in(out);
       double_buffer(staged, out, io, blk, staged.args()[0], grain, 8, async);
-      const std::string ir = lowered(out, {a, b, s});
+      const std::string ir = lowered_stmt(out, {a, b, s});
       CHECK((ir.find("halide_semaphore_release") != std::string::npos) == async);
       CHECK(wrong_in_place(out, a, b, s, 2.0f) == 0);
     }
@@ -139,7 +126,7 @@ TEST_CASE("elementwise recipe, double_buffer=1: serial and parallel paths, fast 
       const auto stage = ElementwiseSchedule::staged_inputs({a, b}, out, p);
       REQUIRE(stage.size() == 2);
       ElementwiseSchedule::apply(out, i, p, {s == 0.0f}, Halide::Expr(), stage);
-      CHECK(lowered(out, {a, b, s}).find("halide_semaphore_release") != std::string::npos);
+      CHECK(lowered_stmt(out, {a, b, s}).find("halide_semaphore_release") != std::string::npos);
       CHECK(wrong_in_place(out, a, b, s, sv) == 0);
     }
   }

@@ -3,11 +3,7 @@
 // JIT-compiled pipeline computes the same values as without the marker, at odd widths; a
 // marker naming no output or with the wrong coordinate count is refused.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +11,7 @@
 #include "dsl/kernel_pipeline.h"
 #include "dsl/nn_op_decl.h"
 #include "dsl/output_prefetch.h"
+#include "lowered_stmt.h"
 
 namespace opforge::dsl {
 namespace {
@@ -48,18 +45,7 @@ RowPipeline row_pipeline(const std::string& output, int ncoords) {
   return rp;
 }
 
-std::string lowered(Halide::Pipeline p, const std::vector<Halide::Argument>& args) {
-  char path[] = "/tmp/opforge-test-op-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  close(fd);
-  p.compile_to_lowered_stmt(path, args, Halide::Text, Halide::get_host_target());
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::remove(path);
-  return ss.str();
-}
+using testing::lowered_stmt;
 
 int count(const std::string& s, const std::string& what) {
   int n = 0;
@@ -69,7 +55,7 @@ int count(const std::string& s, const std::string& what) {
 
 TEST_CASE("output prefetch: one prefetch of y per vector of e, and no marker left") {
   RowPipeline rp = row_pipeline("y", 2);
-  const std::string stmt = lowered(rp.p, {rp.x});
+  const std::string stmt = lowered_stmt(rp.p, {rp.x});
   CHECK(stmt.find("opforge_prefetch_output") == std::string::npos);
   // e's vector loop and its GuardWithIf tail each hold one (the store in the tail's
   // predicated branch).
@@ -102,11 +88,11 @@ TEST_CASE("output prefetch: values unchanged at odd widths and row counts") {
 
 TEST_CASE("output prefetch: a marker of no output, or with the wrong coords, is refused") {
   RowPipeline no_output = row_pipeline("z", 2);
-  CHECK_THROWS_WITH_AS(lowered(no_output.p, {no_output.x}),
+  CHECK_THROWS_WITH_AS(lowered_stmt(no_output.p, {no_output.x}),
                        "with_output_prefetch: 'z' is not an output of the pipeline",
                        std::invalid_argument);
   RowPipeline three = row_pipeline("y", 3);
-  CHECK_THROWS_WITH_AS(lowered(three.p, {three.x}),
+  CHECK_THROWS_WITH_AS(lowered_stmt(three.p, {three.x}),
                        "with_output_prefetch: output 'y' has 2 dims, the marker 3 coords",
                        std::invalid_argument);
 }
