@@ -6,7 +6,7 @@
 // fp32's lines), so this is a marker in the algorithm plus a custom lowering pass:
 //
 //   e(c, r) = with_output_prefetch(exp(...), "y", {c, r});   // algorithm: value + marker
-//   add_output_prefetch_pass(pipeline, outputs);             // after Pipeline(outputs)
+//   add_output_prefetch_pass(pipeline, outputs, algorithm);  // after Pipeline(outputs)
 //
 // The pass replaces each marker by its value and puts one prefetch of y(c, r) (lane 0 of a
 // vector) before the store that held it. A marker that reaches code generation (no pass,
@@ -26,8 +26,9 @@ Halide::Expr with_output_prefetch(const Halide::Expr& value, const std::string& 
                                   const std::vector<Halide::Expr>& coords);
 
 // Adds the lowering pass to `p` when a definition reachable from `outputs` holds a marker
-// (`algorithm`: the pipeline's algorithm text, where the markers show by name). Throws
-// std::invalid_argument for a marker naming no output or with the wrong number of coords.
+// (`algorithm`: the pipeline's algorithm text, where the markers show by name). Compiling
+// `p` then throws std::invalid_argument for a marker naming no output, with the wrong number
+// of coords, or outside any store or let.
 void add_output_prefetch_pass(Halide::Pipeline& p, const std::vector<Halide::Func>& outputs,
                               const std::string& algorithm);
 
