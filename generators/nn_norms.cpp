@@ -483,24 +483,23 @@ NnKernel build_softmax(const NnArgs& a) {
   Func xf("xf");
   xf(c, r) = x(c, r);
   RowReduce m = row_reduce("row_max", xf, C, p.lanes, 'm');
-  // e: exp(x - max) of row r, one row at a time (row_schedule's scratch), and, as its second
-  // element, row r + 1 of x (the last row: itself) copied beside it. The copy is there for
-  // its loads: they bring the next row in from memory while this row's exp computes (the
-  // long compute pass of the op), so its max pass finds it in L1 (measured: the schedule
-  // comment above).
-  const Expr next_row = Halide::min(r + 1, a.tensors.at("x").dim(1).extent() - 1);
-  // Double-buffered, the staged slot holds the next rows already: e is the exp alone.
+  // e: exp(x - max) of row r, one row at a time (row_schedule's scratch). Its values carry
+  // the prefetch of y(c, r) (prefetch_output, the schedule comment above). With
+  // prefetch_output=0, the previous schedule: a second element copies row r + 1 of x (the
+  // last row: itself) beside it, for its loads, which bring the next row in while this row's
+  // exp computes. Double-buffered, the staged slot holds the next rows already: the exp alone.
   Func e("e");
+  const Expr ex = softmax_exp(x(c, r) - m.total(r));
   const bool prefetch_y = p.prefetch_output && !p.double_buffer;
-  if (p.double_buffer) {
-    e(c, r) = softmax_exp(x(c, r) - m.total(r));
-  } else if (prefetch_y) {
-    e(c, r) = dsl::with_output_prefetch(softmax_exp(x(c, r) - m.total(r)), "y", {c, r});
+  const bool next_row_loads = !p.prefetch_output && !p.double_buffer;
+  if (next_row_loads) {
+    const Expr next_row = Halide::min(r + 1, a.tensors.at("x").dim(1).extent() - 1);
+    e(c, r) = {ex, x(c, next_row)};
   } else {
-    e(c, r) = {softmax_exp(x(c, r) - m.total(r)), x(c, next_row)};
+    e(c, r) = prefetch_y ? dsl::with_output_prefetch(ex, "y", {c, r}) : ex;
   }
   Func e_row("e_row");
-  e_row(c, r) = p.double_buffer || prefetch_y ? Expr(e(c, r)) : e(c, r)[0];
+  e_row(c, r) = next_row_loads ? e(c, r)[0] : Expr(e(c, r));
   RowReduce s = row_reduce("exp_sum", e_row, C, p.lanes, '+');
   // As torch: a NaN anywhere in the row makes the sum NaN (exp keeps NaN); a row holding +inf
   // or only -inf has a non-finite max and is NaN throughout (decided once per row, on bits).
