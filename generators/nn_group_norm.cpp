@@ -6,15 +6,17 @@
 // In NCHW a group is one contiguous block of CG * H * W elements (160 KB at Stable Diffusion's
 // C = 320, groups = 32, 64 x 64: in L2, not in L1 as a layer_norm row is).
 //
-// Algorithm: two-pass, in the frame shifted by the group's first element x0, as layer_norm
-// (nn_norms.cpp's numerics comment): d = x - x0, mean_d = sum(d) / M, var = sum((d -
-// mean_d)^2) / M (biased, as torch), M = CG * H * W; never E[x^2] - E[x]^2.
-// Each sum accumulates in W partial sums, one per column w (acc(w, g, n) += over the group's
-// rows (h, c)), folded once per group: the inner loop runs along w, contiguous in memory, in
-// vectors (a GuardWithIf tail when W is not a multiple of the vector), whatever H and C are;
-// W = 64 gives four independent vector accumulators per row, enough to hide the add latency.
-// (The group is not one flat run in Halide's 4-D indexing, so a layer_norm-style flat
-// reduction in `lanes` partials would need a division per element.)
+// Algorithm: one statistics pass, in the frame shifted by the group's first element x0 (as
+// layer_norm, nn_norms.cpp's numerics comment: rounding relative to the spread, not to
+// |mean|): per column w, Welford's recurrence over the group's R = CG * H rows of d = x - x0
+// (mean_w += delta / k, M2_w += delta * (d - mean_w)), vectorized along w, contiguous in
+// memory (a GuardWithIf tail when W is not a multiple of the vector), whatever H and C are.
+// Every column holds R values, so the group's mean is the columns' mean and M2 = sum M2_w +
+// R * sum (mean_w - mean)^2 (Chan et al.'s pairwise combination, exact); var = M2 / M (biased,
+// as torch), M = CG * H * W; never E[x^2] - E[x]^2. (The group is not one flat run in
+// Halide's 4-D indexing, so a layer_norm-style flat reduction would need a division per
+// element.) Then the output pass.
+#include "dsl/schedule_params.h"
 #include "generators/nn_ops.h"
 
 namespace opforge::generators {
@@ -25,20 +27,33 @@ using Halide::Expr;
 using Halide::Func;
 using Halide::ImageParam;
 using Halide::RDom;
+using Halide::RVar;
 using Halide::TailStrategy;
+using Halide::Tuple;
 using Halide::Var;
 
 namespace {
 
+// Tunables (`--set` previews, descriptor schedule params), declared once.
+const std::vector<dsl::ScheduleParamDecl>& group_param_decls() {
+  static const std::vector<dsl::ScheduleParamDecl> d = {
+      {"rows_unroll", 2, 1, 16,
+       "rows of the statistics pass per iteration of the column loop (the column vectors' "
+       "Welford state stays in registers across them)"},
+  };
+  return d;
+}
+
 struct GroupParams {
   int vector;        // fp32 lanes of the target (16 on AVX-512, 8 on AVX2)
   int serial_below;  // N * C * H * W below which one serial loop runs
+  int rows_unroll;
   std::map<std::string, int64_t> as_map() const {
-    return {{"vector", vector}, {"serial_below", serial_below}};
+    return {{"vector", vector}, {"serial_below", serial_below}, {"rows_unroll", rows_unroll}};
   }
   std::string summary() const {
-    return "(n, group) pairs in parallel; per group: sums in W per-column partials, then the "
-           "output in " +
+    return "(n, group) pairs in parallel; per group: one statistics pass (Welford per column, " +
+           std::to_string(rows_unroll) + " rows per step), then the output in " +
            std::to_string(vector) +
            "-wide vectors along w; serial below N*C*H*W = " + std::to_string(serial_below);
   }
@@ -51,55 +66,67 @@ NnKernel build_group_norm(const NnArgs& a) {
   GroupParams p;
   p.vector = a.target.natural_vector_size(Halide::Float(32));
   p.serial_below = 1 << 15;
+  p.rows_unroll = static_cast<int>(
+      dsl::resolve_declared(group_param_decls(), a.schedule, "group_norm").at("rows_unroll"));
   const Expr W = x_in.dim(0).extent(), H = x_in.dim(1).extent(), C = x_in.dim(2).extent();
   const Expr CG = C / groups;  // channels per group (the descriptor checks C % groups == 0)
-  const Expr M = Halide::cast<float>(CG * H * W);
+  const Expr R = CG * H;       // rows of W per group
+  const Expr M = Halide::cast<float>(R * W);
   Var w("w"), h("h"), c("c"), n("n"), g("g");
   RDom k(0, H, 0, CG, "k");  // a group's rows: h inner, its channels outer (memory order)
+  RDom rw(0, W, "rw");
 
   // x0: the group's first element (the shift).
   Func x0("x0");
   x0(g, n) = x(0, 0, g * CG, n);
-  // Pass 1: sum of d = x - x0 per column, then over the columns.
-  Func d_acc("d_acc");
-  d_acc(w, g, n) = 0.0f;
-  d_acc(w, g, n) += x(w, k.x, g * CG + k.y, n) - x0(g, n);
-  RDom rw(0, W, "rw");
-  Func d_sum("d_sum");
-  d_sum(g, n) = 0.0f;
-  d_sum(g, n) += d_acc(rw, g, n);
-  Func mean_d("mean_d");  // mean(x) - x0
-  mean_d(g, n) = d_sum(g, n) / M;
-  // Pass 2: sum of (x - mean)^2. strict_float keeps the shift (see layer_norm).
+  // Per column: (mean, M2) of d = x - x0 over the rows, Welford's update for row number
+  // k.y * H + k.x (the count before it).
+  Func col("col");
+  col(w, g, n) = Tuple(0.0f, 0.0f);
+  {
+    const Expr d = x(w, k.x, g * CG + k.y, n) - x0(g, n);
+    const Expr mean = col(w, g, n)[0];
+    const Expr delta = d - mean;
+    const Expr mean_new = mean + delta * (1.0f / Halide::cast<float>(k.y * H + k.x + 1));
+    col(w, g, n) = Tuple(mean_new, col(w, g, n)[1] + delta * (d - mean_new));
+  }
+  // The columns combined: mean_d = mean(x) - x0, then M2.
+  Func col_sum("col_sum");
+  col_sum(g, n) = 0.0f;
+  col_sum(g, n) += col(rw, g, n)[0];
+  Func mean_d("mean_d");
+  mean_d(g, n) = col_sum(g, n) / Halide::cast<float>(W);
+  Func m2("m2");
+  m2(g, n) = 0.0f;
+  {
+    const Expr dm = col(rw, g, n)[0] - mean_d(g, n);
+    m2(g, n) += col(rw, g, n)[1] + Halide::cast<float>(R) * (dm * dm);
+  }
+  Func rstd("rstd");
+  rstd(g, n) = 1.0f / Halide::sqrt(m2(g, n) / M + eps);
+  // strict_float keeps the shift (see layer_norm).
   Func dev("dev");
   dev(w, h, c, n) = Halide::strict_float(x(w, h, c, n) - x0(c / CG, n) - mean_d(c / CG, n));
-  Func v_acc("v_acc");
-  v_acc(w, g, n) = 0.0f;
-  const Expr dv = dev(w, k.x, g * CG + k.y, n);
-  v_acc(w, g, n) += dv * dv;
-  Func v_sum("v_sum");
-  v_sum(g, n) = 0.0f;
-  v_sum(g, n) += v_acc(rw, g, n);
-  Func rstd("rstd");
-  rstd(g, n) = 1.0f / Halide::sqrt(v_sum(g, n) / M + eps);
   Func y = dsl::output_func("y");
   y(w, h, c, n) = a.store("y", dev(w, h, c, n) * rstd(c / CG, n) * weight(c) + bias(c));
 
   // Schedule: (n, group) pairs in parallel (N * groups tasks of equal size: 32-64 at Stable
-  // Diffusion's shapes, split evenly over the threads); per group, pass 1 streams the
-  // group from DRAM, pass 2 and the output pass find it in L2 (160 KB of a 2 MB L2).
-  // The stats (sums per column, folded totals, x0, mean, rstd) are computed at the group
-  // loop. Small tensors run one serial loop (a
-  // thread-pool wake costs 3-47 us), as the row-wise ops.
+  // Diffusion's shapes, split evenly over the threads); per group, the statistics pass streams
+  // the group from DRAM and the output pass finds it in L2 (160 KB of a 1-2 MB L2). The
+  // statistics (column states, folded totals, x0, mean, rstd) are computed at the group loop.
+  // Small tensors run one serial loop (a thread-pool wake costs 3-47 us), as the row-wise ops.
   // Measured (`opforge bench group_norm`: N = 2, C = 320, 64 x 64, groups = 32, 2 threads,
-  // cold caches, medians of 300 interleaved calls; Intel Xeon family 6 model 207 (Emerald
-  // Rapids class), 2 vCPUs, shared host): 64% of the same-run copy on AVX-512, 61% on AVX2
-  // (oneDNN 2.6 has no group normalization). Below the 90% goal: a group is 160 KB, so its
-  // read-only statistics pass (DRAM) and its output pass (L2 reads, DRAM writes) are two
-  // long phases per core, where a copy, and layer_norm's 4 KB rows (whose next row the L2
-  // streamer fetches during the output pass), keep reads and writes in flight together (the likely
-  // cause: one core alone draws about half the copy's bandwidth, nn_norms.cpp's softmax note).
-  // Not tried: per-channel statistics combined exactly (Chan et al.), an L1-resident pass 2.
+  // cold caches; a memory-bound op, so the % of the same-run copy is what counts; oneDNN 2.6
+  // has no group normalization):
+  // - The two-pass statistics this replaces (sum of d, then sum of (d - mean_d)^2, each in
+  //   W per-column partials): 64% / 61% of the copy (AVX-512 / AVX2) on an Intel Xeon family 6
+  //   model 207, 84% / 84% on an AMD EPYC family 25 model 17 (Zen 4). Its second pass (L2
+  //   reads, no memory traffic) took 13% of the kernel at one thread (perf).
+  // - The one pass, 2026-12-06 on the Zen 4 EPYC: see scripts/BENCHMARKS.md "group_norm:
+  //   one statistics pass".
+  // Below the 90% goal still: a group is 160 KB, so its read-only statistics pass (DRAM) and
+  // its output pass (L2 reads, DRAM writes) are two long phases per core, where a copy keeps
+  // reads and writes in flight together.
   // Tried and dropped: group g + 1 loaded during group g's output pass (y's value and x at the
   // same place of the next pair in a Tuple scratch row per h, pairs in 2 or 8 contiguous
   // blocks so the next pair is the thread's own). 1 thread, thread CPU time, load 9-13, model
@@ -111,10 +138,14 @@ NnKernel build_group_norm(const NnArgs& a) {
   // thread, the variance pass also loading the next pair's element at the same place (a
   // Tuple max nothing reads, so pass 1 of the next pair finds it in L2): 8 blocks 29-34%, 2
   // blocks 61-70%, the blocks alone 43-76%, against 43-60% for this schedule. Not kept:
-  // unproven on that host (2 blocks with the loads is worth a quiet-host rerun).
-  // Tried (2026-12-06, Zen 4 EPYC, 2 threads, cold, one run each): the output pass
-  // prefetching y 256, 1024 or 4096 elements ahead (dsl/output_prefetch.h), preview over this
-  // schedule's time: AVX2 0.98, 0.98, 1.03; AVX-512 1.03, 1.02, 1.10. Not kept.
+  // unproven on that host.
+  // Tried (2026-12-06, Zen 4 EPYC, 2 threads, cold, with the two-pass statistics), preview
+  // over that schedule's time: the output pass prefetching y 256, 1024 or 4096 elements ahead
+  // (dsl/output_prefetch.h): AVX2 0.98, 0.98, 1.03; AVX-512 1.03, 1.02, 1.10; the variance
+  // pass prefetching each y line it passes (the softmax trick): 1.00 / 1.01-1.04; the output
+  // pass prefetching the next group's x at the same place: 1.03-1.12 (prefetchnta's lines do
+  // not survive 160 KB of other traffic); the sums' partials kept in registers over 4 or 8
+  // rows: 1.01-1.09 (the passes were not bound by the partials' store-to-load latency).
   Var ci("ci"), gn("gn");
   auto schedule = [&](Halide::Stage s, bool parallel) {
     s.split(c, g, ci, CG, TailStrategy::GuardWithIf)
@@ -125,21 +156,21 @@ NnKernel build_group_norm(const NnArgs& a) {
   const Expr total = W * H * C * y.output_buffers()[0].dim(3).extent();
   schedule(y.specialize(total >= p.serial_below), true);
   schedule(y, false);
-  for (Func acc : {d_acc, v_acc}) {
-    // The column vectors innermost, then the row's vectors, then the rows: Halide's default
-    // order for an update puts the RDom inside w (a strided pass per column).
-    Var wo("wo"), wi("wi");
-    acc.compute_at(y, gn).vectorize(w, p.vector, TailStrategy::GuardWithIf);
-    acc.update()
-        .split(w, wo, wi, p.vector, TailStrategy::GuardWithIf)
-        .reorder(wi, wo, k.x, k.y)
-        .vectorize(wi);
-  }
-  d_sum.compute_at(y, gn);
-  v_sum.compute_at(y, gn);
+  // The column vectors innermost, rows_unroll rows (unrolled) around them, then the row's
+  // vectors, then the rows: Halide's default order for an update puts the RDom inside w (a
+  // strided pass per column). Each column's Welford steps run in row order either way.
+  Var wo("wo"), wi("wi");
+  RVar kxo("kxo"), kxi("kxi");
+  col.compute_at(y, gn).vectorize(w, p.vector, TailStrategy::GuardWithIf);
+  col.update()
+      .split(w, wo, wi, p.vector, TailStrategy::GuardWithIf)
+      .split(k.x, kxo, kxi, p.rows_unroll, TailStrategy::GuardWithIf)
+      .reorder(wi, kxi, wo, kxo, k.y)
+      .vectorize(wi)
+      .unroll(kxi);
   // The group's scalars once per group: inlined, the output's row loop recomputed c / CG, a
   // sqrt and a divide per row of W = 64 elements.
-  for (Func f : {x0, mean_d, rstd}) f.compute_at(y, gn);
+  for (Func f : {x0, col_sum, mean_d, m2, rstd}) f.compute_at(y, gn);
   return NnKernel{{y}, "group_norm: " + p.summary(), p.as_map()};
 }
 
@@ -158,7 +189,10 @@ const dsl::NnOpDecl& group_norm() {
         .activations({"x", "y"})
         .check("groups >= 1", "groups must be >= 1")
         .check("C % groups == 0", "x has C channels, not divisible by groups")
-        .algorithm("", "", 0, "two-pass mean and biased variance per (n, group), then the output",
+        .algorithm("", "", 0,
+                   "one-pass mean and biased variance per (n, group) (Welford per column, columns "
+                   "combined "
+                   "exactly), then the output",
                    build_group_norm)
         .estimate("N", 2)
         .estimate("C", 320)
