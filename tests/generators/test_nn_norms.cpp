@@ -1,7 +1,8 @@
 // layer_norm, rms_norm, softmax, gelu, add_layer_norm, add_rms_norm beyond the reference run
 // (their fp64 references and problems: registry/builder/nn_golden/norms.cpp;
-// test_nn_kernels.cpp runs every variant on them): softmax's -inf (masked) and NaN rows, and
-// bad shapes, which must fail with an error naming the argument.
+// test_nn_kernels.cpp runs every variant on them): softmax's -inf (masked) and NaN rows,
+// gelu's dense sweep and special values, and bad shapes, which must fail with an error naming
+// the argument.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -61,6 +62,40 @@ TEST_CASE("softmax: masked (-inf) entries give exactly 0, a NaN poisons its row"
     compare(k, "masked row", row0, Rows(want.begin(), want.begin() + 20));
     for (int64_t c = 0; c < C; ++c) CHECK(std::isnan(y[C + c]));
     compare(k, "clean row", row2, Rows(want.begin() + 2 * C, want.end()));
+  }
+}
+
+TEST_CASE("gelu: both forms over [-15, 15] in steps of 1e-4, and torch's special values") {
+  // torch 1.13: gelu(+inf) = +inf, gelu(-inf) = NaN (-inf * 0 in its formula, either form),
+  // NaN stays NaN, and a huge negative x gives a zero.
+  auto reg = Registry::open(test_registry_dir());
+  std::vector<float> x;
+  for (int64_t j = -150000; j <= 150000; ++j) x.push_back(float(j) * 1e-4f);
+  const std::vector<float> special = {INFINITY, -INFINITY, NAN,     1e30f, -1e30f,
+                                      -100.f,   1e-30f,    -1e-30f, 0.f,   -0.f};
+  x.insert(x.end(), special.begin(), special.end());
+  const size_t n = x.size(), s0 = n - special.size();
+  for (const std::string& isa : runnable_isas()) {
+    for (const bool tanh_form : {false, true}) {
+      std::vector<float> y(n);
+      std::vector<Tensor> t = {{"x", x.data(), registry::DType::f32, {int64_t(n)}},
+                               {"y", y.data(), registry::DType::f32, {int64_t(n)}}};
+      Kernel& k = reg->select("gelu", {{"approximate", tanh_form ? "tanh" : "none"}}, isa);
+      k.call(t, {});
+      const Rows want = ref_gelu(x, tanh_form);
+      compare(k, "sweep", std::vector<float>(y.begin(), y.begin() + s0),
+              Rows(want.begin(), want.begin() + s0));
+      CHECK(y[s0] == INFINITY);
+      CHECK(std::isnan(y[s0 + 1]));
+      CHECK(std::isnan(y[s0 + 2]));
+      CHECK(y[s0 + 3] == 1e30f);
+      CHECK(y[s0 + 4] == 0.f);
+      CHECK(y[s0 + 5] == 0.f);
+      CHECK(y[s0 + 6] == 0.5e-30f);
+      CHECK(y[s0 + 7] == -0.5e-30f);
+      CHECK(y[s0 + 8] == 0.f);
+      CHECK(y[s0 + 9] == 0.f);
+    }
   }
 }
 

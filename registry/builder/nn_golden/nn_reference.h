@@ -1,9 +1,10 @@
 // fp64 references for the NN ops, written from each op's published definition (torch's
 // functional ops), never from the kernel, with the problems (odd shapes, scalars, attrs) to
 // check them on. `opforge check` (NN ops) and tests/generators/test_nn_kernels.cpp run every
-// variant on every problem whose shapes its algorithm applies to (registry/cli/check/nn_problem.h), so a new
-// variant is checked by construction. One file per op family here (norms.cpp, attention.cpp,
-// ...), each adding its ops in add_<family>() (add_references.h).
+// variant on every problem whose shapes its algorithm applies to
+// (registry/cli/check/nn_problem.h), so a new variant is checked by construction. One file per
+// op family here (norms.cpp, attention.cpp, ...), each adding its ops in add_<family>()
+// (add_references.h).
 #pragma once
 
 #include <cstdint>
@@ -57,5 +58,7 @@ inline int64_t elements(const std::vector<int64_t>& shape) {
 
 // Formulas tests use on their own inputs too.
 std::vector<double> ref_softmax(const std::vector<float>& x, int64_t rows, int64_t cols);
+// gelu, erf (tanh_form false) or tanh form, elementwise.
+std::vector<double> ref_gelu(const std::vector<float>& x, bool tanh_form);
 
 }  // namespace opforge::nn_golden

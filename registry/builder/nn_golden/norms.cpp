@@ -42,16 +42,6 @@ Rows ref_rms_norm(const std::vector<float>& x, const std::vector<float>& g, doub
   return y;
 }
 
-Rows ref_gelu(const std::vector<float>& x, bool tanh_form) {
-  Rows y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    y[i] = tanh_form ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
-                     : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-  }
-  return y;
-}
-
 // For test_nn_kernels.cpp: the formulas on double inputs, over odd shapes.
 std::vector<float> as_float(const std::vector<double>& v) {
   return {v.begin(), v.end()};
@@ -125,6 +115,16 @@ std::vector<NnProblem> gelu_problems() {
   return out;
 }
 }  // namespace
+
+std::vector<double> ref_gelu(const std::vector<float>& x, bool tanh_form) {
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    y[i] = tanh_form ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                     : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  }
+  return y;
+}
 
 std::vector<double> ref_softmax(const std::vector<float>& x, int64_t R, int64_t C) {
   std::vector<double> y(x.size());
