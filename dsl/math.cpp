@@ -67,6 +67,32 @@ Expr lower_fp32_math(const Expr& e, bool divide) {
   return e.defined() ? LowerFp32Math(divide).mutate(e) : e;
 }
 
+namespace {
+
+Expr f32_inf() {
+  return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), 0x7f800000));
+}
+
+}  // namespace
+
+Expr exp(const Expr& x) {
+  if (x.type() != Halide::Float(32)) return Halide::exp(x);
+  // exp(88.73) already overflows; Halide's own overflow select covers x up to 2^31 ln 2.
+  return Halide::select(dsl::is_nan(x), x, x > 100.0f, f32_inf(), Halide::exp(x));
+}
+
+Expr log(const Expr& x) {
+  if (x.type() != Halide::Float(32)) return Halide::log(x);
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), x);
+  // +0 stays Halide's -inf through the scaling; -0 and the negatives keep its -inf and NaN.
+  const Expr positive_denormal = bits < Halide::cast(Halide::UInt(32), 0x00800000);
+  const Expr finite = Halide::select(positive_denormal,
+                                     Halide::log(x * 16777216.0f) - 16.635532333438687f,  // 24 ln 2
+                                     Halide::log(x));
+  return Halide::select(dsl::is_nan(x), x, bits == Halide::cast(Halide::UInt(32), 0x7f800000),
+                        f32_inf(), finite);
+}
+
 Halide::Expr is_finite(const Halide::Expr& x) {
   if (x.type().bits() == 64) {
     const Halide::Expr bits = Halide::reinterpret(Halide::UInt(64), x);

@@ -39,6 +39,15 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 // reciprocal would be an undefined extern call.
 Halide::Expr lower_fp32_math(const Halide::Expr& e, bool divide);
 
+// exp and log for update rules: Halide::exp / Halide::log with the special values Halide 14
+// gets wrong (its fp32 versions, measured): exp(+inf), exp(x >= 2^31 ln 2) and exp(NaN) give
+// 0 (the integer power of two wraps), log(+inf) gives 88.7 and log(NaN) a finite value (the
+// range reduction reads their exponent as a number), log of a denormal is off by its missing
+// exponent bits. Here: exp gives +inf and NaN; log gives +inf, NaN, and denormals' logs
+// through x 2^24. Other types (the fp64 golden) go to Halide's, which calls libm.
+Halide::Expr exp(const Halide::Expr& x);
+Halide::Expr log(const Halide::Expr& x);
+
 // True where x is neither infinite nor NaN, as an integer test on the exponent bits (fp32, and
 // fp64 for the golden): no float comparison for Halide's simplifier to fold (it broke
 // `x == inf` and is_nan tests in earlier ops). Call it qualified: Halide has an is_finite too.

@@ -117,9 +117,9 @@ struct Builder {
       case Builtin::rsqrt:
         return 1.0f / Halide::sqrt(a[0]);
       case Builtin::exp:
-        return Halide::exp(a[0]);
+        return dsl::exp(a[0]);
       case Builtin::log:
-        return Halide::log(a[0]);
+        return dsl::log(a[0]);
       case Builtin::pow:
         return Halide::pow(a[0], a[1]);
       case Builtin::clamp:

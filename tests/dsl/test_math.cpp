@@ -1,7 +1,8 @@
-// dsl/math: sign(), reciprocal() both ways lower_fp32_math resolves it, and the full-width sqrt
-// against exact results, JIT-compiled for the vector target the kernels use and for the scalar
-// path; the f16/bf16 storage conversions bit-exactly
-// against the IEEE reference rounding (tests/ieee_half.h), on the host and the avx2 target.
+// dsl/math: sign(), reciprocal() both ways lower_fp32_math resolves it, the full-width sqrt
+// against exact results, exp and log against libm with their special values, JIT-compiled for
+// the vector target the kernels use and for the scalar path; the f16/bf16 storage conversions
+// bit-exactly against the IEEE reference rounding (tests/ieee_half.h), on the host and the avx2
+// target.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -88,6 +89,53 @@ TEST_CASE("sqrt, lowered: the correctly rounded sqrt at every width, specials in
   for (int width : {1, 8, 16, 32}) {
     CAPTURE(width);
     check_exact(realize(lowered_sqrt, x, width), x, [](float v) { return std::sqrt(v); });
+  }
+}
+
+// exp and log against libm: special values exactly, normal results within `max_ulp`, results
+// below the normal range (exp's) within the smallest normal of 0 (Halide's exp flushes them).
+void check_libm(const std::vector<float>& got, const std::vector<float>& x, float (*want)(float),
+                int64_t max_ulp) {
+  int wrong = 0;
+  int64_t worst = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const float w = want(x[k]);
+    bool ok;
+    if (std::isnan(w) || std::isinf(w) || w == 0) {
+      ok = std::isnan(w) ? std::isnan(got[k]) : got[k] == w;
+    } else if (std::fabs(w) < std::numeric_limits<float>::min()) {
+      ok = std::fabs(got[k] - w) < std::numeric_limits<float>::min();
+    } else {
+      worst = std::max(worst, ulp_distance(got[k], w));
+      ok = ulp_distance(got[k], w) <= max_ulp;
+    }
+    if (!ok && ++wrong <= 5)
+      MESSAGE("x=" << x[k] << " got " << got[k] << " want " << w << " (" << ulp_distance(got[k], w)
+                   << " ulp)");
+  }
+  MESSAGE("worst " << worst << " ulp");
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("exp and log for rules: libm's values, +inf and NaN where Halide 14's give 0 or finite") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(11);
+  std::vector<float> e = {-inf,    inf,   std::nanf(""), -1000.f, -103.f, -87.5f, -10.f,
+                          -1e-30f, 0.f,   -0.f,          1e-30f,  1.f,    10.f,   88.f,
+                          88.7f,   88.8f, 100.f,         1e10f,   3e38f};
+  std::uniform_real_distribution<float> arg(-87.f, 88.f);
+  for (int k = 0; k < 3000; ++k) e.push_back(arg(rng));
+  // log: specials, denormals (exponents down to -149), and positive and negative normals.
+  std::vector<float> l = special_and_random(3000, -149);
+  for (float v : {std::ldexp(1.f, -149), std::ldexp(3.f, -140), std::ldexp(1.f, -126), 1.f})
+    l.push_back(v);
+  for (int width : {1, 8, 16}) {
+    CAPTURE(width);
+    // Halide's polynomial: 5 ulp at worst here (x near -85, where 2^k scales its rounding).
+    const auto exp_f = [](float v) { return std::exp(v); };
+    const auto log_f = [](float v) { return std::log(v); };
+    check_libm(realize(dsl::exp, e, width), e, exp_f, 8);
+    check_libm(realize(dsl::log, l, width), l, log_f, 4);
   }
 }
 
