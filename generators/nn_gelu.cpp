@@ -74,14 +74,15 @@ NnKernel build_gelu(const NnArgs& a) {
   // iterations fit the out-of-order window to keep the FP pipes busy. Measured (2026-12-06,
   // AMD EPYC family 25 model 17 (Zen 4), one process, the previous kernel as a second
   // algorithm; scripts/BENCHMARKS.md "gelu: erfc without cancellation, 32 lanes"): warm 64K
-  // elements, one thread, erf form 0.87x the time on both ISAs, tanh form 0.84x (AVX2) and
-  // 0.96x (AVX-512); cold 4M, 2 threads, erf AVX2 0.90-0.91x (88-98% of the copy, from
-  // 79-89%), AVX-512 at the copy's speed before and after. Lanes, warm 64K, one thread (ms):
-  // AVX2 erf 8: 0.040, 16: 0.036, 32: 0.034; AVX-512 erf 16: 0.029, 32: 0.027, 64: 0.025;
-  // tanh AVX2 8: 0.032, 16: 0.031, 32: 0.027; AVX-512 16: 0.027, 32: 0.026, 64: 0.029.
-  // Tried and dropped (N = 131072, 1 thread, L2-resident, alternating runs, model 207):
-  // (before the erfc form above, whose loop is 31 instructions per 8 elements on AVX2 against
-  // Halide::erf's 38; at the natural width the two ran at the same speed on Zen 4 AVX2)
+  // elements, one thread, erf form 0.87x the time on both ISAs; cold 4M, 2 threads, erf AVX2
+  // 0.90-0.91x (88-98% of the copy, from 79-89%), AVX-512 at the copy's speed before and
+  // after; the tanh form with exp_bounded, warm, against the registry before: 0.78-0.81x
+  // (AVX2), 0.86-0.93x (AVX-512). Lanes, warm 64K, one thread (ms): AVX2 erf 8: 0.040, 16:
+  // 0.036, 32: 0.034; AVX-512 erf 16: 0.029, 32: 0.027, 64: 0.025; tanh (exp_bounded)
+  // AVX-512 16: 0.025, 32: 0.023, 64: 0.024; tanh (Halide::exp) AVX2 8: 0.032, 16: 0.031,
+  // 32: 0.027.
+  // Tried and dropped before the erfc form above (N = 131072, 1 thread, L2-resident,
+  // alternating runs, model 207):
   // - erf rearranged as (1 + erf) / 2 = P^-16 / 2 for z < -1 (no cancellation), 1 - P^-16 / 2
   //   for z > 1, the halves folded into the polynomials: with the rcpps estimate and a Newton
   //   step for P^-16, 1.0-1.7x Halide::erf's time (the divide runs on its own unit beside the
