@@ -672,14 +672,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   decl.validate();
   KernelPipeline r;
   const AttrValues& attrs = op.attrs;
-  // 8-bit states on AVX2: 32 lanes per step by default (four ymm vectors: the map's encode
-  // and decode chains are long, and one vector per step leaves the out-of-order window too
-  // few independent ones). scripts/BENCHMARKS.md "8-bit states on AVX2: 32 lanes per step".
-  std::map<std::string, int64_t> given = schedule;
-  if (decl.storage().quant && target.natural_vector_size(Halide::Float(32)) == 8 &&
-      !given.count("vector"))
-    given["vector"] = 32;
-  r.schedule_params = ElementwiseSchedule::resolve(given, target);
+  r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
   if ((decl.sparse() || decl.is_multi_tensor() || decl.storage().quant) &&
       !ElementwiseSchedule::bucket_bounds(r.schedule_params).empty()) {
     throw std::invalid_argument(
