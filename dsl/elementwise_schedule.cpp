@@ -273,9 +273,8 @@ std::vector<Halide::Func> ElementwiseSchedule::staged_inputs(
 void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_out,
                                           Halide::Func values, Halide::Func lanes,
                                           Halide::Func scales,
-                                          const std::vector<Halide::Func>& dequantized,
-                                          const Var& i, int block,
-                                          const std::map<std::string, int64_t>& p) {
+                                          const std::vector<Halide::Func>& per_block, const Var& i,
+                                          int block, const std::map<std::string, int64_t>& p) {
   const int vec = static_cast<int>(p.at("vector"));
   const int tasks = static_cast<int>(p.at("tasks"));
   const Expr blocks = absmax_out.output_buffers()[0].dim(0).extent();
@@ -299,17 +298,15 @@ void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_
   // Adam 0.97-0.99x the time in cache and at 1e7, both maps, AVX-512 and AVX2 (2-vCPU AMD
   // EPYC, paired medians). On the stack: with extents that followed the tail block, Halide 14
   // put these buffers on the heap, a malloc/free per block (8-bit Adam at 1e7: 26 ms, not 18).
-  values.compute_at(out, bi)
-      .bound(values.args()[0], 0, block)
-      .store_in(Halide::MemoryType::Stack)
-      .vectorize(values.args()[0], vec, TailStrategy::GuardWithIf);
-  // The old states' decoded values once per element (each Tuple element of `values` would
-  // decode its own copy).
-  for (Halide::Func deq : dequantized) {
-    deq.compute_at(out, bi)
-        .bound(deq.args()[0], 0, block)
+  // Likewise `per_block` (the old states' decoded values once per element, as each Tuple
+  // element of `values` would decode its own copy; the quantized states' new values).
+  std::vector<Halide::Func> funcs = per_block;
+  funcs.push_back(values);
+  for (Halide::Func f : funcs) {
+    f.compute_at(out, bi)
+        .bound(f.args()[0], 0, block)
         .store_in(Halide::MemoryType::Stack)
-        .vectorize(deq.args()[0], vec, TailStrategy::GuardWithIf);
+        .vectorize(f.args()[0], vec, TailStrategy::GuardWithIf);
   }
   const Var l = lanes.args()[0];
   lanes.compute_at(out, bi).store_in(Halide::MemoryType::Stack).vectorize(l);

@@ -78,11 +78,12 @@ class ElementwiseSchedule {
                               const std::map<std::string, int64_t>& p);
   // 8-bit states (dsl/quant8.h): `out(i)` and `absmax_out(b)` fused per block of `block`
   // elements (compute_with), runs of blocks in `tasks` parallel chunks; per block the new
-  // values (`values`, `vector`-wide), their 16-lane maxima (`lanes`) and the block's scales
-  // are computed into small buffers first, so each element is read from memory once.
+  // values (`values` and the other `per_block` Funcs, over (element, block), `vector`-wide),
+  // their 16-lane maxima (`lanes`) and the block's scales are computed into small buffers
+  // first, so each element is read from memory once.
   static void apply_blockwise(Halide::Func out, Halide::Func absmax_out, Halide::Func values,
                               Halide::Func lanes, Halide::Func scales,
-                              const std::vector<Halide::Func>& dequantized, const Halide::Var& i,
+                              const std::vector<Halide::Func>& per_block, const Halide::Var& i,
                               int block, const std::map<std::string, int64_t>& p);
   static std::string blockwise_summary(const std::map<std::string, int64_t>& p, int block);
   // Sparse rows: the update over indices stays serial (duplicates apply in order); each row

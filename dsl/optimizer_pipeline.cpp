@@ -310,15 +310,29 @@ Expr quiet_nan(const Halide::Type& t) {
 }
 
 // The 8-bit states' blockwise requantization (Storage::quant). `states` are the new values in
-// output_order (fp32; the golden's fp64), computed once into `new_states`; per block b,
+// output_order (fp32; the golden's fp64), computed once into `new_quantized` (the quantized
+// states) and `new_states` (the others); per block b,
 // `block_lanes`(l, b) takes the 16-lane maxima of |new value| (NaN counted above inf; as
 // the bits of |new value| in fp32 kernels) and
 // `block_scale`(b) holds each quantized state's new absmax (NaN when a value in the block is
 // not finite) and its reciprocal (0 for an all-zero block). `out` stores the codes of the
 // quantized states, `absmax_out`(b) the new absmaxes; a skipped step keeps both as they were.
+//
+// Chunking must not change the 8-bit states: one call over a model's flat buffers and one call
+// per tensor give the same codes and absmaxes. A tensor's last, partial block runs other loop
+// versions than whole blocks (the clamped reads, the guarded tail vector), which LLVM compiles
+// one by one under Halide's fast math, contracting and reassociating each its own way (seen: v's
+// absmaxes 1 ulp apart at 32 lanes on AVX2). So the quantized states' new values are computed
+// strict, in a Func of their own (`quantized`, which the other states' updates read), and so is
+// the encode; the decode is exact anyway. The parameter may still differ in its last bit, as in
+// every other kernel. Against the fast-math form, preview / registered per pair (Zen 4 EPYC, 1
+// thread, in cache): Adam q8s 1.014-1.015x, q8ls 0.967-1.007x (AVX2 8 lanes, AVX-512 16); in one
+// Func with the other states' updates, each update that read them computed its own copy (the
+// strict 1 - beta1 was not hoisted with the rest): 1.03-1.13x.
 struct Blockwise {
   Func values, lanes, scales, absmax_out;
   Halide::RDom r;
+  Func quantized;                 // the quantized states' new values, strict
   std::vector<Func> dequantized;  // the old 8-bit states' values, per element
 };
 Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewValues& nv,
@@ -334,13 +348,36 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   for (size_t k = 0; k < states.size(); ++k) {
     if (args.at(states[k])->quant) q.push_back(k);
   }
-  Blockwise w{exact_func("new_states"), exact_func("block_lanes"), exact_func("block_scale"),
-              exact_func("updated_absmax"), Halide::RDom(0, B / 16, "block_r")};
-  define_values(w.values, {e, eb}, nv.states);
+  Blockwise w{exact_func("new_states"),           exact_func("block_lanes"),
+              exact_func("block_scale"),          exact_func("updated_absmax"),
+              Halide::RDom(0, B / 16, "block_r"), exact_func("new_quantized")};
+  const bool fp32 = t == Halide::Float(32);
+  std::vector<int> slot(states.size(), -1);  // state k's element of w.quantized or w.values
+  std::vector<Expr> quantized, others;
+  for (size_t j = 0; j < q.size(); ++j) {
+    slot[q[j]] = static_cast<int>(j);
+    quantized.push_back(fp32 ? Halide::strict_float(nv.states[q[j]]) : nv.states[q[j]]);
+  }
+  define_values(w.quantized, {e, eb}, quantized);
+  auto quantized_at = [&](int j, const Expr& at, const Expr& blk) {
+    return q.size() == 1 ? Expr(w.quantized(at, blk)) : Expr(w.quantized(at, blk)[j]);
+  };
+  for (size_t k = 0; k < states.size(); ++k) {
+    if (slot[k] >= 0) continue;
+    Expr x = nv.states[k];
+    for (size_t j = 0; j < q.size(); ++j) {
+      x = Halide::Internal::substitute(nv.states[q[j]], quantized_at(static_cast<int>(j), e, eb),
+                                       x);
+    }
+    slot[k] = static_cast<int>(others.size());
+    others.push_back(x);
+  }
+  if (others.empty()) fail(decl.name(), "8-bit states need a state that is not quantized");
+  define_values(w.values, {e, eb}, others);
   // Element `at` of block `blk`.
   auto value = [&](size_t k, const Expr& at, const Expr& blk) {
-    return states.size() == 1 ? Expr(w.values(at, blk))
-                              : Expr(w.values(at, blk)[static_cast<int>(k)]);
+    if (args.at(states[k])->quant) return quantized_at(slot[k], at, blk);
+    return others.size() == 1 ? Expr(w.values(at, blk)) : Expr(w.values(at, blk)[slot[k]]);
   };
   const Expr n = in.extents.at(first)[0];
   Var l("l"), b("b");
@@ -398,7 +435,7 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
       Expr code =
           encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B), in.mask_compares);
       // The golden keeps codes as fp64 values, like every tensor it sees.
-      if (t != Halide::Float(32)) code = Halide::cast(t, code);
+      code = fp32 ? Halide::strict_float(code) : Halide::cast(t, code);
       if (nv.skip.defined()) code = Halide::select(nv.skip, in.tensors.at(states[k])(i), code);
       stored.push_back(code);
       ++j;
@@ -509,12 +546,13 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     if (blockwise) blockwise->values.compute_root(), blockwise->scales.compute_root();
     return def;
   }
-  if (blockwise) blockwise->dequantized = dequantized;
   if (blockwise) {
+    std::vector<Func> per_block = dequantized;
+    per_block.push_back(blockwise->quantized);
     if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
     ElementwiseSchedule::apply_blockwise(out, blockwise->absmax_out, blockwise->values,
-                                         blockwise->lanes, blockwise->scales,
-                                         blockwise->dequantized, i, decl.storage().block, sched);
+                                         blockwise->lanes, blockwise->scales, per_block, i,
+                                         decl.storage().block, sched);
     return def;
   }
   if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
@@ -672,7 +710,14 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   decl.validate();
   KernelPipeline r;
   const AttrValues& attrs = op.attrs;
-  r.schedule_params = ElementwiseSchedule::resolve(schedule, target);
+  // 8-bit states on AVX2: 32 lanes per step by default (four ymm vectors: the map's encode
+  // and decode chains are long, and one vector per step leaves the out-of-order window too
+  // few independent ones). scripts/BENCHMARKS.md "8-bit states on AVX2: 32 lanes per step".
+  std::map<std::string, int64_t> given = schedule;
+  if (decl.storage().quant && target.natural_vector_size(Halide::Float(32)) == 8 &&
+      !given.count("vector"))
+    given["vector"] = 32;
+  r.schedule_params = ElementwiseSchedule::resolve(given, target);
   if ((decl.sparse() || decl.is_multi_tensor() || decl.storage().quant) &&
       !ElementwiseSchedule::bucket_bounds(r.schedule_params).empty()) {
     throw std::invalid_argument(

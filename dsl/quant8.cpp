@@ -82,7 +82,11 @@ Expr encode_dynamic(bool is_signed, const Expr& y, bool mask_compares) {
   const Expr per = Halide::cast<int>(1) << (is_signed ? d : d + 1);
   // Truncation, not floor: the two differ only below 0, which the clamp takes to 0 either
   // way; a float -> int conversion is one instruction where floor is a round per 8 lanes.
-  Expr j = Halide::cast<int>((a * scale - lit(t, 0.1)) * Halide::cast(t, per) / lit(t, 0.9));
+  // Times 1 / 0.9 as Halide's simplifier rewrites x / 0.9 (the reciprocal of the type's
+  // 0.9), spelled out: the kernels encode under strict_float, which keeps a division.
+  const double nine_tenths = t == Halide::Float(32) ? static_cast<double>(0.9f) : 0.9;
+  Expr j =
+      Halide::cast<int>((a * scale - lit(t, 0.1)) * Halide::cast(t, per) * lit(t, 1 / nine_tenths));
   j = Halide::clamp(j, 0, per - 1);
   // Index among the positive values: decade d starts at per - 1 (signed) or per - 2.
   const Expr k = per + j - (is_signed ? 1 : 2);

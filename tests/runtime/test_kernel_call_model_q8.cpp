@@ -1,5 +1,5 @@
-// call_model with 8-bit states (storage q8s: uint8 codes plus one fp32 absmax per 256
-// elements): on a layout aligned to the block, one call over the flat buffers equals one call
+// call_model with 8-bit states (storages q8s and q8ls: uint8 codes plus one fp32 absmax per
+// 256 elements): on a layout aligned to the block, one call over the flat buffers equals one call
 // per tensor (tensor_views cuts each tensor's codes and absmaxes): codes and absmaxes bit for
 // bit (every block holds one tensor's elements; zero padding keeps zero codes and absmaxes),
 // the parameter within an ulp. A layout whose
@@ -62,53 +62,57 @@ Q8Buffers make(const ModelLayout& l, int64_t block) {
 
 TEST_CASE("call_model: 8-bit states on a block-aligned layout equal one call per tensor") {
   Registry& reg = shared_registry();
+  // Both maps (the linear map's code of 0 is 127 signed and 0 unsigned, as the dynamic's).
   for (const std::string& isa : host_isas(reg).runnable) {
-    Kernel& k = reg.select("apply_adamw", {{"storage", "q8s"}}, isa);
-    const int64_t block = k.descriptor().shape.block;
-    REQUIRE(block == 256);
-    for (const int64_t align : {256, 2048}) {
-      CAPTURE(isa);
-      CAPTURE(align);
-      const ModelLayout l(kOdd, align);
-      const int64_t total = l.total_elements(), blocks = total / block;
-      Q8Buffers one = make(l, block), per = one;
-      call_model(k, l, one.tensors(total, blocks), kAdamW);
-      const std::vector<Tensor> flat = per.tensors(total, blocks);
-      for (size_t i = 0; i < l.size(); ++i) {
-        const std::vector<Tensor> views = tensor_views(l, i, flat, &k.descriptor());
-        for (const Tensor& t : views) {
-          if (t.name.find("_absmax") != std::string::npos)
-            CHECK(t.shape == std::vector<int64_t>{(l.elements(i) + block - 1) / block});
+    for (const std::string storage : {"q8s", "q8ls"}) {
+      Kernel& k = reg.select("apply_adamw", {{"storage", storage}}, isa);
+      const int64_t block = k.descriptor().shape.block;
+      REQUIRE(block == 256);
+      for (const int64_t align : {256, 2048}) {
+        CAPTURE(isa);
+        CAPTURE(storage);
+        CAPTURE(align);
+        const ModelLayout l(kOdd, align);
+        const int64_t total = l.total_elements(), blocks = total / block;
+        Q8Buffers one = make(l, block), per = one;
+        call_model(k, l, one.tensors(total, blocks), kAdamW);
+        const std::vector<Tensor> flat = per.tensors(total, blocks);
+        for (size_t i = 0; i < l.size(); ++i) {
+          const std::vector<Tensor> views = tensor_views(l, i, flat, &k.descriptor());
+          for (const Tensor& t : views) {
+            if (t.name.find("_absmax") != std::string::npos)
+              CHECK(t.shape == std::vector<int64_t>{(l.elements(i) + block - 1) / block});
+          }
+          k.call(views, kAdamW);
         }
-        k.call(views, kAdamW);
-      }
-      // The parameter: within an ulp of the update's operands. A tensor's last, partial block
-      // takes the kernel's tail path, whose AVX2 code rounds the step differently in the last
-      // bit (seen: one element of 66566, var -0.0204 + 0.0225 = 0.00208, 9e-7 apart relative to
-      // the result, one ulp of the step); inside one flat call that block is whole.
-      const Q8Buffers start = make(l, block);
-      int ulp_apart = 0;
-      for (size_t e = 0; e < one.var.size(); ++e) {
-        if (one.var[e] == per.var[e]) continue;
-        ++ulp_apart;
-        const double bound = 0x1p-23 * (std::fabs(start.var[e]) + std::fabs(per.var[e]));
-        CHECK_MESSAGE(std::fabs(double(one.var[e]) - per.var[e]) <= bound,
-                      "var[" << e << "] = " << one.var[e] << " in one call, " << per.var[e]
-                             << " per tensor, from " << start.var[e]);
-      }
-      CHECK(ulp_apart * 1000 <= static_cast<int>(l.model_elements()));
-      CHECK(one.m == per.m);
-      CHECK(one.v == per.v);
-      CHECK(one.m_absmax == per.m_absmax);
-      CHECK(one.v_absmax == per.v_absmax);
-      // The padding stayed zero: the codes of 0, absmax 0, parameter 0.
-      for (size_t t = 0; t + 1 <= l.size(); ++t) {
-        const int64_t end = l.offset(t) + l.elements(t);
-        const int64_t next = t + 1 < l.size() ? l.offset(t + 1) : total;
-        for (int64_t e = end; e < next; ++e) {
-          REQUIRE(one.var[e] == 0.f);
-          REQUIRE(one.m[e] == 127);
-          REQUIRE(one.v[e] == 0);
+        // The parameter: within an ulp of the update's operands. A tensor's last, partial block
+        // takes the kernel's tail path, whose AVX2 code rounds the step differently in the last
+        // bit (seen: one element of 66566, var -0.0204 + 0.0225 = 0.00208, 9e-7 apart relative to
+        // the result, one ulp of the step); inside one flat call that block is whole.
+        const Q8Buffers start = make(l, block);
+        int ulp_apart = 0;
+        for (size_t e = 0; e < one.var.size(); ++e) {
+          if (one.var[e] == per.var[e]) continue;
+          ++ulp_apart;
+          const double bound = 0x1p-23 * (std::fabs(start.var[e]) + std::fabs(per.var[e]));
+          CHECK_MESSAGE(std::fabs(double(one.var[e]) - per.var[e]) <= bound,
+                        "var[" << e << "] = " << one.var[e] << " in one call, " << per.var[e]
+                               << " per tensor, from " << start.var[e]);
+        }
+        CHECK(ulp_apart * 1000 <= static_cast<int>(l.model_elements()));
+        CHECK(one.m == per.m);
+        CHECK(one.v == per.v);
+        CHECK(one.m_absmax == per.m_absmax);
+        CHECK(one.v_absmax == per.v_absmax);
+        // The padding stayed zero: the codes of 0, absmax 0, parameter 0.
+        for (size_t t = 0; t + 1 <= l.size(); ++t) {
+          const int64_t end = l.offset(t) + l.elements(t);
+          const int64_t next = t + 1 < l.size() ? l.offset(t + 1) : total;
+          for (int64_t e = end; e < next; ++e) {
+            REQUIRE(one.var[e] == 0.f);
+            REQUIRE(one.m[e] == 127);
+            REQUIRE(one.v[e] == 0);
+          }
         }
       }
     }
