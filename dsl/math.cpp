@@ -86,11 +86,42 @@ Expr log(const Expr& x) {
   const Expr bits = Halide::reinterpret(Halide::UInt(32), x);
   // +0 stays Halide's -inf through the scaling; -0 and the negatives keep its -inf and NaN.
   const Expr positive_denormal = bits < Halide::cast(Halide::UInt(32), 0x00800000);
-  const Expr finite = Halide::select(positive_denormal,
-                                     Halide::log(x * 16777216.0f) - 16.635532333438687f,  // 24 ln 2
-                                     Halide::log(x));
+  // One log of the scaled argument, not a select of two logs (both computed): FTRL's general
+  // lr_power path (two pows per element) took 0.83x the time on AVX2 (1e6, 2 threads).
+  const Expr finite = Halide::log(Halide::select(positive_denormal, x * 16777216.0f, x)) -
+                      Halide::select(positive_denormal, 16.635532333438687f, 0.0f);  // 24 ln 2
   return Halide::select(dsl::is_nan(x), x, bits == Halide::cast(Halide::UInt(32), 0x7f800000),
                         f32_inf(), finite);
+}
+
+Expr pow(const Expr& x_in, const Expr& y_in) {
+  if (x_in.type() != Halide::Float(32) || Halide::Internal::as_const_int(y_in))
+    return Halide::pow(x_in, y_in);
+  const Halide::Type u32 = Halide::UInt(32);
+  auto bits = [&](uint32_t v) { return Halide::cast(u32, Expr(static_cast<uint64_t>(v))); };
+  const Expr x = x_in, y = Halide::cast(Halide::Float(32), y_in);
+  const Expr xb = Halide::reinterpret(u32, x), yb = Halide::reinterpret(u32, y);
+  const Expr xm = xb & bits(0x7fffffff), ym = yb & bits(0x7fffffff);  // |x|, |y| bits
+  // exp(y log|x|) is already right for NaN x or y, |x| = 0 or inf, and y = +-inf with |x| !=
+  // 1 (dsl::exp and dsl::log keep inf and NaN). What is left, most of it on y alone (often a
+  // scalar, hoisted): y = +-0; |x| = 1 with y inf or NaN; the sign; NaN for (-2)^0.5.
+  const Expr y_finite = ym < bits(0x7f800000);
+  const Expr y_small = ym < bits(0x4b800000);  // |y| < 2^24: from there every float is even
+  const Expr y_integer = Halide::floor(y) == y;
+  const Expr y_odd = y_small && y_finite && y_integer &&
+                     (Halide::cast<int>(Halide::select(y_small, y, 0.0f)) & 1) == 1;
+  // 1^y = 1 for any y; (-1)^+-inf = 1.
+  const Expr one = xb == bits(0x3f800000) || (xm == bits(0x3f800000) && ym == bits(0x7f800000));
+  // A finite negative x, -0 excluded, to a finite non-integer y.
+  const Expr no_real_root =
+      xb > bits(0x80000000) && xb < bits(0xff800000) && y_finite && !y_integer;
+  const Expr magnitude = dsl::exp(dsl::log(Halide::abs(x)) * y);  // +-0 -> log -inf
+  // The sign of x for odd y, as a bit (+-0 and -inf included: pow(-0, 3) = -0).
+  const Expr sign = xb & Halide::select(y_odd, bits(0x80000000), bits(0));
+  const Expr signed_magnitude =
+      Halide::reinterpret(Halide::Float(32), Halide::reinterpret(u32, magnitude) | sign);
+  const Expr nan = Halide::reinterpret(Halide::Float(32), bits(0x7fc00000));
+  return Halide::select(ym == bits(0) || one, 1.0f, no_real_root, nan, signed_magnitude);
 }
 
 Halide::Expr is_finite(const Halide::Expr& x) {

@@ -48,6 +48,19 @@ Halide::Expr lower_fp32_math(const Halide::Expr& e, bool divide);
 Halide::Expr exp(const Halide::Expr& x);
 Halide::Expr log(const Halide::Expr& x);
 
+// pow(x, y) for update rules, with C99's special values (Annex F, as libm's powf and torch's
+// pow): pow(x, +-0) = 1 and pow(1, y) = 1 even for NaN; pow(-1, +-inf) = 1; a finite negative
+// x to a finite non-integer y is NaN; +-0 and -inf keep their sign for odd integer y; the
+// limits at +-inf. Halide 14's fp32 pow is exp(log|x| y) on its exp and log, so it inherits
+// their specials (pow(+inf, 2.5) finite, pow(NaN, 2.5) finite, pow(x, inf) wrong); this is
+// the same formula on dsl::exp and dsl::log, the specials decided on the bits (fast math may
+// fold float compares with inf or NaN). Accuracy as Halide's: |x|^y is exp of t = y log|x|,
+// whose absolute rounding grows with |t|, so the relative error is a few ulp plus about
+// |t| ulp (tests/dsl/test_math.cpp measures it). Cost: FTRL's general lr_power path (two pows
+// per element) took 1.23-1.28x its time on Halide's pow (1e6, 2 threads, Zen 4). A constant
+// integer y is Halide's product of squares; other types (the fp64 golden) call libm.
+Halide::Expr pow(const Halide::Expr& x, const Halide::Expr& y);
+
 // True where x is neither infinite nor NaN, as an integer test on the exponent bits (fp32, and
 // fp64 for the golden): no float comparison for Halide's simplifier to fold (it broke
 // `x == inf` and is_nan tests in earlier ops). Call it qualified: Halide has an is_finite too.

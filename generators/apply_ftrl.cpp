@@ -13,11 +13,12 @@ using dsl::Expr;
 namespace {
 
 // pow(x, -lr_power), as sqrt(x) when lr_power is exactly -0.5 (TF's special case). The kernel
-// is specialized on lr_power == -0.5, where the per-element scalar pow disappears.
+// is specialized on lr_power == -0.5, where the per-element pow disappears. dsl::pow, not
+// Halide's, whose log(+inf) is 88.7: an accumulator overflowed to +inf gave a finite power.
 Expr accum_power(const dsl::UpdateContext& c, const Expr& x) {
   Expr lr_power = c["lr_power"];
   c.fast_path(lr_power == -0.5f);
-  return dsl::select(lr_power == -0.5f, Halide::sqrt(x), Halide::pow(x, -lr_power));
+  return dsl::select(lr_power == -0.5f, Halide::sqrt(x), dsl::pow(x, -lr_power));
 }
 
 // p(accum + grad^2) - p(accum). In the sqrt case as grad^2 / (sqrt(new) + sqrt(old)): the

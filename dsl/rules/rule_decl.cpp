@@ -121,7 +121,7 @@ struct Builder {
       case Builtin::log:
         return dsl::log(a[0]);
       case Builtin::pow:
-        return Halide::pow(a[0], a[1]);
+        return dsl::pow(a[0], a[1]);
       case Builtin::clamp:
         return Halide::clamp(a[0], a[1], a[2]);
       case Builtin::norm2:

@@ -1,5 +1,5 @@
 // dsl/math: sign(), reciprocal() both ways lower_fp32_math resolves it, the full-width sqrt
-// against exact results, exp and log against libm with their special values, JIT-compiled for
+// against exact results, exp, log and pow against libm with their special values, JIT-compiled for
 // the vector target the kernels use and for the scalar path; the f16/bf16 storage conversions
 // bit-exactly against the IEEE reference rounding (tests/ieee_half.h), on the host and the avx2
 // target.
@@ -136,6 +136,76 @@ TEST_CASE("exp and log for rules: libm's values, +inf and NaN where Halide 14's 
     const auto log_f = [](float v) { return std::log(v); };
     check_libm(realize(dsl::exp, e, width), e, exp_f, 8);
     check_libm(realize(dsl::log, l, width), l, log_f, 4);
+  }
+}
+
+// f(x[k], y[k]) for every k, vectorized at `vector_width` (1: scalar).
+std::vector<float> realize2(Halide::Expr (*f)(const Halide::Expr&, const Halide::Expr&),
+                            const std::vector<float>& x, const std::vector<float>& y,
+                            int vector_width) {
+  const int n = static_cast<int>(x.size());
+  Halide::Buffer<float> bx(const_cast<float*>(x.data()), n), by(const_cast<float*>(y.data()), n);
+  Halide::ImageParam px(Halide::Float(32), 1, "x"), py(Halide::Float(32), 1, "y");
+  Halide::Var i("i");
+  Halide::Func out("out");
+  out(i) = f(px(i), py(i));
+  if (vector_width > 1) out.vectorize(i, vector_width, Halide::TailStrategy::GuardWithIf);
+  px.set(bx);
+  py.set(by);
+  Halide::Buffer<float> r = out.realize({n});
+  return std::vector<float>(r.data(), r.data() + n);
+}
+
+TEST_CASE("pow for rules: C99's special values exactly, others within a few ulp plus |t| ulp") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  // Every pair of these: zeros, ones, infinities, NaN, odd and even integers, non-integers,
+  // huge (even) integers, both signs.
+  const std::vector<float> specials = {0.f,  -0.f,  1.f,    -1.f,  inf,    -inf,   nan,   2.f,
+                                       -2.f, 3.f,   -3.f,   0.5f,  -0.5f,  2.5f,   -2.5f, 0.25f,
+                                       -7.f, 1e-3f, -1e-3f, 1e30f, -1e30f, 1e-40f, 3e7f,  -3e7f};
+  std::vector<float> x, y;
+  for (float a : specials) {
+    for (float b : specials) x.push_back(a), y.push_back(b);
+  }
+  // Random finite cases: positive bases over many magnitudes, negative bases with integer
+  // exponents, results over the whole normal range.
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> mag(-30.f, 30.f), ex(-4.f, 4.f);
+  std::uniform_int_distribution<int> odd(-9, 9);
+  for (int k = 0; k < 3000; ++k) {
+    x.push_back(std::exp(mag(rng)));
+    y.push_back(ex(rng));
+    x.push_back(-std::exp(mag(rng) / 8));
+    y.push_back(static_cast<float>(odd(rng)) + (k % 7 == 0 ? 0.5f : 0.f));
+  }
+  for (int width : {1, 8, 16}) {
+    CAPTURE(width);
+    const std::vector<float> got = realize2(dsl::pow, x, y, width);
+    int wrong = 0;
+    double worst = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      const float want = std::pow(x[k], y[k]);
+      bool ok;
+      if (std::isnan(want) || std::isinf(want) || want == 0.f || want == 1.f ||
+          std::fabs(want) < std::numeric_limits<float>::min()) {
+        // Exactly, sign included (pow(-0, -3) = -inf, pow(-0, 3) = -0); the subnormal
+        // results within the smallest normal (Halide's exp flushes them).
+        ok = std::isnan(want) ? std::isnan(got[k])
+             : std::fabs(want) < std::numeric_limits<float>::min() && want != 0.f
+                 ? std::fabs(got[k] - want) < std::numeric_limits<float>::min()
+                 : got[k] == want && std::signbit(got[k]) == std::signbit(want);
+      } else {
+        // exp's argument t = y log|x| carries about |t| ulp of absolute error into the result.
+        const double t = std::fabs(y[k] * std::log(std::fabs(static_cast<double>(x[k]))));
+        const double ulps = static_cast<double>(ulp_distance(got[k], want));
+        worst = std::max(worst, ulps / (8 + t));
+        ok = ulps <= 8 + t;
+      }
+      if (!ok && ++wrong <= 8)
+        MESSAGE("pow(" << x[k] << ", " << y[k] << ") got " << got[k] << " want " << want);
+    }
+    MESSAGE("worst " << worst << " of the (8 + |t|) ulp bound");
+    CHECK(wrong == 0);
   }
 }
 
