@@ -3,7 +3,7 @@
 oneDNN modules, side by side in one process.
 
     /usr/bin/python3 scripts/bench_torch_blocks.py [--block gpt2|unet|all] [--reps 7]
-        [--threads 2] [--small] [--json]
+        [--threads 2] [--small] [--modules] [--json]
 
 Blocks (inference, fp32, torch.inference_mode):
   gpt2  a GPT-2-small transformer block: LayerNorm, causal self-attention
@@ -132,6 +132,28 @@ def to_onednn(model):
     return model
 
 
+def module_times(model):
+    """Forward hooks on `model`'s leaf modules (a MultiheadAttention counts whole, its
+    projections inside it): {qualified name: [seconds per call]}, filled as the model runs."""
+    times = {}
+
+    def leaves(module, prefix):
+        for name, child in module.named_children():
+            if isinstance(child, nn.MultiheadAttention) or not list(child.children()):
+                yield prefix + name, child
+            else:
+                yield from leaves(child, prefix + name + ".")
+
+    for name, module in leaves(model, ""):
+        start = {}
+        module.register_forward_pre_hook(
+            lambda m, inp, s=start: s.__setitem__("t", time.perf_counter()))
+        module.register_forward_hook(
+            lambda m, inp, out, s=start, n=name:
+                times.setdefault(n, []).append(time.perf_counter() - s["t"]))
+    return times
+
+
 def timed(fn, x):
     t0 = time.perf_counter()
     fn(x)
@@ -145,6 +167,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--modules", action="store_true",
+                    help="also time each leaf module (forward hooks; MultiheadAttention whole) "
+                         "and print a per-module table: where each variant's time goes")
     ap.add_argument("--no-thp", action="store_true",
                     help="keep glibc's default malloc (4 KB page faults on every fresh "
                          "activation; see bench_env.use_thp)")
@@ -171,6 +196,7 @@ def main():
             for v, m in variants.items():
                 y = m(x)
                 err[v] = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+            per_module = {v: module_times(m) for v, m in variants.items()} if args.modules else {}
             times = {v: [] for v in variants}
             order = list(variants)
             for r in range(args.reps):
@@ -183,6 +209,10 @@ def main():
                          "opforge_vs_eager": med["eager"] / med["opforge"],
                          "swapped": [n for n, _ in report.swapped],
                          "left": [f"{n}: {why}" for n, _, why in report.left]}
+        module_ms = {v: {n: 1e3 * statistics.median(t) for n, t in per.items()}
+                     for v, per in per_module.items()}
+        if module_ms:
+            results[name]["modules_ms"] = module_ms
         if not args.json:
             print(f"\n## {what}")
             print(f"| variant | ms per forward (median of {args.reps}) | max rel err vs fp64 |")
@@ -192,6 +222,12 @@ def main():
             print(f"opforge: {med['onednn'] / med['opforge']:.2f}x the oneDNN-backed torch, "
                   f"{med['eager'] / med['opforge']:.2f}x eager")
             print(report)
+            if module_ms:
+                print(f"\n| module (ms, median of {args.reps}) | " + " | ".join(variants) + " |")
+                print("|---|" + "---|" * len(variants))
+                for n in module_ms["eager"]:
+                    print(f"| {n} | " + " | ".join(f"{module_ms[v].get(n, float('nan')):.2f}"
+                                                  for v in variants) + " |")
     if args.json:
         print(json.dumps(results, indent=2))
 
