@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -282,6 +283,7 @@ bool Registry::refresh_index() const {
   index_text_digest_ = digest;
   index_.store(generations_.back().get());
   descriptors_.clear();
+  selected_.clear();
   return true;
 }
 
@@ -573,18 +575,60 @@ std::vector<Descriptor> Registry::candidates(const std::string& op,
   return runnable_variants(matching, op, isa_in, need_cpu);
 }
 
+namespace {
+
+// What a selection depends on: the op, attrs, the forced ISA ($OPFORGE_ISA when none), the CPU
+// feature mask, and the tensors' names, dtypes and shapes and the scalars (shape rules read
+// them). Their data pointers do not count.
+std::string selection_key(const std::string& op, const std::map<std::string, std::string>& attrs,
+                          const std::string& isa, const TensorView* tensors, size_t n_tensors,
+                          const ScalarView* scalars, size_t n_scalars) {
+  const char* env = std::getenv("OPFORGE_ISA");
+  std::string k = op + '\n' + isa + '\n' + (env ? env : "") + '\n' + cpu_features().mask + '\n';
+  for (const auto& [name, value] : attrs) k += name + '=' + value + ',';
+  k += '\n';
+  for (size_t i = 0; i < n_tensors; ++i) {
+    k += std::string(tensors[i].name) + ':' + std::to_string(static_cast<int>(tensors[i].dtype));
+    for (int d = 0; d < tensors[i].rank; ++d) k += ',' + std::to_string(tensors[i].shape[d]);
+    k += ';';
+  }
+  k += '\n';
+  char value[32];
+  for (size_t i = 0; i < n_scalars; ++i) {
+    std::snprintf(value, sizeof value, "%.17g", scalars[i].value);
+    k += std::string(scalars[i].name) + '=' + value + ';';
+  }
+  return k;
+}
+
+}  // namespace
+
+Kernel* Registry::selected(const std::string& key) const {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  auto it = selected_.find(key);
+  return it == selected_.end() ? nullptr : it->second;
+}
+
+Kernel& Registry::remember(const std::string& key, Kernel& k) const {
+  std::lock_guard<std::recursive_mutex> lock(*mu_);
+  selected_[key] = &k;
+  return k;
+}
+
 Kernel& Registry::select(const std::string& op, const std::map<std::string, std::string>& attrs,
                          const std::string& isa) {
   if (Registry* r = owner(op, false); r != this) return r->select(op, attrs, isa);
-  return retrying([&]() -> Kernel& {
-    std::string algorithm;
-    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-    // Without shapes, an algorithm that applies to every shape.
-    for (const auto& d : c) {
-      if (d.algorithm.applies_when.empty()) return load_descriptor(d);
-    }
-    return load_descriptor(c.front());
-  });
+  const std::string key = selection_key(op, attrs, isa, nullptr, 0, nullptr, 0) + "\nno shapes";
+  if (Kernel* k = selected(key)) return *k;
+  return remember(key, retrying([&]() -> Kernel& {
+                    std::string algorithm;
+                    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+                    // Without shapes, an algorithm that applies to every shape.
+                    for (const auto& d : c) {
+                      if (d.algorithm.applies_when.empty()) return load_descriptor(d);
+                    }
+                    return load_descriptor(c.front());
+                  }));
 }
 
 Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
@@ -614,23 +658,27 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
                          size_t n_scalars, const std::string& isa) {
   if (Registry* r = owner(op, false); r != this)
     return r->select(op, attrs, tensors, n_tensors, scalars, n_scalars, isa);
-  return retrying([&]() -> Kernel& {
-    std::string algorithm;
-    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-    if (!c.front().shape.named_dims) return load_descriptor(c.front());
-    std::map<std::string, const TensorView*> by_name;
-    for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
-    std::map<std::string, double> scalar_map;
-    for (size_t k = 0; k < n_scalars; ++k) scalar_map[scalars[k].name] = scalars[k].value;
-    const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
-    std::string why;
-    for (const auto& d : c) {
-      const std::string no = why_not_applicable(d, b);
-      if (no.empty()) return load_descriptor(d);
-      if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
-    }
-    throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
-  });
+  const std::string key = selection_key(op, attrs, isa, tensors, n_tensors, scalars, n_scalars);
+  if (Kernel* k = selected(key)) return *k;
+  return remember(key, retrying([&]() -> Kernel& {
+                    std::string algorithm;
+                    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+                    if (!c.front().shape.named_dims) return load_descriptor(c.front());
+                    std::map<std::string, const TensorView*> by_name;
+                    for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
+                    std::map<std::string, double> scalar_map;
+                    for (size_t k = 0; k < n_scalars; ++k)
+                      scalar_map[scalars[k].name] = scalars[k].value;
+                    const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
+                    std::string why;
+                    for (const auto& d : c) {
+                      const std::string no = why_not_applicable(d, b);
+                      if (no.empty()) return load_descriptor(d);
+                      if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
+                    }
+                    throw Error("op '" + op +
+                                "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
+                  }));
 }
 
 Kernel& Registry::load(const std::string& variant) {

@@ -5,6 +5,7 @@
 // apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <vector>
 
@@ -115,6 +116,36 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1), {{"algorithm", "direct"}}) == "direct");
   // Without shapes: the algorithm that applies to every shape.
   CHECK(reg->select("conv2d").descriptor().algorithm.name == "direct");
+}
+
+// The registry remembers its selections (a selection copies every candidate descriptor):
+// the same question gets the same kernel back, and whatever a selection depends on (shapes,
+// scalars, the forced ISA, $OPFORGE_ISA) still changes the answer when it changes.
+TEST_CASE("selections are remembered per shapes, scalars and ISA, and still follow them") {
+  auto reg = Registry::open(testing::test_registry_dir());
+  const Conv wino(1, 128, 32, 16, 128, 3, 1, 1), blocked(1, 128, 31, 16, 128, 3, 1, 1);
+  Kernel& first = reg->select("conv2d", {}, wino.tensors, wino.scalars);
+  CHECK(first.descriptor().algorithm.name == "winograd");
+  CHECK(algorithm_for(*reg, blocked) == "direct_oc_blocked");
+  CHECK(&reg->select("conv2d", {}, wino.tensors, wino.scalars) == &first);
+  Conv strided = wino;  // the same tensors, stride 2: no longer Winograd's
+  strided.scalars["stride_h"] = strided.scalars["stride_w"] = 2;
+  CHECK(algorithm_for(*reg, strided) != "winograd");
+  CHECK(algorithm_for(*reg, wino) == "winograd");
+  if (!opforge::testing::host_isas(*reg).runs("avx512")) return;
+  CHECK(reg->select("layer_norm").descriptor().target.isa == "avx512");
+  CHECK(reg->select("layer_norm", {}, "avx2").descriptor().target.isa == "avx2");
+  const char* saved = std::getenv("OPFORGE_ISA");
+  const std::string keep = saved ? saved : "";
+  setenv("OPFORGE_ISA", "avx2", 1);
+  CHECK(reg->select("layer_norm").descriptor().target.isa == "avx2");
+  CHECK(reg->select("conv2d", {}, wino.tensors, wino.scalars).descriptor().target.isa == "avx2");
+  if (saved) {
+    setenv("OPFORGE_ISA", keep.c_str(), 1);
+  } else {
+    unsetenv("OPFORGE_ISA");
+  }
+  CHECK(reg->select("layer_norm").descriptor().target.isa == (saved ? keep : "avx512"));
 }
 
 TEST_CASE("a forced algorithm that does not apply says why, with the values it read") {
