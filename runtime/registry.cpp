@@ -620,15 +620,16 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
   if (Registry* r = owner(op, false); r != this) return r->select(op, attrs, isa);
   const std::string key = selection_key(op, attrs, isa, nullptr, 0, nullptr, 0) + "\nno shapes";
   if (Kernel* k = selected(key)) return *k;
-  return remember(key, retrying([&]() -> Kernel& {
-                    std::string algorithm;
-                    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-                    // Without shapes, an algorithm that applies to every shape.
-                    for (const auto& d : c) {
-                      if (d.algorithm.applies_when.empty()) return load_descriptor(d);
-                    }
-                    return load_descriptor(c.front());
-                  }));
+  Kernel& k = retrying([&]() -> Kernel& {
+    std::string algorithm;
+    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+    // Without shapes, an algorithm that applies to every shape.
+    for (const auto& d : c) {
+      if (d.algorithm.applies_when.empty()) return load_descriptor(d);
+    }
+    return load_descriptor(c.front());
+  });
+  return remember(key, k);
 }
 
 Descriptor Registry::choose(const std::string& op, const std::map<std::string, std::string>& attrs,
@@ -660,25 +661,24 @@ Kernel& Registry::select(const std::string& op, const std::map<std::string, std:
     return r->select(op, attrs, tensors, n_tensors, scalars, n_scalars, isa);
   const std::string key = selection_key(op, attrs, isa, tensors, n_tensors, scalars, n_scalars);
   if (Kernel* k = selected(key)) return *k;
-  return remember(key, retrying([&]() -> Kernel& {
-                    std::string algorithm;
-                    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
-                    if (!c.front().shape.named_dims) return load_descriptor(c.front());
-                    std::map<std::string, const TensorView*> by_name;
-                    for (size_t k = 0; k < n_tensors; ++k) by_name[tensors[k].name] = &tensors[k];
-                    std::map<std::string, double> scalar_map;
-                    for (size_t k = 0; k < n_scalars; ++k)
-                      scalar_map[scalars[k].name] = scalars[k].value;
-                    const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
-                    std::string why;
-                    for (const auto& d : c) {
-                      const std::string no = why_not_applicable(d, b);
-                      if (no.empty()) return load_descriptor(d);
-                      if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
-                    }
-                    throw Error("op '" + op +
-                                "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
-                  }));
+  Kernel& k = retrying([&]() -> Kernel& {
+    std::string algorithm;
+    std::vector<Descriptor> c = candidates(op, attrs, isa, &algorithm);
+    if (!c.front().shape.named_dims) return load_descriptor(c.front());
+    std::map<std::string, const TensorView*> by_name;
+    for (size_t t = 0; t < n_tensors; ++t) by_name[tensors[t].name] = &tensors[t];
+    std::map<std::string, double> scalar_map;
+    for (size_t t = 0; t < n_scalars; ++t) scalar_map[scalars[t].name] = scalars[t].value;
+    const BoundShapes b = bind_shapes(c.front(), by_name, scalar_map);
+    std::string why;
+    for (const auto& d : c) {
+      const std::string no = why_not_applicable(d, b);
+      if (no.empty()) return load_descriptor(d);
+      if (why.find(no) == std::string::npos) why += (why.empty() ? "" : "; ") + no;
+    }
+    throw Error("op '" + op + "': " + (algorithm.empty() ? "no algorithm applies: " : "") + why);
+  });
+  return remember(key, k);
 }
 
 Kernel& Registry::load(const std::string& variant) {
