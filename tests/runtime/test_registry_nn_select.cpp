@@ -119,8 +119,9 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
 }
 
 // The registry remembers its selections (a selection copies every candidate descriptor):
-// the same question gets the same kernel back, and whatever a selection depends on (shapes,
-// scalars, the forced ISA, $OPFORGE_ISA) still changes the answer when it changes.
+// the same question gets the same kernel back (as it did before the memo), and whatever a
+// selection depends on (shapes, scalars, the forced ISA, $OPFORGE_ISA) still changes the
+// answer when it changes (these fail with a key that leaves one out).
 TEST_CASE("selections are remembered per shapes, scalars and ISA, and still follow them") {
   auto reg = Registry::open(testing::test_registry_dir());
   const Conv wino(1, 128, 32, 16, 128, 3, 1, 1), blocked(1, 128, 31, 16, 128, 3, 1, 1);
@@ -133,19 +134,20 @@ TEST_CASE("selections are remembered per shapes, scalars and ISA, and still foll
   CHECK(algorithm_for(*reg, strided) != "winograd");
   CHECK(algorithm_for(*reg, wino) == "winograd");
   if (!opforge::testing::host_isas(*reg).runs("avx512")) return;
+  // $OPFORGE_ISA unset for the checks below (whatever the run set), and put back after.
+  struct IsaEnv {
+    const char* saved = std::getenv("OPFORGE_ISA");
+    std::string keep = saved ? saved : "";
+    IsaEnv() { unsetenv("OPFORGE_ISA"); }
+    ~IsaEnv() { saved ? setenv("OPFORGE_ISA", keep.c_str(), 1) : unsetenv("OPFORGE_ISA"); }
+  } env;
   CHECK(reg->select("layer_norm").descriptor().target.isa == "avx512");
   CHECK(reg->select("layer_norm", {}, "avx2").descriptor().target.isa == "avx2");
-  const char* saved = std::getenv("OPFORGE_ISA");
-  const std::string keep = saved ? saved : "";
   setenv("OPFORGE_ISA", "avx2", 1);
   CHECK(reg->select("layer_norm").descriptor().target.isa == "avx2");
   CHECK(reg->select("conv2d", {}, wino.tensors, wino.scalars).descriptor().target.isa == "avx2");
-  if (saved) {
-    setenv("OPFORGE_ISA", keep.c_str(), 1);
-  } else {
-    unsetenv("OPFORGE_ISA");
-  }
-  CHECK(reg->select("layer_norm").descriptor().target.isa == (saved ? keep : "avx512"));
+  unsetenv("OPFORGE_ISA");
+  CHECK(reg->select("layer_norm").descriptor().target.isa == "avx512");
 }
 
 TEST_CASE("a forced algorithm that does not apply says why, with the values it read") {
