@@ -118,6 +118,23 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "with a 3x3 or larger filter (ResNet's 7x7, the UNet's 8x8): 2 vectors x 8x1 "
                  "pixels (AVX2 4x1) per register block",
                  with(conv::build_direct_oc_small_8))
+      // The same 8-pixel row blocks on 65-256 pixel outputs (the UNet's 16x16 level), shipped
+      // for AVX-512 only (op_table.cpp), above gemm_3x3 and Winograd: tasks of 32 channels over
+      // every pixel balance over the threads where direct_oc_blocked's 128-channel groups did
+      // not (320 channels: 3 groups), and a 16-wide row is two whole blocks where its 7 x 2
+      // blocks computed 21 columns. Time against the previous pick, AVX-512, 2 threads
+      // (2026-12-06, AMD EPYC family 25 model 17; scripts/BENCHMARKS.md): 320@16 -> 320
+      // (direct_oc_blocked) 0.61x, batch 2 0.78x, 128@16 0.82x, 320@32 -> 640 stride 2 0.76x;
+      // 640@16 (gemm_3x3) 0.72x, 1280@16 0.78x, 1920@16 and 2560@16 -> 1280 0.85x / 0.90x,
+      // batch 2 640@16 and 1280@16 0.97-0.98x. AVX2's 2 x 4x1 block took 1.32x
+      // direct_oc_blocked's time at 320@16.
+      .algorithm("direct_oc_small_8_16x16",
+                 "groups == 1 && KH * KW >= 9 && ((" + std::string(kOW) + ") == 7 || (" + kOW +
+                     ") % 8 == 0) && " + kPixels + " > 64 && " + kPixels + " <= 256",
+                 12,
+                 "direct_oc_small_8 on outputs of 65-256 pixels, 7 or a multiple of 8 wide, with "
+                 "a 3x3 or larger filter (the UNet's 16x16; AVX-512 only)",
+                 with(conv::build_direct_oc_small_8))
       // 1x1, stride 1, pad 0: a matrix product per image (weight . x[n] with the pixels
       // flattened), through matmul's packed GEMM (nn_conv2d_gemm.cpp). At least two of
       // AVX-512's tiles (256 channels x 256 pixels), or one thread idles: 1024 -> 256 at
@@ -175,7 +192,8 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       // 2 640@16 0.53 / 0.73; 2560@10 -> 1280 0.83 against direct_oc_small_14x14 (AVX-512) and
       // 0.20 against direct_oc_blocked (AVX2). Not below: 1280@14 (direct_oc_small_14x14 /
       // direct_oc_blocked 0.84 / 0.86x its time), 320@16 (direct_oc_blocked, 0.96-1.06x), 1280@8
-      // (direct_oc_small_8, 0.67-0.70x); scripts/BENCHMARKS.md, "The UNet at batch 2".
+      // (direct_oc_small_8, 0.67-0.70x); scripts/BENCHMARKS.md, "The UNet at batch 2". On
+      // AVX-512, outputs 7 or a multiple of 8 wide run direct_oc_small_8_16x16 instead (above).
       .algorithm("gemm_3x3",
                  "groups == 1 && KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && "
                  "dilation_h == 1 && dilation_w == 1 && " +
@@ -245,6 +263,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("direct_oc_unpadded", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small_8", 1e-4, 1e-4)
+      .algorithm_tolerance("direct_oc_small_8_16x16", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_small_14x14", 1e-4, 1e-4)
       .algorithm_tolerance("direct_oc_blocked", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1", 1e-4, 1e-4)

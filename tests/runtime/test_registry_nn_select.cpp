@@ -1,5 +1,6 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > gemm_3x3 > winograd > the 4-image
-// gemm algorithms > the gemm algorithms and direct_oc_small_8 > direct_oc_small(_14x14) >
+// Choosing an NN op's algorithm by shape (conv2d: depthwise > direct_oc_small_8_16x16 (AVX-512)
+// > gemm_3x3 > winograd > the 4-image gemm algorithms > the gemm algorithms and
+// direct_oc_small_8 > direct_oc_small(_14x14) >
 // direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
 // descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
 // apply and of shapes that break the op's checks.
@@ -49,9 +50,22 @@ TEST_CASE("conv2d picks the highest-priority algorithm whose condition holds") {
   CHECK(algorithm_for(*reg, Conv(1, 63, 64, 16, 63, 3, 1, 1)) == "direct_oc");
   // 3x3 on 65-256 output pixels with large C: the GEMM (16x16 with C x pixels >= 131072, or
   // C >= 1536); Winograd needs more than 256 pixels.
-  CHECK(algorithm_for(*reg, Conv(1, 520, 16, 16, 520, 3, 1, 1)) == "gemm_3x3");
   CHECK(algorithm_for(*reg, Conv(1, 1600, 10, 16, 1600, 3, 1, 1)) == "gemm_3x3");
-  CHECK(algorithm_for(*reg, Conv(1, 320, 16, 16, 320, 3, 1, 1)) == "direct_oc_blocked");
+  // 16x16 (65-256 pixels, 7 or a multiple of 8 wide): 8-pixel row blocks on AVX-512, above
+  // gemm_3x3; AVX2 keeps the channel-blocked x (320) and the GEMM (520).
+  const Conv unet16(1, 320, 16, 16, 320, 3, 1, 1), big16(1, 520, 16, 16, 520, 3, 1, 1);
+  CHECK(algorithm_for(*reg, unet16, {}, "avx2") == "direct_oc_blocked");
+  CHECK(algorithm_for(*reg, big16, {}, "avx2") == "gemm_3x3");
+  if (opforge::testing::host_isas(*reg).runs("avx512")) {
+    CHECK(algorithm_for(*reg, unet16, {}, "avx512") == "direct_oc_small_8_16x16");
+    CHECK(algorithm_for(*reg, big16, {}, "avx512") == "direct_oc_small_8_16x16");
+    CHECK(algorithm_for(*reg, Conv(1, 320, 31, 16, 320, 3, 2, 1), {}, "avx512") ==
+          "direct_oc_small_8_16x16");  // stride 2: 16x16 out
+    CHECK(algorithm_for(*reg, Conv(1, 1600, 15, 16, 1600, 3, 1, 1), {}, "avx512") ==
+          "gemm_3x3");  // 15 wide
+    CHECK(algorithm_for(*reg, Conv(1, 640, 17, 16, 640, 3, 1, 1), {}, "avx512") ==
+          "winograd");  // 289 pixels
+  }
   CHECK(algorithm_for(*reg, Conv(1, 2100, 8, 16, 2100, 3, 1, 1)) == "direct_oc_small_8");
   CHECK(algorithm_for(*reg, Conv(1, 8, 9, 16, 8, 3, 1, 1)) == "direct_oc_small");  // 9x9 out
   // Small outputs (<= 64 pixels; <= 196 with 3x3 or larger filters): tasks over channels.

@@ -1,11 +1,11 @@
 // conv2d and conv2d_bias_relu: an fp64 loop written from torch.nn.functional.conv2d's
 // definition (NCHW, zero padding, stride, dilation, groups); the check
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
-// direct_oc_small, direct_oc_small_8, direct_oc_small_14x14, direct_oc_blocked, gemm_1x1,
-// gemm_1x1_small, gemm_1x1_small_16, gemm_1x1_images, gemm_1x1_s2, gemm_1x1_s2_images, gemm_3x3,
-// winograd, depthwise) of both ops on every problem it applies to: 1x1 spatial, channels not a
-// multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation, padding 0 to 2, non-square
-// filters.
+// direct_oc_small, direct_oc_small_8, direct_oc_small_8_16x16, direct_oc_small_14x14,
+// direct_oc_blocked, gemm_1x1, gemm_1x1_small, gemm_1x1_small_16, gemm_1x1_images, gemm_1x1_s2,
+// gemm_1x1_s2_images, gemm_3x3, winograd, depthwise) of both ops on every problem it applies to:
+// 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
+// padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -72,6 +72,12 @@ std::vector<NnProblem> problems(bool bias) {
       {1, 9, 4, 16, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {1, 10, 10, 10, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1},
       {1, 6, 12, 12, 40, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+      // direct_oc_small_8_16x16 (AVX-512; 3x3 or larger, outputs 7 or a multiple of 8 wide,
+      // 65-256 pixels): 16x16 with O off the vectors and the 32-channel tasks;
+      // stride 2 and batch 2 (16x16 from 31x32); 14x7 (7 wide).
+      {1, 21, 16, 16, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {2, 19, 31, 32, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+      {1, 9, 14, 7, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       // direct_oc_small_14x14 (AVX-512; C >= 64, 3x3, 65-196 pixels): C off the 8-channel
       // blocks, o off the 32-channel tasks; on AVX2 these run direct_oc_blocked.
       {1, 67, 27, 25, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // 14x13 output
