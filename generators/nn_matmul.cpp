@@ -74,9 +74,13 @@ PackedGemm define_packed_gemm(const Func& opa, const Func& opb, const Expr& K, c
   return g;
 }
 
-Expr packed_gemm_tile_height(const PackedGemm& g, const Expr& M) {
-  const Expr tile_rows = (M + g.t.mt - 1) / g.t.mt;
-  return ((M + tile_rows - 1) / tile_rows + g.t.rm - 1) / g.t.rm * g.t.rm;
+Expr packed_gemm_tile_rows(const PackedGemm& g, const Expr& M) {
+  return (M + g.t.mt - 1) / g.t.mt;
+}
+
+Expr packed_gemm_tile_height(const PackedGemm& g, const Expr& M, const Expr& tile_rows) {
+  const Expr rows = tile_rows.defined() ? tile_rows : packed_gemm_tile_rows(g, M);
+  return ((M + rows - 1) / rows + g.t.rm - 1) / g.t.rm * g.t.rm;
 }
 
 void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contiguous,
@@ -278,14 +282,32 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   // ---- Schedule ----
   // One parallel task per tile of c (schedule_packed_gemm's comment has the measurements).
   Var tile("tile"), ni("ni"), no("no"), mi("mi"), mo("mo");
-  const Expr mt = packed_gemm_tile_height(g, M);
-  c.split(m, mo, mi, mt, TailStrategy::GuardWithIf)
-      .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
-      .reorder(ni, mi, no, mo)
-      .fuse(no, mo, tile)
-      .fuse(tile, bt, tile)
-      .parallel(tile)
-      .vectorize(ni, vec, TailStrategy::GuardWithIf);
+  auto tile_c = [&](Stage s, const Expr& tile_rows) {
+    s.split(m, mo, mi, packed_gemm_tile_height(g, M, tile_rows), TailStrategy::GuardWithIf)
+        .split(n, no, ni, t.nt, TailStrategy::GuardWithIf)
+        .reorder(ni, mi, no, mo)
+        .fuse(no, mo, tile)
+        .fuse(tile, bt, tile)
+        .parallel(tile)
+        .vectorize(ni, vec, TailStrategy::GuardWithIf);
+  };
+  // Few tasks: more, lower tile rows, so that two threads get equal work from the runtime's
+  // static split (contiguous runs of tasks, numbered along n first): at least 4 tasks, and an
+  // even count below 16. 256 x 320 x 320 (a UNet attention projection at 16x16) ran 2 tasks,
+  // 256 and 64 columns wide, 4 : 1 over the two threads. Time against the single rule, with
+  // transpose_b, 2 threads, warm, same run (2026-12-06, AMD EPYC family 25 model 17): AVX-512
+  // 256 x 320 x 320 0.69x (0.94x oneDNN's speed after), 256 x 320 x 1280 0.87x, 640 x 768 x
+  // 768 (9 tasks) 0.90x, 512 x 768 x 768 (6) 1.00x; AVX2 64 x 320 x 320 0.86x, the others
+  // 0.98-1.02x (192-row tiles: 4 tasks already). Each branch's tile rows are one
+  // plain expression: Halide bounds the batch decoded from the task index (task / tasks per
+  // batch) exactly only then; a min, max or select in the tile height made its bounds reach
+  // negative batches (Halide error -4 on every call).
+  const Expr rows = packed_gemm_tile_rows(g, M);
+  const Expr tasks = (N + t.nt - 1) / t.nt * c.output_buffer().dim(2).extent() * rows;
+  tile_c(c.specialize(tasks == 1), rows * 4);
+  tile_c(c.specialize(tasks <= 3), rows * 2);
+  tile_c(c.specialize(tasks < 16 && tasks % 2 == 1), rows + 1);
+  tile_c(c, rows);
   // Tiles then start at multiples of nt and of mt (itself a multiple of rm), so m % rm and
   // n % rn in the packed GEMM are the register block's own indices (no division left in the
   // inner loop).

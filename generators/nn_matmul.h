@@ -55,9 +55,14 @@ PackedGemm define_packed_gemm(const Halide::Func& opa, const Halide::Func& opb,
                               const Halide::Expr& K, const Halide::Target& target,
                               bool a_batched = true);
 
-// Height of the tile rows when M rows split into rows of equal height, a multiple of rm and
-// at most mt (the runtime's static split then gives every thread whole tile rows' work).
-Halide::Expr packed_gemm_tile_height(const PackedGemm& g, const Halide::Expr& M);
+// Tile rows of at most mt rows that M rows need.
+Halide::Expr packed_gemm_tile_rows(const PackedGemm& g, const Halide::Expr& M);
+
+// Height of the tile rows when M rows split into `tile_rows` (default: packed_gemm_tile_rows)
+// rows of equal height, a multiple of rm (the runtime's static split then gives every thread
+// whole tile rows' work).
+Halide::Expr packed_gemm_tile_height(const PackedGemm& g, const Halide::Expr& M,
+                                     const Halide::Expr& tile_rows = Halide::Expr());
 
 // prod computed per tile of its consumer at `tile`; a_k_contiguous: op(a)'s rows are
 // contiguous along k in memory (a not transposed), b_k_contiguous: op(b)'s columns are (b

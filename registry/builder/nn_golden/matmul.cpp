@@ -8,7 +8,10 @@
 // rows (174 + 174 + 169 on AVX2, 176 + 176 + 165 on AVX-512); and small_m's (M <= 16, N >=
 // 128): K below one vector and with a tail, N one task exactly and with a shifted last task
 // and register block, batched with one operand broadcast, M at its limits 8 and 16; batched
-// products of several tile rows and columns (the fused task index decoded back to batch).
+// products of several tile rows and columns (the fused task index decoded back to batch); and
+// each of the packed algorithm's few-task branches: 1 task made 4 tile rows (1 x 1, 9 x 31), 2-3
+// made twice the rows (batch 2 of 33 x 65, 517 x 70), an odd count below 16 one more row
+// (batch 5 of 20 x 40; 600 x 600, 9 tasks on AVX-512).
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {
@@ -28,12 +31,13 @@ std::vector<NnProblem> problems() {
   struct Case {
     int64_t ba, bb, M, N, K;
   };
-  const std::vector<Case> cases = {
-      {0, 0, 1, 1, 1},      {0, 0, 1, 17, 5},    {3, 3, 17, 1, 33},   {2, 2, 33, 65, 17},
-      {0, 0, 9, 31, 300},   {2, 0, 70, 47, 513}, {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7},
-      {0, 0, 5, 290, 1000}, {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13},
-      {0, 0, 1, 128, 1},    {0, 0, 3, 300, 77},  {2, 0, 2, 129, 40},  {0, 2, 8, 1000, 20},
-      {0, 0, 16, 200, 33},  {3, 0, 400, 270, 3}, {2, 2, 300, 300, 5}};
+  const std::vector<Case> cases = {{0, 0, 1, 1, 1},     {0, 0, 1, 17, 5},    {3, 3, 17, 1, 33},
+                                   {2, 2, 33, 65, 17},  {0, 0, 9, 31, 300},  {2, 0, 70, 47, 513},
+                                   {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7},  {0, 0, 5, 290, 1000},
+                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13},
+                                   {0, 0, 1, 128, 1},   {0, 0, 3, 300, 77},  {2, 0, 2, 129, 40},
+                                   {0, 2, 8, 1000, 20}, {0, 0, 16, 200, 33}, {3, 0, 400, 270, 3},
+                                   {2, 2, 300, 300, 5}, {5, 5, 20, 40, 9},   {0, 0, 600, 600, 5}};
   std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
