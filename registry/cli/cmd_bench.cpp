@@ -531,9 +531,10 @@ Command bench_command() {
         {"threads", "N", "threads for the op (default 2)"},
         {"reps", "N", "timed calls per kernel (default: about 1 s of work)"},
         {"regime", "awake|idle",
-         "awake (default): timed calls back to back, the thread pool still spinning; idle: a "
-         "sleep before each timed call (never timed), so every call pays the workers' "
-         "wake-up, as a step between forward and backward passes does"},
+         "awake (default): timed calls back to back, the thread pool still spinning "
+         "(OMP_WAIT_POLICY=active unless set); idle: a sleep before each timed call (never "
+         "timed), so every call pays the workers' wake-up, as a step between forward and "
+         "backward passes does (OMP_WAIT_POLICY=passive unless set)"},
         {"idle-gap", "US", "--regime idle: microseconds of sleep before each call (default 2000)"},
         {"scalar", "NAME=VALUE", "a scalar argument (default 0.5; 1 for integer scalars)", true},
         {"set", "NAME=VALUE",

@@ -38,15 +38,22 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   using namespace opforge::cli;
-  // oneDNN (bench's peer) runs on libgomp, which reads its settings when it loads: its workers
-  // would spin ~10 ms after each region, stealing the cores Halide's pool runs on. `bench`
-  // restarts itself once with a passive wait policy and the bench's thread count.
+  // libgomp reads its wait policy when it loads, so `bench` restarts itself once with the
+  // policy its regime means and the bench's thread count. idle: passive (every call wakes
+  // sleeping workers). awake: active, the workers spin between the back-to-back calls; with
+  // the default openmp pool they are the same libgomp workers oneDNN (the peer) runs on. Under
+  // passive, "awake" calls paid a wake each (silu at 81920 elements 58 us, 18 us active; AMD
+  // EPYC 2 vCPUs). With Halide's pool (OPFORGE_THREAD_POOL=halide) awake stays passive: spinning
+  // libgomp workers (~10 ms after each oneDNN region) would steal the cores Halide's runs on.
   if (argc > 1 && std::string(argv[1]) == "bench" && !std::getenv("OMP_WAIT_POLICY")) {
-    std::string threads = "2";
+    std::string threads = "2", regime = "awake";
     for (int i = 2; i + 1 < argc; ++i) {
       if (std::string(argv[i]) == "--threads") threads = argv[i + 1];
+      if (std::string(argv[i]) == "--regime") regime = argv[i + 1];
     }
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    const char* pool = std::getenv("OPFORGE_THREAD_POOL");
+    const bool halide_pool = pool && std::string(pool) == "halide";
+    setenv("OMP_WAIT_POLICY", regime == "awake" && !halide_pool ? "active" : "passive", 1);
     if (!std::getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads.c_str(), 1);
     execv("/proc/self/exe", argv);  // on failure, run as we are
   }
