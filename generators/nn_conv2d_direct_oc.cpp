@@ -134,13 +134,23 @@ NnKernel build(const ConvInputs& in, const Form& form) {
   // AMD EPYC family 26 model 2, 2 threads, alternating runs); batch 1 is unchanged. The tasks
   // are then O / 32 whatever the batch (16 at 512 channels), as at batch 1.
   const int OG = small ? 32 : 128;
+  // Row-pair tasks: the O channels in groups of equal size (at most OG, a multiple of OB), so
+  // that the static split gives two threads equal work: 320 channels ran groups of 128, 128
+  // and 64 (12 : 8 over two threads at 16x16), now 112, 112 and 96 on AVX2: the time 0.87-0.89x
+  // at 320@16, 320@32 and 320@64 stride 2 (direct_oc_blocked; direct_oc 0.94x), 256 channels
+  // unchanged (2026-12-06, AMD EPYC family 25 model 17, 2 threads, old and new kernels
+  // interleaved in one process). AVX-512's 32-channel blocks still make 128, 128 and 64 of 320.
+  // Divisions only: Halide bounds the fused task index's decode exactly only for a plain
+  // expression (nn_matmul.cpp).
+  const Expr groups = (in.O() + OG - 1) / OG;
+  const Expr og_size = small ? Expr(OG) : ((in.O() + groups - 1) / groups + OB - 1) / OB * OB;
   Var owo("owo"), owi("owi"), oho("oho"), ohi("ohi"), og("og"), o2("o2"), t("t"), p("p");
   // Tails: unpadded, the last block shifts inwards (recomputing a few outputs) so that it
   // never reads past x; padded, it computes past the output into the copy's zeros.
   const TailStrategy tail = unpadded ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
   y.split(ow, owo, owi, PW, tail)
       .split(oh, oho, ohi, PH, tail)
-      .split(o, og, o2, OG, TailStrategy::GuardWithIf)
+      .split(o, og, o2, og_size, TailStrategy::GuardWithIf)
       .split(o2, oo, oi, OB, TailStrategy::GuardWithIf);
   if (small) {
     y.reorder(owi, ohi, oi, oo, owo, oho, n, og).rename(og, p).parallel(p);
@@ -196,7 +206,8 @@ NnKernel build(const ConvInputs& in, const Form& form) {
                   std::string(form.name) + ": " + std::to_string(b.nv) +
                       " vectors of output channels x " + std::to_string(PW) + "x" +
                       std::to_string(PH) + " pixels register block, broadcast input, tasks of " +
-                      std::to_string(OG) + " channels x " + (small ? "every pixel" : "2 rows"),
+                      (small ? "" : "up to ") + std::to_string(OG) + " channels x " +
+                      (small ? "every pixel" : "2 rows, the channels in groups of equal size"),
                   {{"o_block", OB},
                    {"w_block", PW},
                    {"h_block", PH},

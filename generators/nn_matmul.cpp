@@ -320,7 +320,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   kernel.schedule_summary = "packed A/B panels per K chunk, " + std::to_string(t.rm) + "x" +
                             std::to_string(t.rn) + " register block, one parallel task per " +
                             "tile of c (" + std::to_string(t.nt) + " columns, tile rows of equal " +
-                            "height up to " + std::to_string(t.mt) + ")";
+                            "height up to " + std::to_string(t.mt) +
+                            "; more rows when there are few tasks)";
   if (double_buffer)
     kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", t.kc_max(), "k");
   kernel.schedule_params = {
