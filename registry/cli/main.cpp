@@ -47,9 +47,13 @@ int main(int argc, char** argv) {
   // libgomp workers (~10 ms after each oneDNN region) would steal the cores Halide's runs on.
   if (argc > 1 && std::string(argv[1]) == "bench" && !std::getenv("OMP_WAIT_POLICY")) {
     std::string threads = "2", regime = "awake";
-    for (int i = 2; i + 1 < argc; ++i) {
-      if (std::string(argv[i]) == "--threads") threads = argv[i + 1];
-      if (std::string(argv[i]) == "--regime") regime = argv[i + 1];
+    for (int i = 2; i < argc; ++i) {  // --name value or --name=value, as the options parse
+      const std::string arg = argv[i];
+      for (auto [name, value] : {std::pair{"--threads", &threads}, {"--regime", &regime}}) {
+        const std::string eq = std::string(name) + "=";
+        if (arg == name && i + 1 < argc) *value = argv[i + 1];
+        if (arg.rfind(eq, 0) == 0) *value = arg.substr(eq.size());
+      }
     }
     const char* pool = std::getenv("OPFORGE_THREAD_POOL");
     const bool halide_pool = pool && std::string(pool) == "halide";
