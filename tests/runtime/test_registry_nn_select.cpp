@@ -1,9 +1,8 @@
 // Choosing an NN op's algorithm by shape (conv2d: depthwise > direct_oc_small_8_16x16 (AVX-512)
 // > gemm_3x3 > winograd > the 4-image gemm algorithms > the gemm algorithms and
-// direct_oc_small_8 > direct_oc_small(_14x14) >
-// direct_oc_unpadded > direct_oc_blocked > direct_oc > direct by priority, each where its
-// descriptor's condition holds), forcing one, and the errors of a forced algorithm that does not
-// apply and of shapes that break the op's checks.
+// direct_oc_small_8 > direct_oc_small(_14x14) > direct_oc_unpadded > direct_oc_blocked >
+// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
+// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
