@@ -84,6 +84,21 @@ def test_linear_decode_rows(reg, rows, algorithm):
     run_both(m, onn.Linear, x, 1e-5 * 77, 1e-4)
 
 
+def test_linear_rows_alternating(reg):
+    """One Linear called with 1, 17, 1, 17 and 3 rows: the kernel that functional remembers
+    per shape is the one selection picks for that shape (small_m, packed), and every output
+    matches fp64."""
+    from opforge.torch.nn import functional as F
+    torch.manual_seed(42)
+    m = torch.nn.Linear(77, 300)
+    for i, rows in enumerate((1, 17, 1, 17, 3)):
+        x = randn(rows, 77, seed=43 + i)
+        args, attrs = dict(a=x, b=m.weight.detach()), {"transpose_b": True}
+        assert F._kernel_for("matmul", args, attrs).variant == \
+            reg.select_for("matmul", args, attrs).variant
+        run_both(m, onn.Linear, x, 1e-5 * 77, 1e-4)
+
+
 @pytest.mark.parametrize("cfg", [
     dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # direct_oc
     dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # .._small_8

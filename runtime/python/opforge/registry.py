@@ -5,7 +5,7 @@ import json
 
 from . import _lib, dtypes
 from ._lib import OpforgeError, check, decode, lib
-from .tensors import Args, is_array
+from .tensors import Args, CallTemplates, is_array, roles
 
 
 def _attr_text(attrs):
@@ -141,6 +141,8 @@ class Kernel:
         check(lib().opforge_kernel_descriptor_json(handle, ctypes.byref(text)))
         self.descriptor = json.loads(decode(text.value))
         self.op = self.descriptor["op"]
+        self._roles = roles(self.descriptor)
+        self._templates = CallTemplates(self._roles)
 
     def __repr__(self):
         return f"<opforge.Kernel {self.variant}>"
@@ -156,7 +158,7 @@ class Kernel:
         return bool(lib().opforge_kernel_splittable(self.handle))
 
     def _prepare(self, args, kwargs):
-        return Args(_args(args, kwargs), self.descriptor)
+        return Args(_args(args, kwargs), roles_=self._roles)
 
     def __call__(self, args=None, **kwargs):
         return self.call(args, **kwargs)
@@ -165,7 +167,8 @@ class Kernel:
         """Validates the arguments (tensors: numpy arrays / CPU torch tensors; scalars:
         numbers) against the descriptor and calls the kernel; in-place ops update the state
         tensors where they lie."""
-        a = self._prepare(args, kwargs)
+        merged = _args(args, kwargs)
+        a = self._templates.args(merged) or Args(merged, roles_=self._roles)
         check(lib().opforge_call(self.handle, a.tensors, a.nt, a.scalars, a.ns))
 
     def prepare(self, args=None, **kwargs):

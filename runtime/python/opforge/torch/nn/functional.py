@@ -9,6 +9,7 @@ in fp32 and returns bf16 rounded to nearest even, as torch's bf16 CPU ops do; th
 per-channel parameters (weight, bias) are used in fp32 whatever their dtype."""
 
 import math
+import os
 
 import torch
 
@@ -41,9 +42,11 @@ def _cpu_tensor(name, t, dtypes, takes):
     naming the argument and saying what the kernel `takes`."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu" or t.dtype not in dtypes:
+    if not t.is_cpu or t.dtype not in dtypes:
         raise TypeError(f"{name}: {takes} CPU tensors, got {t.dtype} on {t.device}")
-    return t.detach().contiguous()
+    if t.requires_grad:
+        t = t.detach()
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def _f32(name, t):
@@ -73,6 +76,8 @@ def _param(name, t):
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or not t.is_floating_point():
         raise TypeError(f"{name}: expected a floating-point CPU tensor, got "
                         f"{getattr(t, 'dtype', type(t).__name__)}")
+    if t.dtype == torch.float32 and t.is_contiguous():
+        return t  # read in place (_require_no_grad made sure autograd is not recording)
     return t.detach().to(torch.float32).contiguous()
 
 
@@ -85,6 +90,28 @@ def _kernel(op, attrs=None, registry=None):
     return k
 
 
+_by_shape = {}  # (op, attrs, registry id, $OPFORGE_ISA, shapes, scalars) -> Kernel
+_BY_SHAPE_MAX = 4096  # a model's distinct call shapes are far fewer; past this, start over
+
+
+def _kernel_for(op, args, attrs=None, registry=None):
+    """registry.select_for(op, args, attrs): the variant whose algorithm applies to these
+    tensors' shapes and these scalars, remembered per shape here (the runtime remembers too,
+    but converting the arguments to reach it cost ~10 us a call, a decode step's Linear)."""
+    reg = registry or default_registry()
+    shapes = tuple((n, v.shape, v.dtype) if isinstance(v, torch.Tensor) else (n, v)
+                   for n, v in args.items())
+    key = (op, tuple(sorted(attrs.items())) if attrs else (), id(reg),
+           os.environ.get("OPFORGE_ISA"), shapes)
+    k = _by_shape.get(key)
+    if k is None:
+        k = reg.select_for(op, args, attrs)
+        if len(_by_shape) >= _BY_SHAPE_MAX:
+            _by_shape.clear()
+        _by_shape[key] = k
+    return k
+
+
 def _call(kernel, out_shape, out_name, dtype=torch.float32, **args):
     out = empty(out_shape, dtype)
     kernel.call(args, **{out_name: out})
@@ -93,6 +120,8 @@ def _call(kernel, out_shape, out_name, dtype=torch.float32, **args):
 
 def _rows(x, normalized):
     """x as [R, C] with C the product of the last `normalized` dims (a view of contiguous x)."""
+    if normalized == 1 and x.dim() == 2:
+        return x
     c = math.prod(x.shape[x.dim() - normalized:]) if normalized else 1
     return x.reshape(-1, c)
 
@@ -109,7 +138,10 @@ def _norm_rows(what, x, normalized_shape, weight, bias=None):
     c = rows.shape[1]
 
     def per_column(name, t, fill):
-        return _param(f"{what}: {name}", t).reshape(c) if t is not None else torch.full((c,), fill)
+        if t is None:
+            return torch.full((c,), fill)
+        p = _param(f"{what}: {name}", t)
+        return p if p.shape == (c,) else p.reshape(c)
 
     return x, rows, per_column("weight", weight, 1.0), per_column("bias", bias, 0.0)
 
@@ -204,8 +236,7 @@ def linear(x, weight, bias=None, registry=None):
                          "match (in_features is the weight's second dim)")
     a = x.reshape(-1, w.shape[1])
     # By the call's shapes: a few rows (a decode step) take small_m, b read once in place.
-    k = (registry or default_registry()).select_for("matmul", {"a": a, "b": w},
-                                                    {"transpose_b": True})
+    k = _kernel_for("matmul", {"a": a, "b": w}, {"transpose_b": True}, registry)
     y = _call(k, (a.shape[0], w.shape[0]), "c", a=a, b=w)
     if bias is not None:
         y += _f32("linear: bias", bias)
@@ -247,8 +278,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
     ow = (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     args = dict(x=x, weight=w, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw, dilation_h=dh,
                 dilation_w=dw, groups=groups)
-    reg = registry or default_registry()
-    kernel = reg.select_for("conv2d", args)
+    kernel = _kernel_for("conv2d", args, registry=registry)
     y = empty((x.shape[0], w.shape[0], oh, ow))
     kernel.call(args, y=y)
     if bias is not None:
@@ -324,5 +354,5 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             mask_dtype = "float32"
         op, attrs = "scaled_dot_product_attention_masked", {"mask_dtype": mask_dtype}
     # By the call's shapes: a few queries (decode) take the decode algorithm, others flash.
-    kernel = (registry or default_registry()).select_for(op, args, attrs)
+    kernel = _kernel_for(op, args, attrs, registry)
     return _call(kernel, q.shape, "o", **args)
