@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "dsl/double_buffer.h"
 #include "dsl/schedule_params.h"
@@ -84,7 +85,8 @@ Expr packed_gemm_tile_height(const PackedGemm& g, const Expr& M, const Expr& til
 }
 
 void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contiguous,
-                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile) {
+                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile,
+                          bool pack_b_once) {
   // GotoBLAS-style: per mt x nt tile of c (one parallel task), per K chunk, pack an mt x kc
   // panel of op(a) and a kc x nt panel of op(b); then per rn-column slice of the B panel
   // (32 KB, stays in L1) and per rm-row slice of the A panel (L2), the register block acc:
@@ -197,7 +199,11 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
   acc.update().reorder(n, m, g.r, ko).vectorize(n, vec).unroll(n).unroll(m);
 
   apack.compute_at(prod, g.rko);
-  bpack.compute_at(prod, g.rko);
+  if (pack_b_once) {
+    bpack.compute_root();
+  } else {
+    bpack.compute_at(prod, g.rko);
+  }
   if (g.a_k_group > 0) {
     // Whole groups from a multiple of the group (align_bounds), scalar copies unrolled.
     apack.align_bounds(k, g.a_k_group)
@@ -215,6 +221,9 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
   if (b_k_contiguous) {
     // A row of b is contiguous along k: load vec k at once, one column of the panel.
     bpack.split(k, kv, kvi, vec).reorder(kvi, ni, kv).vectorize(kvi).unroll(ni);
+    if (pack_b_once) bpack.parallel(no);
+  } else if (pack_b_once) {
+    bpack.vectorize(ni, vec).parallel(no);
   } else if (vec >= 16) {
     // AVX-512: a slice is 2 whole lines of each b row; k outside (below) gained nothing.
     bpack.vectorize(ni, vec);
@@ -228,18 +237,39 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
   // packed by a producer task while the register blocks run over this one.
   const int fold = t.kc_max();
   if (double_buffer) {
-    for (Func pack : {apack, bpack})
+    for (Func pack : pack_b_once ? std::vector<Func>{apack} : std::vector<Func>{apack, bpack})
       dsl::double_buffer(pack, prod, tile, LoopLevel(prod, g.rko), k, fold, 0);
   }
 }
 
-namespace {
-
-// The element (col, row) of a row-major [B?, rows, cols] tensor, Halide order (col, row,
-// batch). The runtime passes a tensor without the batch dim with batch stride 0.
-Expr at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch) {
-  return p(col, row, batch);
+MatmulInputs MatmulInputs::from(const dsl::NnArgs& args, bool linear) {
+  MatmulInputs in;
+  if (linear) {
+    in.a = args.tensors.at("x");
+    in.b = args.tensors.at("weight");
+    in.bias = args.tensors.at("bias");
+    in.tb = true;
+    in.out = "y";
+  } else {
+    in.a = args.tensors.at("a");
+    in.b = args.tensors.at("b");
+    in.ta = args.attr_bool("transpose_a");
+    in.tb = args.attr_bool("transpose_b");
+  }
+  return in;
 }
+
+// A row-major [B?, rows, cols] tensor is (col, row, batch) to Halide; the runtime passes one
+// without the batch dim with batch stride 0. linear's weight is declared 2-D.
+Expr MatmulInputs::at(const ImageParam& p, const Expr& col, const Expr& row, const Expr& batch) {
+  return p.dimensions() == 2 ? p(col, row) : p(col, row, batch);
+}
+
+Expr MatmulInputs::epilogue(const Expr& product, const Expr& n) const {
+  return bias.defined() ? product + bias(n) : product;
+}
+
+namespace {
 
 // The settable params (the tiles above are fixed per ISA).
 const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
@@ -252,9 +282,12 @@ const std::vector<dsl::ScheduleParamDecl>& matmul_param_decls() {
   return d;
 }
 
-dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
-  const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
-  const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
+// packed (pack_b_once false) and packed_b_once: the same GEMM; packed_b_once packs op(b)'s
+// panels for the whole call first (see the algorithm's declaration for when it pays).
+dsl::NnKernel build_packed(const MatmulInputs& in, const dsl::NnArgs& args, bool pack_b_once) {
+  const ImageParam &a = in.a, &b = in.b;
+  const bool ta = in.ta, tb = in.tb;
+  const auto at = MatmulInputs::at;
   const bool double_buffer =
       dsl::resolve_declared(matmul_param_decls(), args.schedule, "matmul").at("double_buffer");
 
@@ -276,8 +309,8 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   const int vec = t.rn / 2;
 
   // Without a batch dim anywhere, the runtime calls with batch 1.
-  Func c = dsl::output_func("c");
-  c(n, m, bt) = g.prod(n, m, bt);
+  Func c = dsl::output_func(in.out);
+  c(n, m, bt) = in.epilogue(g.prod(n, m, bt), n);
 
   // ---- Schedule ----
   // One parallel task per tile of c (schedule_packed_gemm's comment has the measurements).
@@ -313,26 +346,60 @@ dsl::NnKernel build_matmul(const dsl::NnArgs& args) {
   // inner loop).
   c.output_buffer().dim(0).set_min(0);
   c.output_buffer().dim(1).set_min(0);
-  schedule_packed_gemm(g, LoopLevel(c, tile), !ta, tb, double_buffer);
+  schedule_packed_gemm(g, LoopLevel(c, tile), !ta, tb, double_buffer, false, pack_b_once);
 
   dsl::NnKernel kernel;
   kernel.outputs = {c};
-  kernel.schedule_summary = "packed A/B panels per K chunk, " + std::to_string(t.rm) + "x" +
-                            std::to_string(t.rn) + " register block, one parallel task per " +
-                            "tile of c (" + std::to_string(t.nt) + " columns, tile rows of equal " +
+  kernel.schedule_summary = std::string(pack_b_once ? "op(b) packed into panels once per call, "
+                                                      "A panels per tile and K chunk, "
+                                                    : "packed A/B panels per K chunk, ") +
+                            std::to_string(t.rm) + "x" + std::to_string(t.rn) +
+                            " register block, one parallel task per " + "tile of c (" +
+                            std::to_string(t.nt) + " columns, tile rows of equal " +
                             "height up to " + std::to_string(t.mt) +
                             "; more rows when there are few tasks)";
   if (double_buffer)
-    kernel.schedule_summary += "; " + dsl::double_buffer_summary("A and B panels", t.kc_max(), "k");
+    kernel.schedule_summary +=
+        "; " +
+        dsl::double_buffer_summary(pack_b_once ? "A panels" : "A and B panels", t.kc_max(), "k");
   kernel.schedule_params = {
       {"rn", t.rn},         {"rm", t.rm}, {"kc", t.kc}, {"kc_long_k", t.kc_long_k},
       {"long_k", t.long_k}, {"nt", t.nt}, {"mt", t.mt}, {"double_buffer", double_buffer}};
   return kernel;
 }
 
+// packed_b_once: packed re-packs op(b) once per tile row (M / mt times: 16 times at M = 4096
+// on AVX-512), and with transpose_b that pack is a transpose: perf, 1 thread, 4096 x 768 x
+// 3072 with transpose_b (a GPT-2 MLP Linear at batch 8 x 512), AVX-512: the register block
+// 80% of the kernel's samples, the B pack 14%. Packed once per call (compute_root, parallel
+// over the column panels; a copy of b's size, read by every tile from L3 or memory), the
+// pack is 1% and the register block 93%. Time against packed, 2 threads unless said, `opforge
+// bench matmul` (every algorithm and oneDNN 2.6 in one run, medians of 9, 2026-12-06, AMD
+// EPYC family 25 model 17, Zen 4, 2 vCPUs):
+//   transpose_b  4096 x 768 x 3072  AVX-512 0.96 (1 thread 0.94), 4096 x 3072 x 768 0.92
+//                (0.91), 4096 x 768 x 2304 0.96 / AVX2 0.97, 4096 x 768 x 768 0.98 / 0.96,
+//                1024^3 1.02 (1 thread 0.92); 512 x 768 x 768 1.02 / 0.89
+//   plain        1024^3 0.99 (0.97); 8 x 512^3 (batched) 0.98 / 1.01
+//   one tile row (M <= mt): 128 x 4096^2 transpose_b 1.89 (b packed once either way, now
+//                through memory), 320^2 transpose_b 1.21 / 1.04
+// So from 1024 rows (4 tile rows on AVX-512, 6 on AVX2), where the repeated pack is most of
+// what separates packed from oneDNN at these shapes (0.89-0.94x oneDNN after, 0.86-0.90x
+// before, same runs).
+constexpr int kPackBOnceRows = 1024;
+
 // Rows of op(a) up to which small_m is selected, with and without transpose_b (measured:
 // nn_matmul_small_m.cpp's schedule comment).
 constexpr int kSmallMRowsTb = 16, kSmallMRows = 8;
+
+// One builder per algorithm for both ops (matmul, linear), as conv2d's declare() does.
+enum Algorithm { kPacked, kPackedBOnce, kSmallM };
+dsl::NnBuildFn builder(bool linear, Algorithm algorithm) {
+  return [linear, algorithm](const dsl::NnArgs& args) {
+    const MatmulInputs in = MatmulInputs::from(args, linear);
+    if (algorithm == kSmallM) return build_matmul_small_m(in, args);
+    return build_packed(in, args, algorithm == kPackedBOnce);
+  };
+}
 
 }  // namespace
 
@@ -375,7 +442,12 @@ const dsl::NnOpDecl& matmul() {
         .algorithm("packed", "", 0,
                    "packed A/B panels per K chunk of 128-256, register-blocked inner product, "
                    "parallel over tiles of c",
-                   build_matmul)
+                   builder(false, kPacked))
+        .algorithm("packed_b_once", M + " >= " + std::to_string(kPackBOnceRows), 2,
+                   "packed, with op(b) packed into panels once per call instead of once per "
+                   "tile row (M >= " +
+                       std::to_string(kPackBOnceRows) + ": many tile rows)",
+                   builder(false, kPackedBOnce))
         .algorithm("small_m",
                    M + " <= " + std::to_string(kSmallMRows) + " + " +
                        std::to_string(kSmallMRowsTb - kSmallMRows) + " * transpose_b && " + N +
@@ -385,7 +457,45 @@ const dsl::NnOpDecl& matmul() {
                        " with transpose_b, else " + std::to_string(kSmallMRows) +
                        "; N >= " + std::to_string(kMatmulSmallMTask) +
                        "): b read in place once, no packing (a Linear layer's decode step)",
-                   build_matmul_small_m);
+                   builder(false, kSmallM));
+    return d;
+  }();
+  return decl;
+}
+
+const dsl::NnOpDecl& linear() {
+  static const dsl::NnOpDecl decl = [] {
+    dsl::NnOpDecl d("linear");
+    d.summary("torch's Linear: y = x . weight^T + bias, the bias added in the GEMM's output stage")
+        .formula("y[b, i, j] = sum_k x[b, i, k] * weight[j, k] + bias[j]")
+        .reference("torch.nn.functional.linear(x, weight, bias)")
+        .input("x", {"B?", "M", "K"}, "Input rows (a Linear's [*, in_features], flattened)")
+        .input("weight", {"N", "K"}, "Weight [out_features, in_features], torch's layout")
+        .input("bias", {"N"}, "Added to every row of the product")
+        .output("y", {"B?", "M", "N"}, "x . weight^T + bias")
+        .estimate("M", 1024)
+        .estimate("K", 1024)
+        .estimate("N", 1024)
+        .cost("2*B*M*K*N", "4*(B*M*K + N*K + N + B*M*N)")
+        // matmul's tolerance: the bias is one more rounding.
+        .example("x=1024,1024 weight=1024,1024 bias=1024")
+        .tolerance(1e-4, 5e-4)
+        // matmul's algorithms with transpose_b, their conditions spelled in linear's dims.
+        .algorithm("packed", "", 0,
+                   "matmul's packed GEMM with transpose_b, the bias added as each tile is stored",
+                   builder(true, kPacked))
+        .algorithm("packed_b_once", "M >= " + std::to_string(kPackBOnceRows), 2,
+                   "matmul's packed_b_once with transpose_b (M >= " +
+                       std::to_string(kPackBOnceRows) + "), the bias added as each tile is stored",
+                   builder(true, kPackedBOnce))
+        .algorithm("small_m",
+                   "M <= " + std::to_string(kSmallMRowsTb) +
+                       " && N >= " + std::to_string(kMatmulSmallMTask),
+                   5,
+                   "matmul's small_m with transpose_b (M <= " + std::to_string(kSmallMRowsTb) +
+                       ", N >= " + std::to_string(kMatmulSmallMTask) +
+                       "): a decode step's Linear, weight read in place once",
+                   builder(true, kSmallM));
     return d;
   }();
   return decl;

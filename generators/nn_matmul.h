@@ -14,8 +14,24 @@ constexpr int kMatmulSmallMTask = 128;
 // The packed algorithm's C tile columns; on AVX-512 its most tile rows too (8 x 32).
 constexpr int kMatmulTileColumns = 256;
 
+// What the matmul algorithms read: matmul's a and b under its transpose attrs, or linear's x
+// and weight (b transposed: torch's [out, in] weight) plus its bias, added per output column
+// in the output stage.
+struct MatmulInputs {
+  Halide::ImageParam a, b;  // [B?, rows, cols]; linear's weight has no batch dim
+  bool ta = false, tb = false;
+  Halide::ImageParam bias;  // linear only (defined() false for matmul)
+  std::string out = "c";
+  static MatmulInputs from(const dsl::NnArgs& args, bool linear);
+  // Element (col, row) of a or b at `batch` (a 2-D tensor ignores it), Halide order.
+  static Halide::Expr at(const Halide::ImageParam& p, const Halide::Expr& col,
+                         const Halide::Expr& row, const Halide::Expr& batch);
+  // The output's value from the product: itself, or plus the bias of column n.
+  Halide::Expr epilogue(const Halide::Expr& product, const Halide::Expr& n) const;
+};
+
 // A few rows of op(a) against a large op(b): b read in place, once (nn_matmul_small_m.cpp).
-dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args);
+dsl::NnKernel build_matmul_small_m(const MatmulInputs& in, const dsl::NnArgs& args);
 
 // The packed algorithm's register block and cache tiles (nn_matmul.cpp's schedule comment
 // says how they were chosen).
@@ -69,7 +85,10 @@ Halide::Expr packed_gemm_tile_height(const PackedGemm& g, const Halide::Expr& M,
 // transposed). A tile must start at a multiple of rn columns and rm rows. batches_in_tile: a
 // tile may span several batches; per K chunk they share one A panel (with a_batched false)
 // and the B panel packs them all.
+// pack_b_once: op(b)'s panels packed for the whole call before the tiles (compute_root), read
+// by every tile row, instead of per tile and K chunk.
 void schedule_packed_gemm(PackedGemm& g, const Halide::LoopLevel& tile, bool a_k_contiguous,
-                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile = false);
+                          bool b_k_contiguous, bool double_buffer, bool batches_in_tile = false,
+                          bool pack_b_once = false);
 
 }  // namespace opforge::generators

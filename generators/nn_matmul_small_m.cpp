@@ -28,9 +28,10 @@ struct SmallMTiles {
 
 }  // namespace
 
-dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args) {
-  const ImageParam a = args.tensors.at("a"), b = args.tensors.at("b");
-  const bool ta = args.attr_bool("transpose_a"), tb = args.attr_bool("transpose_b");
+dsl::NnKernel build_matmul_small_m(const MatmulInputs& in, const dsl::NnArgs& args) {
+  const ImageParam &a = in.a, &b = in.b;
+  const bool ta = in.ta, tb = in.tb;
+  const auto at = MatmulInputs::at;
   SmallMTiles t;
   t.vec = args.target.natural_vector_size<float>();
   const Expr M = a.dim(ta ? 0 : 1).extent(), K = a.dim(ta ? 1 : 0).extent();
@@ -42,7 +43,7 @@ dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args) {
   // once per task instead of per register block).
   Func arow("arow");
   arow(k, m, bt) = ta ? a(m, k, bt) : a(k, m, bt);
-  Func c = dsl::output_func("c");
+  Func c = dsl::output_func(in.out);
   Func part("part"), dot("dot"), acc("acc");
   const RDom rv(0, t.vec, "rv");
   const Expr Kv = K / t.vec;  // whole vectors of k
@@ -50,15 +51,15 @@ dsl::NnKernel build_matmul_small_m(const dsl::NnArgs& args) {
   if (tb) {
     // b(k, n, bt) is b's row n: whole vectors of k into lanes, the tail into the first lanes.
     part(lane, n, m, bt) = 0.0f;
-    part(lane, n, m, bt) += arow(rk * t.vec + lane, m, bt) * b(rk * t.vec + lane, n, bt);
-    part(rt, n, m, bt) += arow(Kv * t.vec + rt, m, bt) * b(Kv * t.vec + rt, n, bt);
+    part(lane, n, m, bt) += arow(rk * t.vec + lane, m, bt) * at(b, rk * t.vec + lane, n, bt);
+    part(rt, n, m, bt) += arow(Kv * t.vec + rt, m, bt) * at(b, Kv * t.vec + rt, n, bt);
     dot(n, m, bt) = 0.0f;
     dot(n, m, bt) += part(rv, n, m, bt);
-    c(n, m, bt) = dot(n, m, bt);
+    c(n, m, bt) = in.epilogue(dot(n, m, bt), n);
   } else {
     acc(n, m, bt) = 0.0f;
-    acc(n, m, bt) += arow(r, m, bt) * b(n, r, bt);
-    c(n, m, bt) = acc(n, m, bt);
+    acc(n, m, bt) += arow(r, m, bt) * at(b, n, r, bt);
+    c(n, m, bt) = in.epilogue(acc(n, m, bt), n);
   }
 
   // ---- Schedule ----

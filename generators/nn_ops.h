@@ -40,6 +40,8 @@ const dsl::NnOpDecl& silu();
 const dsl::NnOpDecl& silu_mul();
 // C[B?, M, N] = op(A) . op(B), attrs transpose_a / transpose_b.
 const dsl::NnOpDecl& matmul();
+// torch Linear: matmul with transpose_b and a bias in the output stage (nn_matmul.cpp).
+const dsl::NnOpDecl& linear();
 // NCHW; algorithms direct, direct_oc, direct_oc_blocked, direct_oc_unpadded, direct_oc_small,
 // winograd, depthwise.
 const dsl::NnOpDecl& conv2d();

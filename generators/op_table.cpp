@@ -97,6 +97,7 @@ std::vector<VariantSpec> nn_rows() {
       add_all_algorithms(rows, matmul(), {{"transpose_a", ta}, {"transpose_b", tb}});
     }
   }
+  add_all_algorithms(rows, linear());
   add_all_algorithms(rows, layer_norm());
   add_all_algorithms(rows, rms_norm());
   add_all_algorithms(rows, softmax());

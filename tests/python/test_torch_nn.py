@@ -99,6 +99,29 @@ def test_linear_rows_alternating(reg):
         run_both(m, onn.Linear, x, 1e-5 * 77, 1e-4)
 
 
+@pytest.mark.parametrize("rows,algorithm", [(1, "small_m"), (17, "packed"),
+                                            (1030, "packed_b_once")])
+def test_linear_with_bias_runs_the_linear_op(reg, rows, algorithm, monkeypatch):
+    """With a bias, Linear is the linear op (the bias added in the GEMM's output stage), its
+    algorithm by rows; on a registry without linear, matmul and a bias pass: both against
+    fp64."""
+    from opforge.torch.nn import functional as F
+    torch.manual_seed(44)
+    m = torch.nn.Linear(33, 130)
+    x = randn(rows, 33, seed=45)
+    args = dict(x=x, weight=m.weight.detach(), bias=m.bias.detach())
+    assert f"linear__{algorithm}__" in F._kernel_for("linear", args).variant
+    run_both(m, onn.Linear, x, 1e-5 * 33, 1e-4)
+    monkeypatch.setattr(F, "_has_op", lambda reg, op: op != "linear")
+    run_both(m, onn.Linear, x, 1e-5 * 33, 1e-4)
+
+
+def test_linear_bias_of_the_wrong_length_is_named():
+    from opforge.torch.nn import functional as F
+    with torch.no_grad(), pytest.raises(ValueError, match=r"bias \(5,\) does not match weight"):
+        F.linear(torch.ones(2, 3), torch.ones(4, 3), torch.ones(5))
+
+
 @pytest.mark.parametrize("cfg", [
     dict(in_channels=3, out_channels=8, kernel_size=3, padding=1),            # direct_oc
     dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1),  # .._small_8

@@ -1,8 +1,9 @@
-// Choosing an NN op's algorithm by shape (conv2d: depthwise > direct_oc_small_8_16x16 (AVX-512)
-// > gemm_3x3 > winograd > the 4-image gemm algorithms > the gemm algorithms and
-// direct_oc_small_8 > direct_oc_small(_14x14) > direct_oc_unpadded > direct_oc_blocked >
-// direct_oc > direct by priority, each where its descriptor's condition holds), forcing one, and
-// the errors of a forced algorithm that does not apply and of shapes that break the op's checks.
+// Choosing an NN op's algorithm by shape (matmul: small_m > packed_b_once > packed; conv2d:
+// depthwise > direct_oc_small_8_16x16 (AVX-512) > gemm_3x3 > winograd > the 4-image gemm algorithms
+// > the gemm algorithms and direct_oc_small_8 > direct_oc_small(_14x14) > direct_oc_unpadded >
+// direct_oc_blocked > direct_oc > direct by priority, each where its descriptor's condition holds),
+// forcing one, and the errors of a forced algorithm that does not apply and of shapes that break
+// the op's checks.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -219,4 +220,43 @@ TEST_CASE("matmul without a batch dim on one operand broadcasts it; a mismatch n
   t[1].shape = {3, 4};
   CHECK(error_of([&] { k.call(t, {}); }).find("a's columns (K) must equal b's rows (K)") !=
         std::string::npos);
+}
+
+TEST_CASE("matmul: small_m for a few rows, packed_b_once from 1024 rows, packed between") {
+  auto reg = Registry::open(testing::test_registry_dir());
+  // Shapes only: selection reads no data.
+  auto algorithm = [&](int64_t m, int64_t k, int64_t n, bool tb) {
+    std::vector<Tensor> t = {{"a", nullptr, registry::DType::f32, {m, k}},
+                             {"b", nullptr, registry::DType::f32,
+                              tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}}};
+    return reg->select("matmul", {{"transpose_b", tb ? "true" : "false"}}, t, {})
+        .descriptor()
+        .algorithm.name;
+  };
+  CHECK(algorithm(16, 768, 3072, true) == "small_m");
+  CHECK(algorithm(17, 768, 3072, true) == "packed");
+  CHECK(algorithm(1023, 768, 3072, true) == "packed");
+  CHECK(algorithm(1024, 768, 3072, true) == "packed_b_once");
+  CHECK(algorithm(4096, 3072, 768, true) == "packed_b_once");
+  CHECK(algorithm(1024, 64, 64, false) == "packed_b_once");
+  CHECK(algorithm(1023, 64, 64, false) == "packed");
+}
+
+TEST_CASE("linear picks matmul's algorithms by its own dims") {
+  auto reg = Registry::open(testing::test_registry_dir());
+  auto algorithm = [&](int64_t m, int64_t k, int64_t n) {
+    std::vector<Tensor> t = {{"x", nullptr, registry::DType::f32, {m, k}},
+                             {"weight", nullptr, registry::DType::f32, {n, k}},
+                             {"bias", nullptr, registry::DType::f32, {n}}};
+    return reg->select("linear", {}, t, {}).descriptor().algorithm.name;
+  };
+  CHECK(algorithm(1, 768, 3072) == "small_m");
+  CHECK(algorithm(16, 768, 128) == "small_m");
+  CHECK(algorithm(16, 768, 127) == "packed");
+  CHECK(algorithm(17, 768, 3072) == "packed");
+  CHECK(algorithm(1024, 768, 3072) == "packed_b_once");
+  std::vector<Tensor> bad = {{"x", nullptr, registry::DType::f32, {4, 8}},
+                             {"weight", nullptr, registry::DType::f32, {6, 8}},
+                             {"bias", nullptr, registry::DType::f32, {5}}};
+  CHECK(error_of([&] { reg->select("linear", {}, bad, {}); }).find("bias") != std::string::npos);
 }

@@ -11,7 +11,9 @@
 // products of several tile rows and columns (the fused task index decoded back to batch); and
 // each of the packed algorithm's few-task branches: 1 task made 4 tile rows (1 x 1, 9 x 31), 2-3
 // made twice the rows (batch 2 of 33 x 65, 517 x 70), an odd count below 16 one more row
-// (batch 5 of 20 x 40; 600 x 600, 9 tasks on AVX-512).
+// (batch 5 of 20 x 40; 600 x 600, 9 tasks on AVX-512); and packed_b_once's (M >= 1024): M at
+// its limit with N not a whole register block and K past one chunk, batched with b broadcast
+// (its panels packed per batch), batched with K past 2048 (256-chunks).
 #include "registry/builder/nn_golden/add_references.h"
 
 namespace opforge::nn_golden {
@@ -31,13 +33,13 @@ std::vector<NnProblem> problems() {
   struct Case {
     int64_t ba, bb, M, N, K;
   };
-  const std::vector<Case> cases = {{0, 0, 1, 1, 1},     {0, 0, 1, 17, 5},    {3, 3, 17, 1, 33},
-                                   {2, 2, 33, 65, 17},  {0, 0, 9, 31, 300},  {2, 0, 70, 47, 513},
-                                   {0, 3, 5, 9, 7},     {1, 1, 260, 40, 7},  {0, 0, 5, 290, 1000},
-                                   {2, 2, 9, 40, 2100}, {0, 0, 3, 17, 2049}, {0, 0, 517, 70, 13},
-                                   {0, 0, 1, 128, 1},   {0, 0, 3, 300, 77},  {2, 0, 2, 129, 40},
-                                   {0, 2, 8, 1000, 20}, {0, 0, 16, 200, 33}, {3, 0, 400, 270, 3},
-                                   {2, 2, 300, 300, 5}, {5, 5, 20, 40, 9},   {0, 0, 600, 600, 5}};
+  const std::vector<Case> cases = {
+      {0, 0, 1, 1, 1},      {0, 0, 1, 17, 5},      {3, 3, 17, 1, 33},    {2, 2, 33, 65, 17},
+      {0, 0, 9, 31, 300},   {2, 0, 70, 47, 513},   {0, 3, 5, 9, 7},      {1, 1, 260, 40, 7},
+      {0, 0, 5, 290, 1000}, {2, 2, 9, 40, 2100},   {0, 0, 3, 17, 2049},  {0, 0, 517, 70, 13},
+      {0, 0, 1, 128, 1},    {0, 0, 3, 300, 77},    {2, 0, 2, 129, 40},   {0, 2, 8, 1000, 20},
+      {0, 0, 16, 200, 33},  {3, 0, 400, 270, 3},   {2, 2, 300, 300, 5},  {5, 5, 20, 40, 9},
+      {0, 0, 600, 600, 5},  {0, 0, 1024, 33, 130}, {2, 0, 1030, 70, 13}, {2, 2, 1100, 45, 2050}};
   std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -78,10 +80,51 @@ NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars&, co
   return {{"c", C}};
 }
 
+// linear: matmul's shapes for the algorithms it shares (one of each kind: odd sizes, a
+// batch dim, small_m's rows at 1 and 16 with N at its least 128 and beyond, packed_b_once's M
+// at 1024 with K past one chunk) and a bias of odd values, from torch.nn.functional.linear:
+// y = x weight^T + bias.
+std::vector<NnProblem> linear_problems() {
+  struct Case {
+    int64_t batch, M, N, K;
+  };
+  const std::vector<Case> cases = {{0, 1, 1, 1},      {0, 5, 17, 33},     {3, 17, 9, 300},
+                                   {0, 1, 128, 77},   {0, 16, 300, 40},   {2, 3, 130, 5},
+                                   {0, 600, 70, 513}, {0, 1024, 33, 130}, {2, 1030, 45, 2050}};
+  std::vector<NnProblem> out;
+  for (const Case& c : cases) {
+    NnProblem p;
+    p.shapes = {
+        {"x", c.batch ? std::vector<int64_t>{c.batch, c.M, c.K} : std::vector<int64_t>{c.M, c.K}},
+        {"weight", {c.N, c.K}},
+        {"bias", {c.N}}};
+    out.push_back(p);
+  }
+  return out;
+}
+
+NnTensors linear_reference(const NnShapes& s, const NnTensors& in, const NnScalars&,
+                           const NnAttrs&) {
+  const auto& sx = s.at("x");
+  const int64_t batch = sx.size() == 3 ? sx[0] : 1, M = sx[sx.size() - 2], K = sx.back();
+  const int64_t N = s.at("weight")[0];
+  const auto &x = in.at("x"), &w = in.at("weight"), &bias = in.at("bias");
+  std::vector<double> y(batch * M * N);
+  for (int64_t i = 0; i < batch * M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += x[i * K + k] * w[j * K + k];
+      y[i * N + j] = acc + bias[j];
+    }
+  }
+  return {{"y", y}};
+}
+
 }  // namespace
 
 void add_matmul(NnReferences& r) {
   r["matmul"] = NnReference{problems(), reference};
+  r["linear"] = NnReference{linear_problems(), linear_reference};
 }
 
 }  // namespace opforge::nn_golden

@@ -1,6 +1,6 @@
-// oneDNN peer of matmul: dnnl::matmul on the caller's tensors. The transposes are strides of
-// the memory descriptors (no copies), a tensor without the batch dim is a batch of 1 that
-// oneDNN broadcasts, as opforge's runtime does.
+// oneDNN peer of matmul and linear: dnnl::matmul on the caller's tensors. The transposes are
+// strides of the memory descriptors (no copies), a tensor without the batch dim is a batch of 1
+// that oneDNN broadcasts, as opforge's runtime does.
 #include <dnnl.hpp>
 #include <stdexcept>
 #include <unordered_map>
@@ -52,20 +52,34 @@ std::unique_ptr<PeerRun> onednn_matmul_peer(const std::string& op,
                                             const std::map<std::string, std::string>& attrs,
                                             const std::vector<Tensor>& tensors,
                                             const std::map<std::string, double>& /*scalars*/) {
-  if (op != "matmul") return nullptr;
-  const Tensor &a = tensor_named(tensors, "a"), &b = tensor_named(tensors, "b"),
-               &c = tensor_named(tensors, "c");
+  if (op != "matmul" && op != "linear") return nullptr;
+  // linear: x . weight^T + bias, the bias as oneDNN's [1, 1, N] bias operand (fused, as the
+  // linear op fuses it).
+  const bool linear = op == "linear";
+  const Tensor &a = tensor_named(tensors, linear ? "x" : "a"),
+               &b = tensor_named(tensors, linear ? "weight" : "b"),
+               &c = tensor_named(tensors, linear ? "y" : "c");
   try {
     auto r = std::make_unique<MatmulRun>();
-    const dnnl::memory::desc amd = operand(a, attr_true(attrs, "transpose_a")),
-                             bmd = operand(b, attr_true(attrs, "transpose_b")),
+    const dnnl::memory::desc amd = operand(a, !linear && attr_true(attrs, "transpose_a")),
+                             bmd = operand(b, linear || attr_true(attrs, "transpose_b")),
                              cmd = operand(c, false);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), r->engine);
-    r->prim = dnnl::matmul(pd);
-    r->args = {{DNNL_ARG_SRC, dnnl::memory(amd, r->engine, a.data)},
-               {DNNL_ARG_WEIGHTS, dnnl::memory(bmd, r->engine, b.data)},
-               {DNNL_ARG_DST, dnnl::memory(cmd, r->engine, c.data)}};
-    r->name = std::string("oneDNN matmul (") + pd.impl_info_str() + ")";
+    if (linear) {
+      const Tensor& bias = tensor_named(tensors, "bias");
+      const dnnl::memory::desc biasmd({1, 1, bias.shape.at(0)}, dnnl::memory::data_type::f32,
+                                      dnnl::memory::format_tag::abc);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, biasmd, cmd), r->engine);
+      r->prim = dnnl::matmul(pd);
+      r->args = {{DNNL_ARG_BIAS, dnnl::memory(biasmd, r->engine, bias.data)}};
+      r->name = std::string("oneDNN matmul with bias (") + pd.impl_info_str() + ")";
+    } else {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), r->engine);
+      r->prim = dnnl::matmul(pd);
+      r->name = std::string("oneDNN matmul (") + pd.impl_info_str() + ")";
+    }
+    r->args.insert({{DNNL_ARG_SRC, dnnl::memory(amd, r->engine, a.data)},
+                    {DNNL_ARG_WEIGHTS, dnnl::memory(bmd, r->engine, b.data)},
+                    {DNNL_ARG_DST, dnnl::memory(cmd, r->engine, c.data)}});
     return r;
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("oneDNN matmul: ") + e.what());

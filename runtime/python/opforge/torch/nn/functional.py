@@ -226,8 +226,9 @@ def gelu(x, approximate="none", registry=None):
 
 
 def linear(x, weight, bias=None, registry=None):
-    """torch.nn.functional.linear: x @ weight^T + bias, over x's last dim (one matmul with
-    transpose_b, its algorithm picked by shape; the bias is one more pass)."""
+    """torch.nn.functional.linear: x @ weight^T + bias, over x's last dim (the linear op: one
+    GEMM with the bias added as it stores, its algorithm picked by shape; without a bias, or
+    on a registry built before linear existed, matmul with transpose_b and a bias pass)."""
     _require_no_grad("linear", x, weight, bias)
     x = _f32("linear: input", x)
     w = _f32("linear: weight", weight)
@@ -235,12 +236,32 @@ def linear(x, weight, bias=None, registry=None):
         raise ValueError(f"linear: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
                          "match (in_features is the weight's second dim)")
     a = x.reshape(-1, w.shape[1])
-    # By the call's shapes: a few rows (a decode step) take small_m, b read once in place.
-    k = _kernel_for("matmul", {"a": a, "b": w}, {"transpose_b": True}, registry)
-    y = _call(k, (a.shape[0], w.shape[0]), "c", a=a, b=w)
-    if bias is not None:
-        y += _f32("linear: bias", bias)
+    out_shape = (a.shape[0], w.shape[0])
+    b = None if bias is None else _f32("linear: bias", bias)
+    if b is not None and b.shape != (w.shape[0],):
+        raise ValueError(f"linear: bias {tuple(b.shape)} does not match weight "
+                         f"{tuple(w.shape)} (one value per output feature)")
+    reg = registry or default_registry()
+    if b is not None and _has_op(reg, "linear"):
+        args = {"x": a, "weight": w, "bias": b}
+        y = _call(_kernel_for("linear", args, registry=reg), out_shape, "y", **args)
+    else:
+        # By the call's shapes: a few rows (a decode step) take small_m, b read once in place.
+        k = _kernel_for("matmul", {"a": a, "b": w}, {"transpose_b": True}, reg)
+        y = _call(k, out_shape, "c", a=a, b=w)
+        if b is not None:
+            y += b
     return y.view(*x.shape[:-1], w.shape[0])
+
+
+_ops = {}  # registry id -> its ops
+
+
+def _has_op(reg, op):
+    have = _ops.get(id(reg))
+    if have is None:
+        have = _ops[id(reg)] = frozenset(reg.ops())
+    return op in have
 
 
 def _pair(v, name):
