@@ -1,5 +1,6 @@
 // matmul: c[B?, M, N] = op(a) . op(b), fp32, where op transposes when transpose_a /
-// transpose_b says so (numpy: a @ b, a.T @ b, ...).
+// transpose_b says so (numpy: a @ b, a.T @ b, ...); and linear, torch's Linear (x . weight^T
+// + bias), on the same algorithms (MatmulInputs).
 //
 // Declaration: the dims of a declaration are fixed, but which stored dim is M, K or N depends
 // on the attrs. So the operands keep their stored names (a_rows x a_cols, b_rows x b_cols) and
