@@ -182,9 +182,7 @@ class CallTemplates:
             templates = local["t"] = {}
         t = templates.get(sig)
         if t is None:
-            if sig and not all(isinstance(e, str) or e[1] in _TORCH_SEEN for e in sig):
-                return None  # a dtype never checked: Args says whether it is taken
-            a = Args(merged, roles_=self._roles)
+            a = Args(merged, roles_=self._roles)  # checks everything; raises before storing
             if len(templates) >= self.MAX:
                 templates.clear()
             templates[sig] = (a, _slots(a))
