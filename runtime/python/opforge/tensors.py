@@ -24,17 +24,25 @@ def is_array(x):
     return _is_numpy(x) or _is_torch(x)
 
 
-# torch dtype object -> descriptor name, for the dtypes seen so far (_torch_fast): a dict
-# lookup instead of str(dtype) and the checks, which cost microseconds per call at small sizes.
+# What array_info has accepted so far, for the short paths (_torch_fast, CallTemplates): a
+# dict lookup instead of str(dtype) and the checks, which cost microseconds per call at small
+# sizes. torch dtype object -> descriptor name; the torch tensor classes; [torch.strided]
+# (torch is never imported here).
 _TORCH_SEEN = {}
-_STRIDED = []  # [torch.strided] once a torch tensor has been seen (torch is never imported here)
+_TORCH_TYPES = set()
+_STRIDED = []
+
+
+def _plain_torch(x):
+    """x (of a class in _TORCH_TYPES) is a contiguous dense CPU tensor."""
+    return x.is_cpu and x.layout is _STRIDED[0] and x.is_contiguous()
 
 
 def _torch_fast(x, wants):
     """(pointer, code, shape) of a contiguous dense CPU tensor of a dtype taken before; None
     for anything else (array_info's checks then say what is wrong)."""
     dtype = _TORCH_SEEN.get(x.dtype)
-    if dtype is None or not x.is_cpu or x.layout is not _STRIDED[0] or not x.is_contiguous():
+    if dtype is None or not _plain_torch(x):
         return None
     if dtype == "uint8" and wants in dtypes.FP8:
         dtype = wants  # FP8 bits
@@ -108,7 +116,6 @@ def roles(descriptor):
 
 
 _NO_ROLES = ({}, set())
-_TORCH_TYPES = set()  # torch tensor classes seen by array_info: _torch_fast applies to them
 
 
 class Args:
@@ -168,7 +175,7 @@ class CallTemplates:
         for name, value in merged.items():
             kind = type(value)
             if kind in _TORCH_TYPES:
-                if not (value.is_cpu and value.layout is _STRIDED[0] and value.is_contiguous()):
+                if not _plain_torch(value):
                     return None
                 sig.append((name, value.dtype, value.shape))
             elif kind is float or kind is int:
