@@ -132,6 +132,10 @@ nlohmann::ordered_json write_tensor(const fs::path& dir, const std::string& file
 
 }  // namespace
 
+bool on() {
+  return state().on.load(std::memory_order_relaxed);
+}
+
 std::unique_ptr<CallRecord> begin(const registry::Descriptor& d,
                                   const std::vector<const registry::Input*>& tensor_slots,
                                   size_t n_in, const TensorView* const* t_at,

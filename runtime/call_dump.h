@@ -32,6 +32,8 @@ struct CallRecord {
   nlohmann::ordered_json call;
   std::vector<std::pair<std::string, const TensorView*>> outputs;
 };
+// Whether a dump directory is set (one atomic load).
+bool on();
 // Null when dumping is off; else writes the call's inputs (t_at: tensors by slot, n_in of them
 // before any NN output slots; s_at: scalars by slot). Throws Error naming the file when a write
 // fails.

@@ -5,6 +5,7 @@
 
 #include "opforge/runtime.hpp"
 #include "runtime/call_dump.h"
+#include "runtime/dense_call.h"
 #include "runtime/kernel_call.h"
 #include "runtime/shape_rules.h"
 #include "runtime/views.h"
@@ -69,7 +70,13 @@ Kernel::Kernel(Descriptor d, void* handle, void* argv_fn)
   if (tensor_inputs_.size() > kMaxArgs || scalar_inputs_.size() > kMaxArgs) {
     throw Error(desc_.variant + ": more than " + std::to_string(kMaxArgs) + " arguments");
   }
+  std::vector<DenseCall::Arg> args;
+  for (const ArgSource& a : arg_sources_)
+    args.push_back({a.kind == KernelArg::Kind::input_scalar, a.slot});
+  dense_ = DenseCall::build(desc_, tensor_inputs_, scalar_inputs_, scalar_domains_, args);
 }
+
+Kernel::~Kernel() = default;
 
 void Kernel::fill_argv(void** argv, halide_buffer_t* bufs, ScalarValue* values,
                        const double* s_at) const {
@@ -278,6 +285,22 @@ void Kernel::call_chunked(const TensorView* tensors, size_t n_tensors, const Sca
 // Checks the arguments (kernel_args.cpp), then one call, or consecutive slices of a dense op.
 void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const ScalarView* scalars,
                        size_t n_scalars, int64_t chunk_elements) {
+  if (chunk_elements == 0 && !dump::on()) {
+    if (dense_) {
+      DenseCall::Frame f;
+      switch (dense_->prepare(tensors, n_tensors, scalars, n_scalars, f)) {
+        case DenseCall::Outcome::run:
+          invoke(f.argv, "");
+          return;
+        case DenseCall::Outcome::empty:
+          return;
+        case DenseCall::Outcome::decline:
+          break;  // the full path below accepts the call or names its error
+      }
+    }
+    if (dense_calls() == DenseCalls::required)
+      throw Error(desc_.variant + ": the dense call path declined this call");
+  }
   const Descriptor& d = desc_;
   const Slots slots{d, tensor_inputs_, scalar_inputs_, scalar_domains_};
   CallArgs a;

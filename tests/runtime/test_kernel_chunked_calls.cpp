@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "opforge/opforge.h"
+#include "runtime/dense_args.h"
 #include "runtime/runtime_test_util.h"
 
 namespace opforge::testing {
@@ -24,56 +25,6 @@ using registry::Descriptor;
 using registry::DType;
 using registry::Input;
 
-// Seeded arguments of any dense op, as raw bytes in each tensor's dtype: states in [0.1, 1)
-// (second moments stay positive), other tensors in [-1, 1); scalars 0.5 (bit_test_scalar),
-// integer scalars 1. Copies compare byte for byte; views() points into this object.
-// 8-bit states: codes over all 256 values, and block_scale tensors of ceil(n / block)
-// absmaxes in [0.1, 1).
-struct DenseArgs {
-  std::vector<std::vector<uint8_t>> bytes;  // one per tensor input, descriptor order
-  std::vector<std::string> names;
-  std::vector<DType> dtypes;
-  std::vector<int64_t> lengths;  // n, or ceil(n / block) for a block_scale
-  std::vector<bool> scales;
-  std::vector<ScalarView> scalars;
-  int64_t n, block;
-
-  DenseArgs(const Descriptor& d, int64_t n_, unsigned seed) : n(n_), block(d.shape.block) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> pos(0.1f, 1.f), sym(-1.f, 1.f);
-    for (const Input& in : d.inputs) {
-      if (in.role == Input::Role::scalar) {
-        const bool integer = in.dtype == DType::i32 || in.dtype == DType::i64;
-        scalars.push_back({in.name.c_str(), integer ? 1.0 : bit_test_scalar(in)});
-        continue;
-      }
-      const bool scale = in.role == Input::Role::block_scale;
-      names.push_back(in.name);
-      dtypes.push_back(in.dtype);
-      scales.push_back(scale);
-      lengths.push_back(scale ? (n + block - 1) / block : n);
-      std::vector<uint8_t> b(static_cast<size_t>(lengths.back()) * registry::dtype_bytes(in.dtype));
-      for (int64_t i = 0; i < lengths.back(); ++i) {
-        const float x = in.role == Input::Role::state || scale ? pos(rng) : sym(rng);
-        store_element(b.data(), in.dtype, i, in.dtype == DType::u8 ? x * 255 : x);
-      }
-      bytes.push_back(std::move(b));
-    }
-  }
-
-  std::vector<TensorView> views() {
-    std::vector<TensorView> v;
-    for (size_t k = 0; k < bytes.size(); ++k) {
-      v.push_back({names[k].c_str(), bytes[k].data(), dtypes[k], &lengths[k], 1});
-    }
-    return v;
-  }
-};
-
-void call_whole(Kernel& k, DenseArgs& a) {
-  auto v = a.views();
-  k.call(v.data(), v.size(), a.scalars.data(), a.scalars.size());
-}
 void call_chunks(Kernel& k, DenseArgs& a, int64_t chunk) {
   auto v = a.views();
   k.call_chunked(v.data(), v.size(), a.scalars.data(), a.scalars.size(), chunk);
@@ -94,18 +45,6 @@ void call_slices_by_hand(Kernel& k, DenseArgs& a, int64_t chunk) {
     }
     k.call(v.data(), v.size(), a.scalars.data(), a.scalars.size());
   }
-}
-
-// The first tensor whose bytes differ, and where ("" when equal).
-std::string first_difference(const DenseArgs& a, const DenseArgs& b) {
-  for (size_t k = 0; k < a.bytes.size(); ++k) {
-    if (a.bytes[k] == b.bytes[k]) continue;
-    const size_t size = registry::dtype_bytes(a.dtypes[k]);
-    size_t at = 0;
-    while (a.bytes[k][at] == b.bytes[k][at]) ++at;
-    return "'" + a.names[k] + "' element " + std::to_string(at / size);
-  }
-  return "";
 }
 
 double value_at(const DenseArgs& a, size_t t, int64_t i) {

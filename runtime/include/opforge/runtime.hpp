@@ -18,6 +18,8 @@ struct halide_buffer_t;
 
 namespace opforge {
 
+class DenseCall;  // runtime/dense_call.h
+
 // Any runtime failure: the message names the op, the argument and what was wrong.
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -49,6 +51,7 @@ struct ScalarView {
 // One loaded kernel variant.
 class Kernel {
  public:
+  ~Kernel();
   const registry::Descriptor& descriptor() const { return desc_; }
   // Validates every argument against the descriptor (names, missing/extra, dtype, equal
   // shapes, aliasing between distinct arguments) and calls the kernel. Throws Error.
@@ -119,6 +122,8 @@ class Kernel {
   std::vector<ArgSource> arg_sources_;
   // NN ops: the outputs as tensor slots (after the inputs in tensor_inputs_).
   std::vector<registry::Input> output_slots_;
+  // Dense elementwise ops: the same checks over a compact copy of the slots (null otherwise).
+  std::unique_ptr<DenseCall> dense_;
   void call_named(const TensorView* const* t_at, const double* s_at);
   union ScalarValue {
     float f32;
