@@ -1,5 +1,6 @@
 #include "runtime/dense_call.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
