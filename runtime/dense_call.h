@@ -1,7 +1,7 @@
 // The call path of dense elementwise kernels (the optimizer ops) over a compact copy of their
 // argument table. Why: a call after the calling thread slept (an optimizer step between a
 // model's passes) finds the caches cold, and the full path's walk over the descriptor's Input
-// records, strings and heap vectors then cost 6-16 us, against 0.4-1.5 us for the kernel itself
+// records, strings and heap vectors then cost 6-28 us, against 0.4-1.8 us for the kernel itself
 // (apply_adam at 16 and 1000 elements after 2 ms sleeps, AMD EPYC Zen 4): DeepSpeed's CPUAdam
 // was faster than opforge there. This path keeps what a call reads in a few cache lines.
 //
@@ -82,8 +82,8 @@ class DenseCall {
   int64_t block_ = 0, limit_ = 0;
 };
 
-// Tests: `off` routes every call through the full path and `required` makes a dense call this
-// path declines an error (naming the variant), so that the two paths can be compared call by
+// Tests: `off` routes every call through the full path and `required` makes any call this path
+// does not run an error (naming the variant), so that the two paths can be compared call by
 // call and a test can tell that this one ran. `on` (the default): this path where it accepts.
 enum class DenseCalls { off, on, required };
 void set_dense_calls(DenseCalls mode);

@@ -35,15 +35,13 @@ struct DenseArgs {
         continue;
       }
       const bool scale = in.role == registry::Input::Role::block_scale;
+      const bool result = in.role == registry::Input::Role::result;
       names.push_back(in.name);
       dtypes.push_back(in.dtype);
       scales.push_back(scale);
-      lengths.push_back(scale                                      ? (n + block - 1) / block
-                        : in.role == registry::Input::Role::result ? 1
-                                                                   : n);
+      lengths.push_back(scale ? (n + block - 1) / block : result ? 1 : n);
       std::vector<uint8_t> b(static_cast<size_t>(lengths.back()) * registry::dtype_bytes(in.dtype));
       for (int64_t i = 0; i < lengths.back(); ++i) {
-        const bool result = in.role == registry::Input::Role::result;
         const float x = result                                             ? 0.f
                         : in.role == registry::Input::Role::state || scale ? pos(rng)
                                                                            : sym(rng);
