@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <type_traits>
@@ -80,8 +81,9 @@ void run_per_tensor(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
 
 }  // namespace
 
-void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
+void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32, Sensitivity* sensitivity) {
   const dsl::OptimizerDecl& decl = op.as_optimizer();
+  if (sensitivity) sensitivity->clear();
   if (decl.is_multi_tensor()) return run_per_tensor(op, d, fp32);
   if (decl.storage().quant) {
     throw std::invalid_argument("op '" + decl.name() + "': storage " + decl.storage().tag() +
@@ -96,8 +98,10 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
   in.root_reductions = true;
   std::vector<Halide::ImageParam> images;
   std::vector<Halide::Param<>> params;
-  std::map<std::string, Halide::Buffer<>> buffers;     // keeps the data views alive
-  std::map<std::string, std::vector<float>> narrowed;  // fp32: the inputs as float
+  std::map<std::string, Halide::Buffer<>> buffers;      // keeps the data views alive
+  std::map<std::string, std::vector<float>> narrowed;   // fp32: the inputs as float
+  std::map<std::string, Halide::Param<>> float_params;  // fp32 scalars, to nudge
+  std::vector<std::string> nudged;                      // fp32 states and gradients, to nudge
   for (const auto& [a, dims] : dsl::argument_layout(op)) {
     if (a.role == Input::Role::scalar) {
       const bool integer = a.dtype == registry::DType::i64;
@@ -106,6 +110,7 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
         p.set<int64_t>(static_cast<int64_t>(d.scalars.at(a.name)));
       } else if (fp32) {
         p.set<float>(static_cast<float>(d.scalars.at(a.name)));
+        float_params.emplace(a.name, p);
       } else {
         p.set<double>(d.scalars.at(a.name));
       }
@@ -133,6 +138,8 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
       if (fp32) {
         std::vector<float>& f = narrowed[a.name];
         f.assign(t.begin(), t.begin() + need);
+        if (a.role == Input::Role::state || a.role == Input::Role::gradient)
+          nudged.push_back(a.name);
         b = Halide::Buffer<float>(f.data(), shape);
       } else {
         b = Halide::Buffer<double>(t.data(), shape);
@@ -156,31 +163,33 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
   for (const Halide::Func& f : funcs) {
     for (const Halide::Type& t : f.output_types()) types.push_back(t);
   }
-  std::vector<Halide::Buffer<>> outs;
   const std::vector<std::string>& result_names = op.results;
   std::vector<std::string> names = states;
   names.insert(names.end(), result_names.begin(), result_names.end());
-  for (size_t k = 0; k < names.size(); ++k) {
-    const Halide::Buffer<>& in_buf = buffers.at(names[k]);
-    if (in_buf.type() == types.at(k)) {
-      outs.push_back(in_buf.copy());
-      continue;
+  // Fresh output buffers: copies of the states (the sparse form rewrites indexed rows only).
+  auto fresh_outputs = [&] {
+    std::vector<Halide::Buffer<>> outs;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const Halide::Buffer<>& in_buf = buffers.at(names[k]);
+      if (in_buf.type() == types.at(k)) {
+        outs.push_back(in_buf.copy());
+        continue;
+      }
+      // fp32: a narrow output (an 8-bit-state op's bf16 model copy; dense, so every element
+      // is written) is realized in its own type and widened below.
+      std::vector<int> shape;
+      for (int dim = 0; dim < in_buf.dimensions(); ++dim) shape.push_back(in_buf.dim(dim).extent());
+      outs.emplace_back(types.at(k), shape);
     }
-    // fp32: a narrow output (an 8-bit-state op's bf16 model copy; dense, so every element is
-    // written) is realized in its own type and widened below.
-    std::vector<int> shape;
-    for (int dim = 0; dim < in_buf.dimensions(); ++dim) shape.push_back(in_buf.dim(dim).extent());
-    outs.emplace_back(types.at(k), shape);
-  }
-  Halide::Pipeline(funcs).realize(Halide::Realization(outs),
-                                  Halide::get_jit_target_from_environment());
-  for (size_t k = 0; k < names.size(); ++k) {
-    std::vector<double>& dst = d.tensors.at(names[k]);
-    const int64_t n = outs[k].number_of_elements();
-    // Each output's elements, widened exactly to fp64 (the 16-bit types through fp32).
+    return outs;
+  };
+  // Output k's elements, widened exactly to fp64 (the 16-bit types through fp32).
+  auto read_back = [&](const Halide::Buffer<>& out, std::vector<double>& dst) {
+    const int64_t n = out.number_of_elements();
+    dst.resize(std::max<size_t>(dst.size(), n));
     auto widen = [&](auto type_tag) {
       using T = decltype(type_tag);
-      const T* src = Halide::Buffer<T>(outs[k]).data();
+      const T* src = Halide::Buffer<T>(out).data();
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
           dst[i] = src[i];
@@ -189,7 +198,7 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
         }
       }
     };
-    const Halide::Type t = outs[k].type();
+    const Halide::Type t = out.type();
     if (t == Halide::BFloat(16)) {
       widen(Halide::bfloat16_t());
     } else if (t == Halide::Float(16)) {
@@ -199,6 +208,46 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32) {
     } else {
       widen(double());
     }
+  };
+  Halide::Pipeline pipeline(funcs);
+  const Halide::Target jit = Halide::get_jit_target_from_environment();
+  std::vector<Halide::Buffer<>> outs = fresh_outputs();
+  pipeline.realize(Halide::Realization(outs), jit);
+  for (size_t k = 0; k < names.size(); ++k) read_back(outs[k], d.tensors.at(names[k]));
+  if (!fp32 || !sensitivity) return;
+
+  // Sensitivity: the same compiled pipeline rerun with one input one ulp up at a time (every
+  // element of a state or gradient tensor, or one fp32 scalar), summing how far each output
+  // element moves. Results (flags) are not nudged: one ulp above 0 is a set flag.
+  sensitivity->clear();
+  for (const std::string& name : names) (*sensitivity)[name].assign(d.tensors.at(name).size(), 0.0);
+  std::vector<double> moved;
+  auto add_moves = [&] {
+    std::vector<Halide::Buffer<>> again = fresh_outputs();
+    pipeline.realize(Halide::Realization(again), jit);
+    for (size_t k = 0; k < names.size(); ++k) {
+      read_back(again[k], moved);
+      const std::vector<double>& base = d.tensors.at(names[k]);
+      std::vector<double>& s = sensitivity->at(names[k]);
+      for (size_t i = 0; i < s.size() && i < moved.size(); ++i) {
+        const double delta = std::fabs(moved[i] - base[i]);
+        if (std::isfinite(delta)) s[i] += delta;  // an overflow allows nothing extra
+      }
+    }
+  };
+  for (auto& entry : float_params) {
+    Halide::Param<>& p = entry.second;
+    const float v = p.get<float>();
+    p.set<float>(std::nextafter(v, std::numeric_limits<float>::infinity()));
+    add_moves();
+    p.set<float>(v);
+  }
+  for (const std::string& name : nudged) {
+    std::vector<float>& f = narrowed.at(name);
+    const std::vector<float> saved = f;
+    for (float& x : f) x = std::nextafter(x, std::numeric_limits<float>::infinity());
+    add_moves();
+    f = saved;
   }
 }
 
@@ -207,11 +256,26 @@ GoldenErrors compare_with_golden(const std::vector<float>& kernel,
   return compare_with_golden(kernel, golden, rtol, atol, {}, 0);
 }
 
+std::vector<double> fp32_spread(const std::vector<double>& golden, const std::vector<double>& fp32,
+                                const std::vector<double>& sensitivity) {
+  if (fp32.size() != golden.size() || (!sensitivity.empty() && sensitivity.size() != golden.size()))
+    throw std::invalid_argument("fp32_spread: " + std::to_string(fp32.size()) +
+                                " fp32 values and " + std::to_string(sensitivity.size()) +
+                                " sensitivities against " + std::to_string(golden.size()) +
+                                " fp64 values");
+  std::vector<double> spread(golden.size(), 0.0);
+  for (size_t i = 0; i < golden.size(); ++i) {
+    if (std::isfinite(fp32[i] - golden[i])) spread[i] = std::fabs(fp32[i] - golden[i]);
+    if (!sensitivity.empty()) spread[i] += sensitivity[i];
+  }
+  return spread;
+}
+
 GoldenErrors compare_with_golden(const std::vector<float>& kernel,
                                  const std::vector<double>& golden, double rtol, double atol,
-                                 const std::vector<double>& fp32_golden, double conditioning) {
-  if (!fp32_golden.empty() && fp32_golden.size() != golden.size())
-    throw std::invalid_argument("compare_with_golden: fp32 evaluation of another size");
+                                 const std::vector<double>& spread, double conditioning) {
+  if (!spread.empty() && spread.size() != golden.size())
+    throw std::invalid_argument("compare_with_golden: spread of another size");
   if (kernel.size() != golden.size())
     throw std::invalid_argument("compare_with_golden: " + std::to_string(kernel.size()) +
                                 " kernel values against " + std::to_string(golden.size()));
@@ -229,9 +293,7 @@ GoldenErrors compare_with_golden(const std::vector<float>& kernel,
     if (g != 0) e.max_rel = std::max(e.max_rel, err / std::fabs(g));
     e.max_ulp = std::max(e.max_ulp, dsl::ulp_distance(k, static_cast<float>(g)));
     double allowed = atol + rtol * std::fabs(g);
-    // A NaN fp32 evaluation where fp64 is finite (an overflow) allows nothing extra.
-    if (!fp32_golden.empty() && std::isfinite(fp32_golden[i] - g))
-      allowed += conditioning * std::fabs(fp32_golden[i] - g);
+    if (!spread.empty()) allowed += conditioning * spread[i];
     e.exceeding += !(err <= allowed);
   }
   return e;

@@ -156,7 +156,8 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   const dsl::OptimizerDecl& d = v.op.as_optimizer();
   registry::Descriptor r = common_descriptor(v, halide_version);
   // check's allowance for the update's conditioning (registry::Tolerance::conditioning): 8x a
-  // plain fp32 evaluation's distance from the fp64 one. 8-bit states themselves are judged per
+  // plain fp32 evaluation's distance from the fp64 one plus its one-ulp input sensitivity
+  // (builder::fp32_spread). 8-bit states themselves are judged per
   // block against the quantization step, but their fp32 parameter needs it most: a decoded
   // second moment near zero makes the step several times the parameter, and with it the fp32
   // bias correction 1 - beta2^t (a cancellation at early steps): AdamW bf16mq8s at t = 10 had

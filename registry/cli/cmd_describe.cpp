@@ -238,8 +238,10 @@ int cmd_describe(const Args& a) {
   std::printf("tolerance vs fp64 reference: |err| <= %g + %g*|ref|", d.tolerance.atol,
               d.tolerance.rtol);
   if (d.tolerance.conditioning > 0) {
-    std::printf(" + %g*|fp32 evaluation - ref| (the update's conditioning)",
-                d.tolerance.conditioning);
+    std::printf(
+        " + %g*(|fp32 evaluation - ref| + its one-ulp input sensitivity) (the update's "
+        "conditioning)",
+        d.tolerance.conditioning);
   }
   std::printf("\n");
   std::printf("traffic: %d B read + %d B written per element\n\n", d.traffic.bytes_read_per_element,

@@ -159,6 +159,8 @@ nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::
 // the copy bit-exactly against the kernel's own master.
 nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
   nlohmann::json states = nlohmann::json::object();
+  bool quantized = false;  // 8-bit states
+  for (const auto& in : d.inputs) quantized = quantized || !in.quant_map.empty();
   for (const auto& out : d.outputs) {
     const registry::Input* in = d.find_input(out.aliases);
     if (in && (in->role == registry::Input::Role::block_scale || !in->quant_map.empty())) {
@@ -173,10 +175,12 @@ nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
       atol += std::ldexp(1.0, -24);
     }
     const std::vector<float>& k = narrow(out.dtype) ? widened : c.f32.at(out.aliases);
-    const auto f32 = c.fp32_golden.find(out.aliases);
+    const auto spread = c.fp32_spread.find(out.aliases);
     const builder::GoldenErrors e = builder::compare_with_golden(
         k, c.golden.tensors.at(out.aliases), rtol, atol,
-        f32 == c.fp32_golden.end() ? std::vector<double>{} : f32->second, d.tolerance.conditioning);
+        spread == c.fp32_spread.end() || (narrow(out.dtype) && !quantized) ? std::vector<double>{}
+                                                                           : spread->second,
+        d.tolerance.conditioning);
     states[out.name] = errors_json(e);
   }
   return states;
@@ -197,7 +201,8 @@ void print_report(const registry::Descriptor& d, const nlohmann::json& report) {
   std::printf("%s vs fp64 golden (tolerance |err| <= %g + %g*|golden|", d.variant.c_str(),
               d.tolerance.atol, d.tolerance.rtol);
   if (d.tolerance.conditioning > 0)
-    std::printf(" + %g*|fp32 evaluation - golden|", d.tolerance.conditioning);
+    std::printf(" + %g*(|fp32 evaluation - golden| + its one-ulp input sensitivity)",
+                d.tolerance.conditioning);
   std::printf(")\n");
   if (report.contains("set"))
     std::printf("  preview with %s (not the registered schedule)\n",
@@ -223,7 +228,7 @@ nlohmann::json judge(const std::vector<const dsl::OptimizerDecl*>& decls,
       goldens && it != goldens->end()) {
     c.golden.tensors = it->second;
     if (auto f = goldens->find(golden_key + "#fp32"); f != goldens->end())
-      c.fp32_golden = f->second;
+      c.fp32_spread = f->second;
   } else {
     // 8-bit states: the golden is the declaration without the quantization, in fp64, from the
     // decoded states; compare() judges the new codes and absmaxes against it.
@@ -245,13 +250,22 @@ nlohmann::json judge(const std::vector<const dsl::OptimizerDecl*>& decls,
     builder::GoldenData fp32 = c.golden;  // the inputs, before the fp64 run updates them
     builder::run_golden(resolved, c.golden);
     if (goldens) (*goldens)[golden_key] = c.golden.tensors;
-    // fp32 storage, and 8-bit states (their fp32 parameter; the states are judged per block):
-    // a narrow state's tolerance already adds half its dtype's ulp, far above any fp32
-    // conditioning term.
-    if (d.tolerance.conditioning > 0 && (storage_tag(d) == "f32" || decl.storage().quant)) {
-      builder::run_golden(resolved, fp32, /*fp32=*/true);
-      c.fp32_golden = fp32.tensors;
-      if (goldens) (*goldens)[golden_key + "#fp32"] = fp32.tensors;
+    // Every storage: compare() applies the spread to the fp32 outputs (the parameter of
+    // master-weights, narrow-state and FP8-gradient variants too: AdamW with bf16 master
+    // weights at step 4.1, beta2 0.85, `--scalars random --seed 4`, had var 3.4e-7 off at 14
+    // of 100000 elements where it cancels to near 0, as its fp32 evaluation does), and to
+    // 8-bit-state variants' narrow model copy, as before; other narrow outputs' tolerance
+    // already adds half their dtype's ulp, and 8-bit states are judged per block.
+    if (d.tolerance.conditioning > 0) {
+      builder::Sensitivity sensitivity;
+      builder::run_golden(resolved, fp32, /*fp32=*/true, &sensitivity);
+      for (const auto& [name, values] : fp32.tensors) {
+        const auto s = sensitivity.find(name);
+        c.fp32_spread[name] =
+            builder::fp32_spread(c.golden.tensors.at(name), values,
+                                 s == sensitivity.end() ? std::vector<double>{} : s->second);
+      }
+      if (goldens) (*goldens)[golden_key + "#fp32"] = c.fp32_spread;
     }
   }
   nlohmann::json report = {{"op", d.op},

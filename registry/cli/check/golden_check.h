@@ -52,8 +52,9 @@ struct CheckData {
   std::map<std::string, std::vector<int64_t>> shapes;
   std::vector<Tensor> tensors;
   std::map<std::string, double> scalars;
-  // The same declaration evaluated in fp32 (Tolerance::conditioning), by state.
-  std::map<std::string, std::vector<double>> fp32_golden;
+  // The unit of Tolerance::conditioning by state and element (builder::fp32_spread): the same
+  // declaration evaluated in fp32, its distance from the golden plus its sensitivity.
+  std::map<std::string, std::vector<double>> fp32_spread;
 };
 
 // Goldens already computed, by declaration (op, storage, attrs) and seeded inputs.

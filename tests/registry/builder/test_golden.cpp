@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "dsl/resolved_op.h"
@@ -115,11 +116,64 @@ TEST_CASE("run_golden fp32: the declaration in fp32; its distance widens the bou
   const std::vector<float> k = {float(g.tensors["var"][0] + 4 * far),
                                 float(g.tensors["var"][1] + 4 * far)};
   CHECK(compare_with_golden({k[0]}, {g.tensors["var"][0]}, 1e-6, 1e-7).exceeding == 1);
-  CHECK(compare_with_golden({k[0]}, {g.tensors["var"][0]}, 1e-6, 1e-7, {g32.tensors["var"][0]}, 8)
-            .exceeding == 0);
-  CHECK(compare_with_golden({k[1]}, {g.tensors["var"][1]}, 1e-6, 1e-7, {g32.tensors["var"][1]}, 8)
-            .exceeding == 1);
+  auto spread = [&](int i) {
+    return fp32_spread({g.tensors["var"][i]}, {g32.tensors["var"][i]}, {});
+  };
+  CHECK(compare_with_golden({k[0]}, {g.tensors["var"][0]}, 1e-6, 1e-7, spread(0), 8).exceeding ==
+        0);
+  CHECK(compare_with_golden({k[1]}, {g.tensors["var"][1]}, 1e-6, 1e-7, spread(1), 8).exceeding ==
+        1);
   CHECK_THROWS_AS(compare_with_golden({1.0f}, {1.0}, 0, 0, {1.0, 2.0}, 8), std::invalid_argument);
+}
+
+TEST_CASE("run_golden fp32 sensitivity: a cancelling update whose fp32 evaluation lands by luck") {
+  // AddSign's m' = m*beta + grad*(1 - beta) at beta = 3.4 (a draw of `check --scalars random`)
+  // cancels: at some elements the plain fp32 evaluation happens to land near fp64 while the
+  // same sum with a fused multiply-add (what a kernel's LLVM emits) lands some of the terms'
+  // ulps away. 8x the evaluation's distance alone failed such elements; with the sensitivity
+  // (one ulp up in m, grad and each scalar, one at a time) none fails, and a kernel whose beta
+  // is off by 1e-4 relative still fails nearly everywhere.
+  const int n = 20000;
+  GoldenData g;
+  g.n = n;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<double> var(n), m(n), grad(n);
+  for (int i = 0; i < n; ++i) var[i] = u(rng), m[i] = u(rng), grad[i] = u(rng);
+  g.tensors = {{"var", var}, {"m", m}, {"grad", grad}};
+  const float lr = 0.000863207795f, alpha = 2.87878942f, sign_decay = 1.83476043f,
+              beta = 3.40487432f;
+  g.scalars = {{"lr", lr}, {"alpha", alpha}, {"sign_decay", sign_decay}, {"beta", beta}};
+  GoldenData g32 = g;
+  const dsl::ResolvedOp op = dsl::resolve(generators::apply_add_sign());
+  run_golden(op, g);
+  Sensitivity sensitivity;
+  run_golden(op, g32, /*fp32=*/true, &sensitivity);
+  REQUIRE(sensitivity.at("m").size() == size_t(n));
+  std::vector<float> fused(n), off(n);
+  for (int i = 0; i < n; ++i) {
+    const float mi = float(m[i]), gi = float(grad[i]);
+    fused[i] = std::fma(mi, beta, gi * (1.0f - beta));
+    off[i] = std::fma(mi, beta * 1.0001f, gi * (1.0f - beta));
+    // Where it cancels (|m'| well below the term m*beta), m one ulp up moves m' by beta ulps
+    // of m, far more than the rounding of m' itself: the sensitivity holds at least that.
+    const double m_ulp = std::nextafter(mi, 2.0f) - mi;
+    if (std::fabs(g.tensors.at("m")[i]) < 0.1 * beta * std::fabs(mi))
+      CHECK(sensitivity.at("m")[i] >= 0.5 * beta * m_ulp);
+  }
+  const std::vector<double>& gm = g.tensors.at("m");
+  const std::vector<double> distance = fp32_spread(gm, g32.tensors.at("m"), {});
+  const std::vector<double> spread = fp32_spread(gm, g32.tensors.at("m"), sensitivity.at("m"));
+  const double rtol = 3e-7, atol = 1e-7;
+  CHECK(compare_with_golden(fused, gm, rtol, atol, distance, 8).exceeding > 0);
+  CHECK(compare_with_golden(fused, gm, rtol, atol, spread, 8).exceeding == 0);
+  CHECK(compare_with_golden(off, gm, rtol, atol, spread, 8).exceeding > n / 2);
+  // The nudged reruns leave the fp32 values as a run without them computes them.
+  GoldenData again = g32;
+  again.tensors = {{"var", var}, {"m", m}, {"grad", grad}};
+  run_golden(op, again, /*fp32=*/true);
+  CHECK(again.tensors.at("m") == g32.tensors.at("m"));
+  CHECK_THROWS_AS(fp32_spread({1.0}, {1.0}, {1.0, 2.0}), std::invalid_argument);
 }
 
 }  // namespace

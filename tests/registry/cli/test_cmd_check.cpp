@@ -30,9 +30,9 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
   CHECK(opforge_reg({"check", "sparse_apply_momentum", "--rows", "50", "--indices", "80"}).rc == 0);
   CHECK(opforge_reg({"check", "apply_adagrad_da"}).rc == 0);
   // Centered RMSProp on generic data with a tiny epsilon divides by ms - mg^2 + eps close to
-  // 0: the bound widens by 8x a plain fp32 evaluation's distance from fp64 there (the
-  // descriptor's tolerance.conditioning), so the kernel passes; the next case shows that the
-  // bound still catches a wrong constant.
+  // 0: the bound widens by 8x a plain fp32 evaluation's spread there (its distance from fp64
+  // and its one-ulp input sensitivity; the descriptor's tolerance.conditioning), so the kernel
+  // passes; the next case shows that the bound still catches a wrong constant.
   const Result cond =
       opforge_reg({"check", "apply_centered_rms_prop", "--scalar", "epsilon=1e-10", "--json"});
   CHECK_MESSAGE(cond.rc == 0, cond.all());
@@ -51,6 +51,34 @@ TEST_CASE("check compares a kernel with its fp64 golden and fails past the toler
   const Result unknown = opforge_reg({"check", "apply_adma"});
   CHECK(unknown.rc == 2);
   CHECK(contains(unknown.err, "did you mean 'apply_adam'"));
+}
+
+TEST_CASE("check --scalars random: cancelling updates pass, whatever one fp32 evaluation's luck") {
+  // Seed 1 draws beta = 3.40487432 for AddSign and PowerSign (m*beta + g*(1 - beta) cancels),
+  // rho = 2.59 for RMSProp and lr_power = -3.68 for FTRL: with the fp32 evaluation's distance
+  // alone each failed at 1 to 19 of 100000 elements (a fused multiply-add lands some of the
+  // terms' ulps away where the plain evaluation happened to land near fp64). Seed 4 draws
+  // step 4.1 and beta2 0.85 for AdamW, whose fp32 master var then cancels to near 0 at 14
+  // elements: the bf16-master variant had no allowance for it at all.
+  const std::vector<std::vector<std::string>> failed_before = {
+      {"apply_add_sign", "--seed", "1"},
+      {"apply_power_sign", "--seed", "1"},
+      {"apply_rms_prop", "--attr", "epsilon_mode=torch", "--seed", "1"},
+      {"apply_ftrl", "--attr", "multiply_linear_by_lr=true", "--seed", "1"},
+      {"apply_ftrl", "--attr", "multiply_linear_by_lr=false", "--seed", "1"},
+      {"apply_adamw", "--attr", "convention=torch", "--attr", "epsilon_mode=torch", "--attr",
+       "storage=bf16m", "--seed", "4"}};
+  for (const auto& op : failed_before) {
+    std::vector<std::string> args = {"check"};
+    args.insert(args.end(), op.begin(), op.end());
+    for (const char* a : {"--scalars", "random", "--json"}) args.push_back(a);
+    const Result r = opforge_reg(args);
+    CHECK_MESSAGE(r.rc == 0, op.front() << ": " << r.all());
+  }
+  const Result r =
+      opforge_reg({"check", "apply_add_sign", "--scalars", "random", "--seed", "1", "--json"});
+  REQUIRE(r.rc == 0);
+  CHECK(json::parse(r.out)["scalars"]["beta"].get<double>() > 3);  // the cancelling draw
 }
 
 TEST_CASE("check fails a kernel whose declaration differs by one constant perturbed by 1e-4") {

@@ -198,9 +198,10 @@ struct ShapeConstraints {
 struct Tolerance {
   double rtol = 0;  // |kernel - fp64 reference| <= atol + rtol * |reference|
   double atol = 0;
-  // + conditioning * |fp32 evaluation - fp64 reference| per element (0: no such term): where
-  // the update cancels (centered RMSProp's ms - mg^2), a plain fp32 evaluation of the same
-  // declaration loses what the kernel loses, so the bound widens there and only there.
+  // + conditioning * (|fp32 evaluation - fp64 reference| + that evaluation's one-ulp input
+  // sensitivity) per element (0: no such term): where the update cancels (centered RMSProp's
+  // ms - mg^2), a plain fp32 evaluation of the same declaration loses what the kernel loses,
+  // so the bound widens there and only there.
   double conditioning = 0;
 };
 
