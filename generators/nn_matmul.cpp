@@ -160,6 +160,11 @@ void schedule_packed_gemm(PackedGemm& g, const LoopLevel& tile, bool a_k_contigu
   //  - AVX-512 1024^3 profile after: the register block loop ~75% of samples, B pack ~9% and
   //    A pack ~7% (both read b and a from L3: each B panel is packed M/mt times, each A panel
   //    N/nt times), the prod -> c copy ~4%, prod += acc ~2.5%.
+  //  - Not kept on the Zen 4 EPYC (family 25 model 17; 1024^3, AVX-512, one thread, GFLOP/s
+  //    in three alternations, each register block built into its own registry): 6 x 64 with
+  //    kc 64 (24 accumulators, 4 B vectors, 6 broadcasts per k: fewer loads per FMA, B slice
+  //    16 KB) 86.6-92.5 against 8 x 32's 88.8-92.9; 16 x 16, 24 x 16 and 12 x 32 1.03-1.13x
+  //    the time. perf there: the register block loop is 94% of the kernel's samples.
   //  - Not kept: nt 512 (A packed half as often): 8 x 512^3 -3% CPU time on both ISAs, 1024^3
   //    -1-2%, transpose_b +1.5%, all within the load's noise; mt 512 on top no better. c
   //    accumulated in place (c = 0, then c += acc per chunk: no prod tile, no copy; register
