@@ -219,7 +219,6 @@ void run_golden(const dsl::ResolvedOp& op, GoldenData& d, bool fp32, Sensitivity
   // Sensitivity: the same compiled pipeline rerun with one input one ulp up at a time (every
   // element of a state or gradient tensor, or one fp32 scalar), summing how far each output
   // element moves. Results (flags) are not nudged: one ulp above 0 is a set flag.
-  sensitivity->clear();
   for (const std::string& name : names) (*sensitivity)[name].assign(d.tensors.at(name).size(), 0.0);
   std::vector<double> moved;
   auto add_moves = [&] {

@@ -157,11 +157,11 @@ registry::Descriptor make_descriptor(const PlannedVariant& v, const std::string&
   registry::Descriptor r = common_descriptor(v, halide_version);
   // check's allowance for the update's conditioning (registry::Tolerance::conditioning): 8x a
   // plain fp32 evaluation's distance from the fp64 one plus its one-ulp input sensitivity
-  // (builder::fp32_spread). 8-bit states themselves are judged per
-  // block against the quantization step, but their fp32 parameter needs it most: a decoded
-  // second moment near zero makes the step several times the parameter, and with it the fp32
-  // bias correction 1 - beta2^t (a cancellation at early steps): AdamW bf16mq8s at t = 10 had
-  // var 1.8e-5 off in 2 of 65536 elements, its fp32 evaluation alike.
+  // (builder::fp32_spread). 8-bit states themselves are judged per block against the
+  // quantization step, but their fp32 parameter needs it most: a decoded second moment near
+  // zero makes the step several times the parameter, and with it the fp32 bias correction
+  // 1 - beta2^t (a cancellation at early steps): AdamW bf16mq8s at t = 10 had var 1.8e-5 off
+  // in 2 of 65536 elements, its fp32 evaluation alike.
   r.tolerance.conditioning = 8;
   // A rule's hyper defaults, for callers that name no value (from_rule, check), and each
   // scalar's typical value (check, bench, profile, report).

@@ -159,8 +159,7 @@ nlohmann::json compare_quantized(const registry::Descriptor& d, const registry::
 // the copy bit-exactly against the kernel's own master.
 nlohmann::json compare(const registry::Descriptor& d, const CheckData& c) {
   nlohmann::json states = nlohmann::json::object();
-  bool quantized = false;  // 8-bit states
-  for (const auto& in : d.inputs) quantized = quantized || !in.quant_map.empty();
+  const bool quantized = d.shape.block > 0;  // 8-bit states
   for (const auto& out : d.outputs) {
     const registry::Input* in = d.find_input(out.aliases);
     if (in && (in->role == registry::Input::Role::block_scale || !in->quant_map.empty())) {
@@ -259,10 +258,12 @@ nlohmann::json judge(const std::vector<const dsl::OptimizerDecl*>& decls,
     if (d.tolerance.conditioning > 0) {
       builder::Sensitivity sensitivity;
       builder::run_golden(resolved, fp32, /*fp32=*/true, &sensitivity);
-      for (const auto& [name, values] : fp32.tensors) {
-        const auto s = sensitivity.find(name);
-        c.fp32_spread[name] =
-            builder::fp32_spread(c.golden.tensors.at(name), values,
+      for (const auto& out : d.outputs) {
+        const auto values = fp32.tensors.find(out.aliases);
+        if (values == fp32.tensors.end()) continue;  // 8-bit codes and absmaxes
+        const auto s = sensitivity.find(out.aliases);
+        c.fp32_spread[out.aliases] =
+            builder::fp32_spread(c.golden.tensors.at(out.aliases), values->second,
                                  s == sensitivity.end() ? std::vector<double>{} : s->second);
       }
       if (goldens) (*goldens)[golden_key + "#fp32"] = c.fp32_spread;

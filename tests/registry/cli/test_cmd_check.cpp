@@ -74,11 +74,9 @@ TEST_CASE("check --scalars random: cancelling updates pass, whatever one fp32 ev
     for (const char* a : {"--scalars", "random", "--json"}) args.push_back(a);
     const Result r = opforge_reg(args);
     CHECK_MESSAGE(r.rc == 0, op.front() << ": " << r.all());
+    if (r.rc == 0 && op.front() == "apply_add_sign")  // the cancelling draw
+      CHECK(json::parse(r.out)["scalars"]["beta"].get<double>() > 3);
   }
-  const Result r =
-      opforge_reg({"check", "apply_add_sign", "--scalars", "random", "--seed", "1", "--json"});
-  REQUIRE(r.rc == 0);
-  CHECK(json::parse(r.out)["scalars"]["beta"].get<double>() > 3);  // the cancelling draw
 }
 
 TEST_CASE("check fails a kernel whose declaration differs by one constant perturbed by 1e-4") {
