@@ -102,10 +102,11 @@ void print_result(const TuneResult& r) {
     if (r.defaults.count(base)) was += " " + k + "=" + std::to_string(r.defaults.at(base));
   }
   std::printf(
-      "%s %s: %s  (%d candidates, %d previews compiled, %.0f s)\n", r.family.family.c_str(),
-      r.family.isa.c_str(),
+      "%s %s: %s  (%d candidates timed at %d points, %d not timed, %d previews compiled, %.0f "
+      "s)\n",
+      r.family.family.c_str(), r.family.isa.c_str(),
       changed.empty() ? "the defaults are best" : ("tuned" + changed + ", was" + was).c_str(),
-      r.candidates, r.compiled, r.seconds);
+      r.candidates, r.points_timed, r.skipped, r.compiled, r.seconds);
   std::printf(
       "  | variant | N | regime | threads | defaults us | tuned us | bandwidth us | tuned / "
       "defaults |\n");
@@ -182,6 +183,8 @@ int cmd_tune(const Args& a) {
                         {"defaults", r.defaults},
                         {"measured_variants", r.tuned.measured_variants},
                         {"candidates", r.candidates},
+                        {"candidates_not_timed", r.skipped},
+                        {"points_timed", r.points_timed},
                         {"compiled", r.compiled},
                         {"seconds", r.seconds},
                         {"buckets", buckets}});

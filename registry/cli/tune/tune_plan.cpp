@@ -1,5 +1,9 @@
 #include "registry/cli/tune/tune_plan.h"
 
+#include <algorithm>
+
+#include "dsl/elementwise_schedule.h"
+
 namespace opforge::cli {
 
 std::vector<TuneCandidate> param_candidates(const std::string& param,
@@ -33,6 +37,95 @@ std::vector<TuneCandidate> param_candidates(const std::string& param,
       c.label = "divide=0 " + c.label;
     }
     out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<std::string, int64_t> path_at(const std::map<std::string, int64_t>& p, int64_t n,
+                                       const PathContext& ctx) {
+  using dsl::ElementwiseSchedule;
+  std::map<std::string, int64_t> all;
+  for (const auto& d : ElementwiseSchedule::params()) all[d.name] = d.default_value;
+  for (const auto& [key, value] : p) all[key] = value;
+  if (all.at("vector") == 0) all["vector"] = ctx.natural_vector;
+  const int64_t vec = all.at("vector"), tasks = all.at("tasks");
+  const int64_t serial_below = all.at("serial_below");
+  std::map<std::string, int64_t> out;
+  if (ctx.block > 0) {
+    // apply_blockwise: runs of whole blocks, ceil(blocks / tasks) or serial_below's worth if
+    // more, one schedule for every size (no buckets, unroll, chunk or divide threshold).
+    const int64_t blocks = (n + ctx.block - 1) / ctx.block;
+    const int64_t run =
+        std::max((blocks + tasks - 1) / tasks, (serial_below + ctx.block - 1) / ctx.block);
+    out = {
+        {"vector", vec}, {"divide", all.at("divide") != 0}, {"block_run", std::min(blocks, run)}};
+  } else {
+    // apply(): size buckets on the parallel path only, the base values below serial_below.
+    const bool parallel = n >= serial_below;
+    out = ElementwiseSchedule::params_at(all, parallel ? n : 0);
+    out.erase("serial_below");
+    out["parallel"] = parallel;
+    if (!parallel) {
+      out.erase("tasks");
+      out.erase("chunk");
+    }
+    const bool staged = out.at("double_buffer") != 0;
+    if (!staged) out.erase("db_grain");
+    // exact_divides: the threshold splits the update with the estimate in force and no double
+    // buffering.
+    const int64_t below = out.at("divide_below");
+    out.erase("divide_below");
+    out["divide"] = out.at("divide") != 0 || (!staged && below > 0 && n < below);
+  }
+  if (ctx.reduction) {
+    // apply_reduction's split, from the base values: chunks of whole vectors, at least
+    // serial_below / tasks elements each; a chunk of n or more is one task whatever its size.
+    out["reduction_vector"] = vec;
+    out["reduction_chunk"] =
+        std::min(n, std::max((n + tasks * vec - 1) / (tasks * vec) * vec, serial_below / tasks));
+  }
+  return out;
+}
+
+bool threading_param(const std::string& name) {
+  return name == "serial_below" || name == "tasks" || name == "chunk" || name == "double_buffer" ||
+         name == "db_grain";
+}
+
+std::vector<TunePoint> points_changed(const std::vector<TunePoint>& at,
+                                      const std::map<std::string, int64_t>& best,
+                                      const std::map<std::string, int64_t>& cand,
+                                      const std::map<std::string, int64_t>& kept,
+                                      const PathContext& ctx) {
+  auto over_kept = [&](const std::map<std::string, int64_t>& set) {
+    std::map<std::string, int64_t> all = kept;
+    for (const auto& [k, v] : set) all[k] = v;
+    return all;
+  };
+  const std::map<std::string, int64_t> b = over_kept(best), c = over_kept(cand);
+  // Whether a param that differs (a size bucket's included) is a threading one.
+  bool threading = false;
+  auto note = [&](const std::string& key) {
+    threading = threading || threading_param(key.substr(0, key.find('@')));
+  };
+  for (const auto& [k, v] : c) {
+    if (!b.count(k) || b.at(k) != v) note(k);
+  }
+  for (const auto& [k, v] : b) {
+    if (!c.count(k)) note(k);
+  }
+  std::vector<TunePoint> out;
+  for (const TunePoint& p : at) {
+    const auto pb = path_at(b, p.n, ctx), pc = path_at(c, p.n, ctx);
+    if (pb == pc) continue;
+    const bool awake_twin = std::any_of(at.begin(), at.end(), [&](const TunePoint& q) {
+      return !q.idle && q.n == p.n && q.threads == p.threads;
+    });
+    // A reduction's split, or a blockwise run of blocks, is a hand-off too.
+    const bool split = (ctx.reduction && pb.at("reduction_chunk") != pc.at("reduction_chunk")) ||
+                       (ctx.block > 0 && pb.at("block_run") != pc.at("block_run"));
+    if (p.idle && !threading && !split && awake_twin) continue;
+    out.push_back(p);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "dsl/elementwise_schedule.h"
+#include "dsl/optimizer_pipeline.h"
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/preview_kernel.h"
@@ -92,11 +93,7 @@ struct Subject {
   std::map<int64_t, Sized> work;
 };
 
-struct Point {
-  int64_t n;
-  bool idle;
-  int threads;
-};
+using Point = TunePoint;
 
 // Every size, regime and thread count; one thread is timed in the first regime only: its
 // parallel loops run on the calling thread, so there is no pool to wake, and the idle points
@@ -214,7 +211,9 @@ std::vector<TuneFamily> tune_families(Registry& reg, const TuneOptions& o) {
       auto it = std::find_if(out.begin(), out.end(), [&](const TuneFamily& f) {
         return f.family == family && f.isa == isa;
       });
-      if (it == out.end()) it = out.insert(out.end(), TuneFamily{family, isa, {}, {}});
+      if (it == out.end())
+        it = out.insert(out.end(),
+                        TuneFamily{family, isa, {}, {}, !dsl::reduction_reads(op).empty()});
       it->variants.push_back(id);
       if (asked) wanted.insert(static_cast<size_t>(it - out.begin()));
       if (asked && !o.ops.empty()) it->asked.push_back(id);
@@ -321,17 +320,51 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     return score(recheck_vetoes(paired, kWorstPoint, kVetoRechecks, retime));
   };
 
-  // Tries `cand` against the best so far at `at`; keeps it when it wins twice.
+  // The paths of the candidates timed against the current best (one per size of `at`), and
+  // their labels: a candidate that runs as one of them at every size is not timed again
+  // (divide_below 1048576 and 4194304 both leave only 1e7 to the estimate at the default sizes).
+  std::map<std::vector<std::map<std::string, int64_t>>, std::string> timed_paths;
+  const PathContext context{natural, f.reduction, heaviest.shape.block};
+  auto paths_of = [&](const std::map<std::string, int64_t>& set, const std::vector<Point>& at) {
+    std::map<std::string, int64_t> all = kept;
+    for (const auto& [k, v] : set) all[k] = v;
+    std::vector<std::map<std::string, int64_t>> out;
+    for (const Point& p : at) {
+      out.push_back(path_at(all, p.n, context));
+      out.back()["n"] = p.n;  // a bucket's candidates at another size are others
+    }
+    return out;
+  };
+
+  // Tries `cand` against the best so far at the points of `all` where the two run different
+  // loops (points_changed); keeps it when it wins twice. The score is over those points alone:
+  // over every point, a serial threshold's effect at the one size it moves was averaged with
+  // the noise of a dozen points where both kernels run the same loops.
   auto attempt = [&](const std::map<std::string, int64_t>& cand, const std::string& label,
-                     const std::vector<Point>& at) {
+                     const std::vector<Point>& all) {
+    const std::vector<Point> at = points_changed(all, best, cand, kept, context);
+    if (at.empty()) {
+      ++r.skipped;
+      say("  " + label + ": the loops of the best so far at every point, not timed");
+      return;
+    }
+    const auto paths = paths_of(cand, all);
+    if (const auto seen = timed_paths.find(paths); seen != timed_paths.end()) {
+      ++r.skipped;
+      say("  " + label + ": the loops of " + seen->second + " at every point, not timed");
+      return;
+    }
+    timed_paths[paths] = label;
     for (Subject& s : subjects) s.candidate = load(s, cand);
     ++r.candidates;
+    r.points_timed += static_cast<int>(at.size());
     int rechecked = 0;
     auto [mean, worst] = round_score(at, false, kKeepBelow, &rechecked);
     bool keep = mean < kKeepBelow && worst < kWorstPoint;
     char line[256];
-    std::snprintf(line, sizeof line, "  %s: %.3fx of the best so far (worst point %.3fx)",
-                  label.c_str(), mean, worst);
+    std::snprintf(line, sizeof line,
+                  "  %s: %.3fx of the best so far at %zu of %zu points (worst point %.3fx)",
+                  label.c_str(), mean, at.size(), all.size(), worst);
     std::string text = line;
     if (keep) {  // a second round must agree
       auto [mean2, worst2] = round_score(at, /*swap=*/true, kConfirmBelow, &rechecked);
@@ -343,6 +376,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     say(text + (keep ? ": kept" : ""));
     if (!keep) return;
     best = cand;
+    timed_paths.clear();
     for (Subject& s : subjects) s.best = s.candidate;
   };
 

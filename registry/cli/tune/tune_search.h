@@ -3,7 +3,8 @@
 // search over the elementwise recipe's params (serial_below, tasks, unroll, vector, divide) on that
 // member, then per size bucket (name@N params for a size range that wants its own), each candidate
 // a schedule preview compiled into the cache and timed against the current best and the
-// same-traffic bandwidth kernel, interleaved, at every size and regime.
+// same-traffic bandwidth kernel, interleaved, at the sizes, regimes and thread counts where the
+// two run different loops (tune_plan.h: points_changed).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,7 @@ struct TuneFamily {
   std::string family, isa;
   std::vector<std::string> variants;
   std::vector<std::string> asked;
+  bool reduction = false;  // a whole-tensor reduction in the update (the "_r" families)
 };
 
 struct TuneResult {
@@ -46,7 +48,9 @@ struct TuneResult {
   builder::TunedFamily tuned;               // params that differ from the defaults, evidence
   std::map<std::string, int64_t> defaults;  // the searched params' recipe defaults
   int candidates = 0;                       // previews timed
-  int compiled = 0;                         // of which the cache did not have
+  int skipped = 0;       // candidates that run the best's loops, or a timed one's, everywhere
+  int points_timed = 0;  // points the candidates were timed at (first rounds)
+  int compiled = 0;      // of which the cache did not have
   double seconds = 0;
 };
 

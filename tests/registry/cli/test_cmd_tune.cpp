@@ -68,6 +68,17 @@ TEST_CASE("tune: this machine's file, applied by build, named by describe and in
     if (e["family"] == "s1_g1") f = e;  // plain SGD moves one state and one gradient
   }
   REQUIRE(f.is_object());
+  // At 1e4 SGD's update is serial (serial_below 16384), so no tasks value changes its loops:
+  // nothing is timed. With found_inf's check (unscale), tasks split that reduction at 1e4.
+  CHECK(f["candidates"] == 0);
+  CHECK(f["candidates_not_timed"] == 4);
+  CHECK(f["points_timed"] == 0);
+  for (const auto& e : j["families"]) {
+    if (e["family"] != "s1_g1_r_narrow") continue;
+    CHECK(e["candidates"] == 4);
+    CHECK(e["candidates_not_timed"] == 0);
+    CHECK(e["points_timed"] == 8);  // 1e4 awake at 1 and 2 threads, each
+  }
   for (const auto& [k, v] : f["params"].items()) {
     CHECK(k == "tasks");
     CHECK(v.get<int>() >= 1);
