@@ -12,6 +12,9 @@ packages=(
   # tests: doctest; clang-14 + libclang-rt-14-dev for the rule-parser fuzzer (libFuzzer);
   # pkgconf for the installed-package consumer test
   doctest-dev clang-14 libclang-rt-14-dev pkgconf
+  # libomp-14-dev: clang-14's omp.h, for the ThreadSanitizer build of the runtime
+  # (runtime/thread_pool.cpp includes it; GCC's omp.h is not on clang's path)
+  libomp-14-dev
   # libdnnl-dev (oneDNN 2.6): the same-run peer of `opforge bench` for the NN ops (registry/cli/
   # peers); nothing else links it. Debian builds it with the OpenCL GPU runtime, so its CMake
   # config requires OpenCL, which libdnnl-dev only recommends: ocl-icd-opencl-dev and
