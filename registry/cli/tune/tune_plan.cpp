@@ -87,6 +87,13 @@ std::map<std::string, int64_t> path_at(const std::map<std::string, int64_t>& p, 
   return out;
 }
 
+std::map<std::string, int64_t> over_kept(const std::map<std::string, int64_t>& set,
+                                         const std::map<std::string, int64_t>& kept) {
+  std::map<std::string, int64_t> all = kept;
+  for (const auto& [k, v] : set) all[k] = v;
+  return all;
+}
+
 bool threading_param(const std::string& name) {
   return name == "serial_below" || name == "tasks" || name == "chunk" || name == "double_buffer" ||
          name == "db_grain";
@@ -97,12 +104,7 @@ std::vector<TunePoint> points_changed(const std::vector<TunePoint>& at,
                                       const std::map<std::string, int64_t>& cand,
                                       const std::map<std::string, int64_t>& kept,
                                       const PathContext& ctx) {
-  auto over_kept = [&](const std::map<std::string, int64_t>& set) {
-    std::map<std::string, int64_t> all = kept;
-    for (const auto& [k, v] : set) all[k] = v;
-    return all;
-  };
-  const std::map<std::string, int64_t> b = over_kept(best), c = over_kept(cand);
+  const std::map<std::string, int64_t> b = over_kept(best, kept), c = over_kept(cand, kept);
   // Whether a param that differs (a size bucket's included) is a threading one.
   bool threading = false;
   auto note = [&](const std::string& key) {

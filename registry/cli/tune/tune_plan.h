@@ -57,6 +57,11 @@ struct PathContext {
 std::map<std::string, int64_t> path_at(const std::map<std::string, int64_t>& p, int64_t n,
                                        const PathContext& ctx);
 
+// `set` over `kept` (the registered variant's unsearched params): the params a preview of `set`
+// is built with.
+std::map<std::string, int64_t> over_kept(const std::map<std::string, int64_t>& set,
+                                         const std::map<std::string, int64_t>& kept);
+
 // Whether a param changes how a call hands its work to the thread pool (serial_below, tasks,
 // chunk, double_buffer, db_grain): what a call that finds the pool asleep pays depends on it.
 // The others (vector, unroll, divide, divide_below) change the per-element work only.

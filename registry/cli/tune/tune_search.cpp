@@ -326,8 +326,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   std::map<std::vector<std::map<std::string, int64_t>>, std::string> timed_paths;
   const PathContext context{natural, f.reduction, heaviest.shape.block};
   auto paths_of = [&](const std::map<std::string, int64_t>& set, const std::vector<Point>& at) {
-    std::map<std::string, int64_t> all = kept;
-    for (const auto& [k, v] : set) all[k] = v;
+    const std::map<std::string, int64_t> all = over_kept(set, kept);
     std::vector<std::map<std::string, int64_t>> out;
     for (const Point& p : at) {
       out.push_back(path_at(all, p.n, context));
