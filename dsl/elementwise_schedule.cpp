@@ -271,8 +271,7 @@ std::vector<Halide::Func> ElementwiseSchedule::staged_inputs(
 }
 
 void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_out,
-                                          Halide::Func values, Halide::Func lanes,
-                                          Halide::Func scales,
+                                          Halide::Func lanes, Halide::Func scales,
                                           const std::vector<Halide::Func>& per_block, const Var& i,
                                           int block, const std::map<std::string, int64_t>& p) {
   const int vec = static_cast<int>(p.at("vector"));
@@ -298,11 +297,7 @@ void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_
   // Adam 0.97-0.99x the time in cache and at 1e7, both maps, AVX-512 and AVX2 (2-vCPU AMD
   // EPYC, paired medians). On the stack: with extents that followed the tail block, Halide 14
   // put these buffers on the heap, a malloc/free per block (8-bit Adam at 1e7: 26 ms, not 18).
-  // Likewise `per_block` (the old states' decoded values once per element, as each Tuple
-  // element of `values` would decode its own copy; the quantized states' new values).
-  std::vector<Halide::Func> funcs = per_block;
-  funcs.push_back(values);
-  for (Halide::Func f : funcs) {
+  for (Halide::Func f : per_block) {
     f.compute_at(out, bi)
         .bound(f.args()[0], 0, block)
         .store_in(Halide::MemoryType::Stack)

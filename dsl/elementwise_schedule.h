@@ -77,14 +77,15 @@ class ElementwiseSchedule {
   static void apply_reduction(Halide::Func total, const Halide::RDom& r,
                               const std::map<std::string, int64_t>& p);
   // 8-bit states (dsl/quant8.h): `out(i)` and `absmax_out(b)` fused per block of `block`
-  // elements (compute_with), runs of blocks in `tasks` parallel chunks; per block the new
-  // values (`values` and the other `per_block` Funcs, over (element, block), `vector`-wide),
-  // their 16-lane maxima (`lanes`) and the block's scales are computed into small buffers
-  // first, so each element is read from memory once.
-  static void apply_blockwise(Halide::Func out, Halide::Func absmax_out, Halide::Func values,
-                              Halide::Func lanes, Halide::Func scales,
-                              const std::vector<Halide::Func>& per_block, const Halide::Var& i,
-                              int block, const std::map<std::string, int64_t>& p);
+  // elements (compute_with), runs of blocks in `tasks` parallel chunks; per block the
+  // `per_block` Funcs (over (element, block), `vector`-wide: the states' new values and the
+  // decoded states worth a buffer), their 16-lane maxima (`lanes`) and the block's scales are
+  // computed into small buffers first, so each element is read from memory once; `out` then
+  // stores the new values and the codes.
+  static void apply_blockwise(Halide::Func out, Halide::Func absmax_out, Halide::Func lanes,
+                              Halide::Func scales, const std::vector<Halide::Func>& per_block,
+                              const Halide::Var& i, int block,
+                              const std::map<std::string, int64_t>& p);
   static std::string blockwise_summary(const std::map<std::string, int64_t>& p, int block);
   // Sparse rows: the update over indices stays serial (duplicates apply in order); each row
   // is `vector`-wide vectors over the columns.

@@ -266,12 +266,18 @@ void define_results(const OptimizerDecl& decl, const std::vector<std::string>& r
   }
 }
 
+// An 8-bit state's decoded values, (element, block), and whether its map is the linear one.
+struct Decoded {
+  Func values;
+  bool linear;
+};
+
 // The 8-bit storage's binding: element `e` of block `b` (index b*block + e) of every tensor,
 // each 8-bit state decoded once into "dequantized_<state>"(e, b) (its map value, decode8,
 // times the block's absmax, which is loop-invariant along e). Two dims, so that the block index is
 // a loop variable rather than a division Halide would turn into a gather per vector.
 void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const Var& b,
-                  std::map<std::string, Expr>& values, std::vector<Func>& dequantized) {
+                  std::map<std::string, Expr>& values, std::vector<Decoded>& dequantized) {
   const int B = op.as_optimizer().storage().block;
   std::map<std::string, const ArgDecl*> args;
   for (const auto& a : op.args) args[a.name] = &a;
@@ -295,7 +301,7 @@ void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const 
     if (a.quant) {
       Func deq = exact_func("dequantized_" + name);
       deq(e, b) = decode8(*a.quant, v, in.compute) * in.tensors.at(absmax_arg(name))(b);
-      dequantized.push_back(deq);
+      dequantized.push_back({deq, a.quant->map == dsl::QuantMap::linear});
       values[name] = deq(e, b);
       continue;
     }
@@ -332,8 +338,7 @@ Expr quiet_nan(const Halide::Type& t) {
 struct Blockwise {
   Func values, lanes, scales, absmax_out;
   Halide::RDom r;
-  Func quantized;                 // the quantized states' new values, strict
-  std::vector<Func> dequantized;  // the old 8-bit states' values, per element
+  Func quantized;  // the quantized states' new values, strict
 };
 Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewValues& nv,
                            const std::string& first, Func out, const Var& i, const Var& e,
@@ -455,6 +460,25 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   return w;
 }
 
+// The decoded 8-bit states worth a buffer per block: the dynamic map's (its decode is some 20
+// vector ops that, inlined into the update, cost 1.01-1.16x the time: registers spill, AVX2
+// most), and any that both the quantized states' update and the other states' read (Lion's var
+// reads the old m), each decoding once. The linear map's decode (a conversion and a divide) is
+// inlined where it is read: without its buffer, a store and a load per vector, 8-bit Adam took
+// 0.89x the time in cache with AVX-512, 0.93x with AVX2 (1 thread, 5e4, 2-vCPU Zen 4 EPYC).
+std::vector<Func> decoded_per_block(const std::vector<Decoded>& dequantized, const Blockwise& w) {
+  std::vector<Func> kept;
+  for (const Decoded& d : dequantized) {
+    int readers = 0;
+    for (const Func& f : {w.quantized, w.values}) {
+      readers += static_cast<int>(
+          Halide::Internal::find_direct_calls(f.function()).count(d.values.name()));
+    }
+    if (!d.linear || readers > 1) kept.push_back(d.values);
+  }
+  return kept;
+}
+
 // The schedule's choice for the update's reciprocals (dsl/math.h); absent when unscheduled.
 bool divides(const std::map<std::string, int64_t>& sched) {
   auto it = sched.find("divide");
@@ -472,7 +496,7 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   // if any, on i.
   const bool quantized = decl.storage().quant.has_value();
   Var qe("qe"), qb("qb");
-  std::vector<Func> dequantized;
+  std::vector<Decoded> dequantized;
   std::map<std::string, Expr> update_values = values;
   if (quantized) {
     update_values = {in.scalars.begin(), in.scalars.end()};
@@ -547,12 +571,14 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     return def;
   }
   if (blockwise) {
-    std::vector<Func> per_block = dequantized;
+    std::vector<Func> per_block = decoded_per_block(dequantized, *blockwise);
     per_block.push_back(blockwise->quantized);
+    // The other states' new values too: inlined into `out` instead, 0.99-1.03x (same runs).
+    per_block.push_back(blockwise->values);
     if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
-    ElementwiseSchedule::apply_blockwise(out, blockwise->absmax_out, blockwise->values,
-                                         blockwise->lanes, blockwise->scales, per_block, i,
-                                         decl.storage().block, sched);
+    ElementwiseSchedule::apply_blockwise(out, blockwise->absmax_out, blockwise->lanes,
+                                         blockwise->scales, per_block, i, decl.storage().block,
+                                         sched);
     return def;
   }
   if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
