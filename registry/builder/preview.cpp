@@ -2,9 +2,13 @@
 
 #include <llvm/Support/FileSystem.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
+#include <system_error>
+#include <thread>
 
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
@@ -12,9 +16,15 @@
 
 namespace opforge::builder {
 
-PreviewResult preview_variant(const registry::Descriptor& registered,
-                              const std::map<std::string, int64_t>& set,
-                              const std::string& cache_dir, const std::vector<std::string>& rules) {
+namespace {
+
+// The preview's planned kernel (pipeline, target, cache key): the registered variant's op-table
+// row with its params, `set` on top. `keep` owns the declarations of ops from rule files, which
+// the plan points to.
+PlannedVariant plan_preview(const registry::Descriptor& registered,
+                            const std::map<std::string, int64_t>& set,
+                            const std::vector<std::string>& rules, const HalideIdentity& hid,
+                            std::vector<std::unique_ptr<dsl::OptimizerDecl>>& keep) {
   const std::string& recipe = registered.schedule.recipe;
   if (recipe != "elementwise" && recipe != "sparse_rows" && recipe.rfind("nn/", 0) != 0) {
     throw std::invalid_argument("variant " + registered.variant + " is scheduled by '" +
@@ -22,7 +32,6 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
                                 "', which has no schedule params to --set");
   }
   // The op-table row this variant came from.
-  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
   std::vector<generators::VariantSpec> rows = table_with_rules(rules, keep);
   const generators::VariantSpec* row = nullptr;
   for (const auto& r : rows) {
@@ -46,22 +55,33 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
     spec.schedule[k] = std::stoll(text);
   }
   for (const auto& [k, v] : set) spec.schedule[k] = v;
+  std::vector<PlannedVariant> plan = plan_variants({spec}, {}, hid);
+  for (auto& p : plan) {
+    if (p.id == registered.variant) return std::move(p);
+  }
+  throw std::runtime_error("could not plan " + registered.variant);
+}
 
+std::string cache_root(const std::string& cache_dir) {
   const std::string root = cache_dir.empty() ? cache::CompileCache::default_root() : cache_dir;
   llvm::sys::fs::create_directories(root);
+  return root;
+}
+
+}  // namespace
+
+PreviewResult preview_variant(const registry::Descriptor& registered,
+                              const std::map<std::string, int64_t>& set,
+                              const std::string& cache_dir, const std::vector<std::string>& rules) {
+  const std::string root = cache_root(cache_dir);
   cache::CompileCache cache(root);
   const HalideIdentity hid = halide_identity(root);
-  std::vector<PlannedVariant> plan = plan_variants({spec}, {}, hid);
-  PlannedVariant* v = nullptr;
-  for (auto& p : plan) {
-    if (p.id == registered.variant) v = &p;
-  }
-  if (!v) throw std::runtime_error("could not plan " + registered.variant);
-
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+  PlannedVariant planned = plan_preview(registered, set, rules, hid, keep);
+  PlannedVariant* v = &planned;
   auto [rt, rt_hit] = cache.get_or_build(runtime_key(hid).hex_digest(), compile_runtime);
   const LinkRuntime link_runtime(rt);
   const std::string& rt_path = link_runtime.path();
-
   PreviewResult out;
   out.key = v->key.hex_digest();
   const auto t0 = std::chrono::steady_clock::now();
@@ -76,6 +96,59 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   out.descriptor.schedule.tuning_machine = registered.schedule.tuning_machine;
   out.descriptor.schedule.tuning_family = registered.schedule.tuning_family;
   return out;
+}
+
+int compile_previews(const registry::Descriptor& registered,
+                     const std::vector<std::map<std::string, int64_t>>& sets,
+                     const std::string& cache_dir, const std::vector<std::string>& rules,
+                     int jobs) {
+  const std::string root = cache_root(cache_dir);
+  cache::CompileCache cache(root);
+  const HalideIdentity hid = halide_identity(root);
+  std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
+  // Planned here, one after another (Halide's Func definitions); compiled on the workers.
+  std::vector<PlannedVariant> plan;
+  for (const auto& set : sets) plan.push_back(plan_preview(registered, set, rules, hid, keep));
+  auto [rt, rt_hit] = cache.get_or_build(runtime_key(hid).hex_digest(), compile_runtime);
+  const LinkRuntime link_runtime(rt);
+  std::atomic<size_t> next{0};
+  std::atomic<int> compiled{0};
+  std::vector<std::string> errors(plan.size());
+  auto work = [&] {
+    for (size_t k = next++; k < plan.size(); k = next++) {
+      PlannedVariant& v = plan[k];
+      try {
+        const bool hit =
+            cache
+                .get_or_build(v.key.hex_digest(),
+                              [&] {
+                                return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments,
+                                                      v.id, v.target, link_runtime.path());
+                              })
+                .second;
+        compiled += !hit;
+      } catch (const std::exception& e) {
+        errors[k] = e.what();
+      }
+    }
+  };
+  const int n =
+      jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int j = 1; j < n && j < static_cast<int>(plan.size()); ++j) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: those started (and this one) do the work
+    }
+  }
+  work();
+  for (auto& t : pool) t.join();
+  for (size_t k = 0; k < errors.size(); ++k) {
+    if (!errors[k].empty())
+      throw std::runtime_error("preview of " + registered.variant + " failed: " + errors[k]);
+  }
+  return compiled;
 }
 
 }  // namespace opforge::builder

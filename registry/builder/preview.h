@@ -29,4 +29,13 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
                               const std::string& cache_dir,
                               const std::vector<std::string>& rules = {});
 
+// The previews of `registered` with each of `sets`, compiled into the compile cache `jobs` at a
+// time (0: one per hardware thread), for a caller that loads them one by one afterwards
+// (`opforge tune`, which times on a quiet machine). Returns how many were compiled (the others
+// were cached). Throws as preview_variant does, naming the variant, once all have finished.
+int compile_previews(const registry::Descriptor& registered,
+                     const std::vector<std::map<std::string, int64_t>>& sets,
+                     const std::string& cache_dir, const std::vector<std::string>& rules = {},
+                     int jobs = 0);
+
 }  // namespace opforge::builder

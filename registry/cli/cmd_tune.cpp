@@ -67,6 +67,7 @@ TuneOptions tune_options(const Args& a) {
   for (const auto& p : o.params) candidate_values(p, 8);  // names checked before any work
   o.sizes = count_list(a.get("sizes", quick ? "1e4,1e6" : "1e3,1e4,1e5,1e6,1e7"), "--sizes");
   o.size_buckets = !a.has("one-set");
+  o.jobs = static_cast<int>(a.get_int("jobs", 0, 1, kMaxThreads));
   const std::string regime = a.get("regime", quick ? "awake" : "both");
   if (regime == "awake" || regime == "both") o.idle_regimes.push_back(false);
   if (regime == "idle" || regime == "both") o.idle_regimes.push_back(true);
@@ -239,6 +240,8 @@ Command tune_command() {
         {"quick", "",
          "a short search: sizes 1e4,1e6, awake, the logical CPUs' thread count, params "
          "serial_below,tasks (seconds per family)"},
+        {"jobs", "N",
+         "previews compiled at a time, before their timing (default: number of cores)"},
         {"out", "FILE", "the tuning file (default: <registry>/tuning/<machine fingerprint>.json)"},
         {"dry-run", "", "list the families and the file, time nothing"},
         json_option()}},

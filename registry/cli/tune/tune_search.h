@@ -30,6 +30,7 @@ struct TuneOptions {
   double point_seconds = 0.02;     // time per contender per (size, regime), about
   std::string cache_dir;
   std::vector<std::string> rules;
+  int jobs = 0;  // previews compiled at a time (0: the hardware's threads)
   std::function<void(const std::string&)> progress;  // one line at a time
 };
 
