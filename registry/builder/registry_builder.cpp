@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -865,6 +866,9 @@ BuildReport build_registry(const BuildOptions& opts) {
   std::vector<PlannedVariant> plan = plan_variants(rows, only, hid, tuning ? &*tuning : nullptr);
   for (const auto& v : plan) report.tuned_variants += !v.tuning_family.empty();
 
+  std::optional<cache::CompileCache> from;
+  if (use_cache && !opts.cache_from.empty() && llvm::sys::fs::is_directory(opts.cache_from))
+    from.emplace(opts.cache_from);
   // One variant's entry, from the cache or compiled, as the cache mode says.
   auto obtain = [&](const std::string& id, const cache::KeyBuilder& key,
                     const std::function<cache::Entry()>& compile,
@@ -880,9 +884,20 @@ BuildReport build_registry(const BuildOptions& opts) {
         break;
     }
     std::string why;
-    auto [entry, hit] = cache.get_or_build(key.hex_digest(), compile, &why, &r.not_cached);
-    r.hit = hit;
-    if (!hit) r.why = explain_miss(cache, id, key, why);
+    bool copied = false;
+    auto copy_or_compile = [&]() -> cache::Entry {
+      if (from) {
+        if (std::optional<cache::Entry> e = from->lookup(key.hex_digest())) {
+          copied = true;
+          return std::move(*e);
+        }
+      }
+      return compile();
+    };
+    auto [entry, hit] = cache.get_or_build(key.hex_digest(), copy_or_compile, &why, &r.not_cached);
+    r.hit = hit || copied;
+    if (copied) r.copied_from = opts.cache_from;
+    if (!r.hit) r.why = explain_miss(cache, id, key, why);
     return std::move(entry);
   };
   // Progress: calls of on_variant are serialized, and `done` counts under the same lock.

@@ -28,7 +28,8 @@ struct VariantResult {
   std::string why;  // for a miss: what changed since the last build of this variant
   double compile_ms = 0;
   size_t kernel_bytes = 0;
-  std::string not_cached;  // why the compiled kernel could not be stored in the cache
+  std::string not_cached;   // why the compiled kernel could not be stored in the cache
+  std::string copied_from;  // a hit in BuildOptions::cache_from: that cache, copied from
 };
 
 // ccache's modes: use the cache; compile everything and overwrite the entries (--recache);
@@ -37,7 +38,12 @@ enum class CacheMode { use, recache, disabled };
 
 struct BuildOptions {
   std::string registry_dir;
-  std::string cache_dir;           // empty: CompileCache::default_root()
+  std::string cache_dir;  // empty: CompileCache::default_root()
+  // A second compile cache, read only: an entry cache_dir lacks is copied from it when it has
+  // the key, instead of compiled (ccache's read-only secondary storage; a copy marks the entry
+  // used there, as a hit would). The test registry takes the op library's kernels from the
+  // user's cache this way. Empty or absent: none.
+  std::string cache_from;
   int jobs = 0;                    // 0: hardware concurrency
   std::vector<std::string> only;   // op names; empty = every op in the table
   std::vector<std::string> rules;  // rule files, or directories of *.rule files, to add

@@ -68,8 +68,11 @@ void BuildProgress::variant(const builder::VariantResult& v, size_t done, size_t
   } else {
     std::fprintf(out_, "%s\n", line.c_str());
     if (explain_) {
-      std::fprintf(out_, "    key %.16s  %s\n", v.key.c_str(),
-                   v.hit ? "hit: same key as an entry in the cache" : ("miss: " + v.why).c_str());
+      const std::string why = !v.hit ? "miss: " + v.why
+                              : v.copied_from.empty()
+                                  ? "hit: same key as an entry in the cache"
+                                  : "hit: same key as an entry in " + v.copied_from + ", copied";
+      std::fprintf(out_, "    key %.16s  %s\n", v.key.c_str(), why.c_str());
     }
   }
   std::fflush(out_);

@@ -37,6 +37,7 @@ int cmd_build(const Args& a) {
   builder::BuildOptions o;
   o.registry_dir = registry_dir(a);
   o.cache_dir = cache_dir(a);
+  o.cache_from = a.get("cache-from", "");
   o.jobs = static_cast<int>(a.get_int("jobs", 0, 1, kMaxThreads));
   o.only = a.all("only");
   o.rules = a.all("rules");
@@ -116,6 +117,10 @@ Command build_command() {
          "<cache dir>/user-registry) that the runtime reads beside the op library; a rule "
          "named like an op of the op library (--registry) is refused"},
         {"jobs", "N", "parallel compiles (default: number of cores)"},
+        {"cache-from", "DIR",
+         "a second compile cache, only read: a kernel the cache lacks is copied from DIR when "
+         "DIR has it, instead of compiled (the test registry takes the op library's kernels "
+         "from the user's cache)"},
         {"tuning", "auto|none|FILE",
          "machine tuning (`opforge tune`): auto (default) applies <registry>/tuning/<this "
          "machine's fingerprint>.json when it exists; none builds the recipe defaults; FILE "

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
 
 #include "builder_test_util.h"
 #include "generators/op_table.h"
@@ -80,6 +83,50 @@ TEST_CASE("a corrupt cache entry is a miss, says why, and is rebuilt") {
   fs::remove(c.entry_path(first.variants[1].key));
   BuildReport third = build(reg, cache, {"apply_gradient_descent"});
   CHECK(third.variants[1].why.find("absent") != std::string::npos);
+}
+
+// The entry files of a cache, by name, with their contents.
+std::map<std::string, std::string> cache_files(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().extension() != ".opfc") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    out[e.path().filename().string()] = {std::istreambuf_iterator<char>(f), {}};
+  }
+  return out;
+}
+
+TEST_CASE("cache_from: a second cache's entries are copied, not compiled; their contents kept") {
+  TempDir t;
+  const fs::path first = t.path / "first", second = t.path / "second";
+  build(t.path / "reg1", first, {"apply_gradient_descent"});
+  const auto before = cache_files(first);
+  REQUIRE(!before.empty());
+
+  BuildOptions o;
+  o.registry_dir = (t.path / "reg2").string();
+  o.cache_dir = second.string();
+  o.only = {"apply_gradient_descent"};
+  o.cache_from = first.string();
+  const BuildReport r = build_registry(o);
+  CHECK(r.runtime.hit);
+  CHECK(r.runtime.copied_from == first.string());
+  for (const auto& v : r.variants) {
+    CAPTURE(v.variant);
+    CHECK(v.hit);
+    CHECK(v.copied_from == first.string());
+  }
+  CHECK(cache_files(second).size() == before.size());  // copied into the build's own cache
+  CHECK(cache_files(first) == before);                 // its entries as they were
+
+  // Now in the build's own cache: plain hits. And a cache_from that does not exist is none.
+  o.cache_from = (t.path / "absent").string();
+  for (const auto& v : build_registry(o).variants) {
+    CHECK(v.hit);
+    CHECK(v.copied_from.empty());
+  }
+  o.cache_dir = (t.path / "third").string();
+  for (const auto& v : build_registry(o).variants) CHECK_FALSE(v.hit);
 }
 
 TEST_CASE("a partial build keeps the registry's other ops") {
