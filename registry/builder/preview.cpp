@@ -2,17 +2,15 @@
 
 #include <llvm/Support/FileSystem.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
-#include <system_error>
-#include <thread>
 
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
 #include "registry/builder/registry_builder.h"
+#include "registry/builder/workers.h"
 
 namespace opforge::builder {
 
@@ -77,22 +75,21 @@ PreviewResult preview_variant(const registry::Descriptor& registered,
   cache::CompileCache cache(root);
   const HalideIdentity hid = halide_identity(root);
   std::vector<std::unique_ptr<dsl::OptimizerDecl>> keep;
-  PlannedVariant planned = plan_preview(registered, set, rules, hid, keep);
-  PlannedVariant* v = &planned;
+  PlannedVariant v = plan_preview(registered, set, rules, hid, keep);
   auto [rt, rt_hit] = cache.get_or_build(runtime_key(hid).hex_digest(), compile_runtime);
   const LinkRuntime link_runtime(rt);
   const std::string& rt_path = link_runtime.path();
   PreviewResult out;
-  out.key = v->key.hex_digest();
+  out.key = v.key.hex_digest();
   const auto t0 = std::chrono::steady_clock::now();
   auto [entry, hit] = cache.get_or_build(out.key, [&] {
-    return compile_kernel(v->pipeline.pipeline, v->pipeline.arguments, v->id, v->target, rt_path);
+    return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target, rt_path);
   });
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   out.hit = hit;
   out.entry = std::move(entry);
-  out.descriptor = make_descriptor(*v, hid.version);
+  out.descriptor = make_descriptor(v, hid.version);
   out.descriptor.schedule.tuning_machine = registered.schedule.tuning_machine;
   out.descriptor.schedule.tuning_family = registered.schedule.tuning_family;
   return out;
@@ -111,42 +108,21 @@ int compile_previews(const registry::Descriptor& registered,
   for (const auto& set : sets) plan.push_back(plan_preview(registered, set, rules, hid, keep));
   auto [rt, rt_hit] = cache.get_or_build(runtime_key(hid).hex_digest(), compile_runtime);
   const LinkRuntime link_runtime(rt);
-  std::atomic<size_t> next{0};
   std::atomic<int> compiled{0};
-  std::vector<std::string> errors(plan.size());
-  auto work = [&] {
-    for (size_t k = next++; k < plan.size(); k = next++) {
-      PlannedVariant& v = plan[k];
-      try {
-        const bool hit =
-            cache
-                .get_or_build(v.key.hex_digest(),
-                              [&] {
-                                return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments,
-                                                      v.id, v.target, link_runtime.path());
-                              })
-                .second;
-        compiled += !hit;
-      } catch (const std::exception& e) {
-        errors[k] = e.what();
-      }
-    }
-  };
-  const int n =
-      jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int j = 1; j < n && j < static_cast<int>(plan.size()); ++j) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: those started (and this one) do the work
-    }
-  }
-  work();
-  for (auto& t : pool) t.join();
-  for (size_t k = 0; k < errors.size(); ++k) {
-    if (!errors[k].empty())
-      throw std::runtime_error("preview of " + registered.variant + " failed: " + errors[k]);
+  const std::vector<std::string> errors = run_on_workers(plan.size(), jobs, [&](size_t k) {
+    PlannedVariant& v = plan[k];
+    const bool hit =
+        cache
+            .get_or_build(v.key.hex_digest(),
+                          [&] {
+                            return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id,
+                                                  v.target, link_runtime.path());
+                          })
+            .second;
+    compiled += !hit;
+  });
+  for (const std::string& e : errors) {
+    if (!e.empty()) throw std::runtime_error("preview of " + registered.variant + " failed: " + e);
   }
   return compiled;
 }

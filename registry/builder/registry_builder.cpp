@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -15,7 +14,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 #include "dsl/fingerprint.h"
 #include "dsl/rules/rule_decl.h"
@@ -24,6 +22,7 @@
 #include "registry/builder/autoscheduler.h"
 #include "registry/builder/halide_identity.h"
 #include "registry/builder/kernel_compiler.h"
+#include "registry/builder/workers.h"
 #include "registry/cache/atomic_file.h"
 #include "registry/cache/cache_config.h"
 #include "registry/cache/cache_key.h"
@@ -675,48 +674,32 @@ void obtain_kernels(std::vector<PlannedVariant>& plan, int jobs, const Obtain& o
                     const std::function<void(const VariantResult&)>& finished,
                     const std::string& rt_path, std::vector<VariantResult>& results,
                     std::vector<cache::Entry>& entries) {
-  std::vector<std::string> errors(plan.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next++; k < plan.size(); k = next++) {
-      PlannedVariant& v = plan[k];
-      VariantResult& r = results[k];
-      r.variant = v.id;
-      r.op = v.op.name();
-      r.isa = v.isa.name;
-      r.key = v.key.hex_digest();
-      try {
-        const auto c0 = Clock::now();
-        cache::Entry entry = obtain(
-            v.id, v.key,
-            [&] {
-              if (v.autoschedule_at_compile) {  // once: the Funcs keep the schedule
-                autoschedule_in_place(v.pipeline.pipeline, v.target);
-                v.autoschedule_at_compile = false;
-              }
-              return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target,
-                                    rt_path);
-            },
-            r);
-        r.compile_ms = ms_since(c0);
-        r.kernel_bytes = entry.artifacts.at("kernel.so").size();
-        entries[k] = std::move(entry);
-        finished(r);
-      } catch (const std::exception& e) {
-        errors[k] = v.id + ": " + e.what();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int j = 1; j < jobs; ++j) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: the ones started (and this one) do the work
-    }
+  std::vector<std::string> errors = run_on_workers(plan.size(), jobs, [&](size_t k) {
+    PlannedVariant& v = plan[k];
+    VariantResult& r = results[k];
+    r.variant = v.id;
+    r.op = v.op.name();
+    r.isa = v.isa.name;
+    r.key = v.key.hex_digest();
+    const auto c0 = Clock::now();
+    cache::Entry entry = obtain(
+        v.id, v.key,
+        [&] {
+          if (v.autoschedule_at_compile) {  // once: the Funcs keep the schedule
+            autoschedule_in_place(v.pipeline.pipeline, v.target);
+            v.autoschedule_at_compile = false;
+          }
+          return compile_kernel(v.pipeline.pipeline, v.pipeline.arguments, v.id, v.target, rt_path);
+        },
+        r);
+    r.compile_ms = ms_since(c0);
+    r.kernel_bytes = entry.artifacts.at("kernel.so").size();
+    entries[k] = std::move(entry);
+    finished(r);
+  });
+  for (size_t k = 0; k < plan.size(); ++k) {
+    if (!errors[k].empty()) errors[k] = plan[k].id + ": " + errors[k];
   }
-  work();
-  for (auto& t : pool) t.join();
   for (const auto& e : errors) {
     if (!e.empty()) throw std::runtime_error("compile failed: " + e);
   }
@@ -941,8 +924,7 @@ BuildReport build_registry(const BuildOptions& opts) {
 
   std::vector<VariantResult> results(plan.size());
   std::vector<cache::Entry> entries(plan.size());
-  const int jobs = opts.jobs > 0 ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  obtain_kernels(plan, jobs, obtain, finished, link_runtime.path(), results, entries);
+  obtain_kernels(plan, opts.jobs, obtain, finished, link_runtime.path(), results, entries);
   if (use_cache) {
     for (size_t k = 0; k < plan.size(); ++k) {
       cache.count(results[k].hit);

@@ -383,11 +383,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   // A param's candidates compiled before any is timed, on every core (the timing needs them to
   // itself): those that differ from the best so far somewhere in `at`. One at a time, a whole
   // library's tune spent some 16 of its 44 minutes compiling on one core of two.
-  auto precompile = [&](const std::vector<std::map<std::string, int64_t>>& sets,
-                        const std::vector<Point>& at) {
+  auto precompile = [&](const std::vector<TuneCandidate>& cands, const std::vector<Point>& at) {
     std::vector<std::map<std::string, int64_t>> todo;
-    for (const auto& set : sets) {
-      if (!points_changed(at, best, set, kept, context).empty()) todo.push_back(set);
+    for (const TuneCandidate& c : cands) {
+      if (!points_changed(at, best, c.params, kept, context).empty()) todo.push_back(c.params);
     }
     if (todo.empty()) return;
     for (const Subject& s : subjects)
@@ -407,9 +406,7 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
       say("  divide_below: not applied to this family (one form of 1/x), not searched");
       continue;
     }
-    std::vector<std::map<std::string, int64_t>> sets;
-    for (const TuneCandidate& c : cands) sets.push_back(c.params);
-    precompile(sets, points(o));
+    precompile(cands, points(o));
     for (const TuneCandidate& c : cands) attempt(c.params, c.label, points(o));
   }
   // Then size buckets: at each size on the parallel path, the bucketable params again, timed
@@ -433,19 +430,17 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
       }
       for (const std::string& param : o.params) {
         if (!best.count(param) || !dsl::ElementwiseSchedule::bucketable(param)) continue;
-        std::vector<std::pair<std::map<std::string, int64_t>, std::string>> cands;
+        std::vector<TuneCandidate> cands;
         for (int64_t value : candidate_values(param, natural)) {
           if (value == dsl::ElementwiseSchedule::params_at(best, n).at(param)) continue;
           std::map<std::string, int64_t> cand = best;
           const std::string key = param + "@" + std::to_string(bound);
           cand[key] = value;
-          cands.emplace_back(cand,
-                             key + "=" + std::to_string(value) + " (N " + std::to_string(n) + ")");
+          cands.push_back(
+              {cand, key + "=" + std::to_string(value) + " (N " + std::to_string(n) + ")"});
         }
-        std::vector<std::map<std::string, int64_t>> sets;
-        for (const auto& c : cands) sets.push_back(c.first);
-        precompile(sets, at);
-        for (const auto& [cand, label] : cands) attempt(cand, label, at);
+        precompile(cands, at);
+        for (const TuneCandidate& c : cands) attempt(c.params, c.label, at);
       }
     }
   }
