@@ -18,6 +18,7 @@
 #include "registry/builder/registry_builder.h"
 #include "registry/cli/bench/bench_workload.h"
 #include "registry/cli/preview_kernel.h"
+#include "registry/cli/tune/tune_keep.h"
 #include "registry/cli/tune/tune_plan.h"
 
 namespace opforge::cli {
@@ -26,20 +27,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A candidate is kept when its geometric mean over every (size, regime, threads) is at least
-// 3% below the current best's and no point is more than 10% above it, in two rounds (the
-// second on swapped buffers, time_all): the host is shared, and one round's noise (5-10% at
-// small sizes) must not pick a param.
-constexpr double kKeepBelow = 0.97, kConfirmBelow = 0.99, kWorstPoint = 1.10;
-// Re-measures of a point that alone vetoes a candidate (recheck_vetoes): on a contended host a
-// single point read 1.107x for fp32 Adam's divide=1 on AVX-512 (0.953x over 15 points); one
-// reading of a shared machine is not enough to veto on, nor to dismiss.
-constexpr int kVetoRechecks = 2;
 // The size a family's members are compared at to choose the one it is tuned on: L2-resident
 // on both hosts measured, so the ratio to the bandwidth kernel is the member's compute.
 constexpr int64_t kPickSize = 100000;
 // Rounds of the final evidence (defaults against the result), buffers swapped every other
-// round; each column is the median over the rounds.
+// round; each column is the median over the rounds. A family that keeps the defaults times
+// them against themselves: one round records how far they are from the bandwidth kernel.
 constexpr int kEvidenceRounds = 3;
 
 struct Contender {
@@ -134,22 +127,6 @@ std::vector<PointTimes> time_all(Registry& reg, std::vector<Subject>& subjects,
     for (const Point& p : at) out.push_back(time_subject(reg, s, first, second, o, p, swap));
   }
   return out;
-}
-
-std::vector<double> paired_of(const std::vector<PointTimes>& t) {
-  std::vector<double> v;
-  for (const auto& m : t) v.push_back(m.paired);
-  return v;
-}
-
-// Geometric mean and worst of paired second / first ratios.
-std::pair<double, double> score(const std::vector<double>& paired) {
-  double log_sum = 0, worst = 0;
-  for (double r : paired) {
-    log_sum += std::log(r);
-    worst = std::max(worst, r);
-  }
-  return {std::exp(log_sum / static_cast<double>(paired.size())), worst};
 }
 
 int natural_vector(const registry::Descriptor& d) {
@@ -306,21 +283,6 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     say(f.family + " " + f.isa + ": timing " + s.d.variant);
   }
 
-  // One round of best against candidate at `at`; when the mean is below `below`, a point that
-  // alone vetoes the winner is re-measured (on the other buffers first) before it counts.
-  auto round_score = [&](const std::vector<Point>& at, bool swap, double below, int* rechecked) {
-    std::vector<double> paired =
-        paired_of(time_all(reg, subjects, &Subject::best, &Subject::candidate, o, at, swap));
-    if (score(paired).first >= below) return score(paired);
-    auto retime = [&](size_t i, int k) {
-      ++*rechecked;
-      return time_subject(reg, subjects[i / at.size()], &Subject::best, &Subject::candidate, o,
-                          at[i % at.size()], swap != (k % 2 == 0))
-          .paired;
-    };
-    return score(recheck_vetoes(paired, kWorstPoint, kVetoRechecks, retime));
-  };
-
   // The paths of the candidates timed against the current best (one per size of `at`), and
   // their labels: a candidate that runs as one of them at every size is not timed again
   // (divide_below 1048576 and 4194304 both leave only 1e7 to the estimate at the default sizes).
@@ -355,24 +317,51 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
       return;
     }
     timed_paths[paths] = label;
-    for (Subject& s : subjects) s.candidate = load(s, cand);
+    // The heaviest member screens the candidate alone (judge_candidate); the others' previews
+    // are loaded, and compiled if need be, only for a candidate that passes it.
+    std::vector<bool> loaded(subjects.size(), false);
+    auto subject = [&](size_t k) -> Subject& {
+      if (!loaded[k]) subjects[k].candidate = load(subjects[k], cand);
+      loaded[k] = true;
+      return subjects[k];
+    };
     ++r.candidates;
     r.points_timed += static_cast<int>(at.size());
-    int rechecked = 0;
-    auto [mean, worst] = round_score(at, false, kKeepBelow, &rechecked);
-    bool keep = mean < kKeepBelow && worst < kWorstPoint;
+    const Verdict v = judge_candidate(
+        subjects.size(), KeepRule{},
+        [&](size_t k, bool swap) {
+          std::vector<double> paired;
+          for (const Point& p : at) {
+            paired.push_back(
+                time_subject(reg, subject(k), &Subject::best, &Subject::candidate, o, p, swap)
+                    .paired);
+          }
+          return paired;
+        },
+        [&](size_t k, size_t point, bool swap) {
+          return time_subject(reg, subject(k), &Subject::best, &Subject::candidate, o, at[point],
+                              swap)
+              .paired;
+        });
+    r.subject_rounds += v.subject_rounds;
     char line[256];
     std::snprintf(line, sizeof line,
-                  "  %s: %.3fx of the best so far at %zu of %zu points (worst point %.3fx)",
-                  label.c_str(), mean, at.size(), all.size(), worst);
+                  "  %s: %.3fx of the best so far at %zu of %zu points (worst point %.3fx)%s",
+                  label.c_str(), v.screen.mean, at.size(), all.size(), v.screen.worst,
+                  subjects.size() > 1 ? " on the heaviest member" : "");
     std::string text = line;
-    if (keep) {  // a second round must agree
-      auto [mean2, worst2] = round_score(at, /*swap=*/true, kConfirmBelow, &rechecked);
-      keep = mean2 < kConfirmBelow && worst2 < kWorstPoint;
-      std::snprintf(line, sizeof line, ", confirm %.3fx (worst point %.3fx)", mean2, worst2);
+    if (v.first) {
+      std::snprintf(line, sizeof line, ", both members %.3fx (worst point %.3fx)", v.first->mean,
+                    v.first->worst);
       text += line;
     }
-    if (rechecked) text += ", " + std::to_string(rechecked) + " re-measures of vetoing points";
+    if (v.confirm) {
+      std::snprintf(line, sizeof line, ", confirm %.3fx (worst point %.3fx)", v.confirm->mean,
+                    v.confirm->worst);
+      text += line;
+    }
+    if (v.rechecked) text += ", " + std::to_string(v.rechecked) + " re-measures of vetoing points";
+    const bool keep = v.keep;
     say(text + (keep ? ": kept" : ""));
     if (!keep) return;
     best = cand;
@@ -381,16 +370,16 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
   };
 
   // A param's candidates compiled before any is timed, on every core (the timing needs them to
-  // itself): those that differ from the best so far somewhere in `at`. One at a time, a whole
-  // library's tune spent some 16 of its 44 minutes compiling on one core of two.
+  // itself): those that differ from the best so far somewhere in `at`, for the heaviest member
+  // (the others' only once a candidate passes its screen). One at a time, a whole library's
+  // tune spent some 16 of its 44 minutes compiling on one core of two.
   auto precompile = [&](const std::vector<TuneCandidate>& cands, const std::vector<Point>& at) {
     std::vector<std::map<std::string, int64_t>> todo;
     for (const TuneCandidate& c : cands) {
       if (!points_changed(at, best, c.params, kept, context).empty()) todo.push_back(c.params);
     }
     if (todo.empty()) return;
-    for (const Subject& s : subjects)
-      r.compiled += builder::compile_previews(s.d, todo, o.cache_dir, o.rules, o.jobs);
+    r.compiled += builder::compile_previews(subjects.front().d, todo, o.cache_dir, o.rules, o.jobs);
   };
 
   // One set for every size first.
@@ -447,9 +436,10 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
 
   // The evidence: defaults against the result at every point, kEvidenceRounds more rounds
   // (buffers swapped every other round), each column's median over the rounds: one round
-  // that a neighbour hit does not make the record.
+  // that a neighbour hit does not make the record of a change.
   std::vector<std::vector<PointTimes>> rounds;
-  for (int k = 0; k < kEvidenceRounds; ++k) {
+  const int evidence_rounds = best == r.defaults ? 1 : kEvidenceRounds;
+  for (int k = 0; k < evidence_rounds; ++k) {
     rounds.push_back(
         time_all(reg, subjects, &Subject::defaults, &Subject::best, o, points(o), k % 2 == 1));
   }
