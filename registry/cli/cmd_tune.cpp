@@ -186,7 +186,7 @@ int cmd_tune(const Args& a) {
                         {"candidates", r.candidates},
                         {"candidates_not_timed", r.skipped},
                         {"points_timed", r.points_timed},
-                        {"member_rounds", r.subject_rounds},
+                        {"member_rounds", r.member_rounds},
                         {"compiled", r.compiled},
                         {"seconds", r.seconds},
                         {"buckets", buckets}});

@@ -48,18 +48,18 @@ Verdict judge_candidate(size_t subjects, const KeepRule& rule,
   };
 
   std::vector<std::vector<double>> first = {round(0, false)};
-  v.subject_rounds = 1;
+  v.member_rounds = 1;
   v.screen = vetted(first, false, rule.keep_below);
   if (!passes(v.screen, rule.keep_below, rule)) return v;
   if (subjects > 1) {
     for (size_t s = 1; s < subjects; ++s) first.push_back(round(s, false));
-    v.subject_rounds += static_cast<int>(subjects - 1);
+    v.member_rounds += static_cast<int>(subjects - 1);
     v.first = vetted(first, false, rule.keep_below);
     if (!passes(*v.first, rule.keep_below, rule)) return v;
   }
   std::vector<std::vector<double>> confirm;
   for (size_t s = 0; s < subjects; ++s) confirm.push_back(round(s, true));
-  v.subject_rounds += static_cast<int>(subjects);
+  v.member_rounds += static_cast<int>(subjects);
   v.confirm = vetted(confirm, true, rule.confirm_below);
   v.keep = passes(*v.confirm, rule.confirm_below, rule);
   return v;

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
-#include <utility>
 #include <vector>
 
 namespace opforge::cli {
@@ -34,7 +33,7 @@ struct Verdict {
   std::optional<Score> first;    // every subject (when there are several and the screen passed)
   std::optional<Score> confirm;  // every subject on swapped buffers (when the first passed)
   int rechecked = 0;             // re-measures of vetoing points
-  int subject_rounds = 0;        // rounds timed, one subject's points each
+  int member_rounds = 0;         // rounds timed, one subject's points each
 };
 
 // round(subject, swap): subject `subject`'s paired ratios at each of the candidate's points

@@ -327,23 +327,19 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
     };
     ++r.candidates;
     r.points_timed += static_cast<int>(at.size());
+    auto time_at = [&](size_t k, size_t point, bool swap) {
+      return time_subject(reg, subject(k), &Subject::best, &Subject::candidate, o, at[point], swap)
+          .paired;
+    };
     const Verdict v = judge_candidate(
         subjects.size(), KeepRule{},
         [&](size_t k, bool swap) {
           std::vector<double> paired;
-          for (const Point& p : at) {
-            paired.push_back(
-                time_subject(reg, subject(k), &Subject::best, &Subject::candidate, o, p, swap)
-                    .paired);
-          }
+          for (size_t i = 0; i < at.size(); ++i) paired.push_back(time_at(k, i, swap));
           return paired;
         },
-        [&](size_t k, size_t point, bool swap) {
-          return time_subject(reg, subject(k), &Subject::best, &Subject::candidate, o, at[point],
-                              swap)
-              .paired;
-        });
-    r.subject_rounds += v.subject_rounds;
+        time_at);
+    r.member_rounds += v.member_rounds;
     char line[256];
     std::snprintf(line, sizeof line,
                   "  %s: %.3fx of the best so far at %zu of %zu points (worst point %.3fx)%s",
@@ -361,9 +357,8 @@ TuneResult tune_family(Registry& reg, const TuneFamily& f, const TuneOptions& o)
       text += line;
     }
     if (v.rechecked) text += ", " + std::to_string(v.rechecked) + " re-measures of vetoing points";
-    const bool keep = v.keep;
-    say(text + (keep ? ": kept" : ""));
-    if (!keep) return;
+    say(text + (v.keep ? ": kept" : ""));
+    if (!v.keep) return;
     best = cand;
     timed_paths.clear();
     for (Subject& s : subjects) s.best = s.candidate;

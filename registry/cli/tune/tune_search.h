@@ -49,10 +49,10 @@ struct TuneResult {
   builder::TunedFamily tuned;               // params that differ from the defaults, evidence
   std::map<std::string, int64_t> defaults;  // the searched params' recipe defaults
   int candidates = 0;                       // previews timed
-  int skipped = 0;         // candidates that run the best's loops, or a timed one's, everywhere
-  int points_timed = 0;    // points the candidates were timed at (first rounds)
-  int subject_rounds = 0;  // rounds of one member at a candidate's points (judge_candidate)
-  int compiled = 0;        // of which the cache did not have
+  int skipped = 0;        // candidates that run the best's loops, or a timed one's, everywhere
+  int points_timed = 0;   // points the candidates were timed at (first rounds)
+  int member_rounds = 0;  // rounds of one member at a candidate's points (judge_candidate)
+  int compiled = 0;       // of which the cache did not have
   double seconds = 0;
 };
 

@@ -48,7 +48,7 @@ TEST_CASE("judge_candidate: a loser on the heaviest member costs one member's ro
   const Verdict v = sc.judge(2);
   CHECK_FALSE(v.keep);
   CHECK(sc.rounds == Rounds{{0, false}});
-  CHECK(v.subject_rounds == 1);
+  CHECK(v.member_rounds == 1);
   CHECK_FALSE(v.first.has_value());
   CHECK_FALSE(v.confirm.has_value());
   CHECK(v.screen.mean == doctest::Approx(std::cbrt(0.99 * 0.98)));
@@ -75,7 +75,7 @@ TEST_CASE("judge_candidate: kept after every member's first round and the swappe
   const Verdict v = sc.judge(2);
   CHECK(v.keep);
   CHECK(sc.rounds == Rounds{{0, false}, {1, false}, {0, true}, {1, true}});
-  CHECK(v.subject_rounds == 4);
+  CHECK(v.member_rounds == 4);
   CHECK(sc.retimes.empty());
 }
 
