@@ -273,7 +273,7 @@ struct Decoded {
 };
 
 // The 8-bit storage's binding: element `e` of block `b` (index b*block + e) of every tensor,
-// each 8-bit state decoded once into "dequantized_<state>"(e, b) (its map value, decode8,
+// each 8-bit state decoded once into "dequantized_<state>"(e, b) (dequantize8: its map value
 // times the block's absmax, which is loop-invariant along e). Two dims, so that the block index is
 // a loop variable rather than a division Halide would turn into a gather per vector.
 void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const Var& b,
@@ -300,7 +300,7 @@ void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const 
     const Expr v = f(Halide::min(Halide::likely(b * B + e), n - 1));
     if (a.quant) {
       Func deq = exact_func("dequantized_" + name);
-      deq(e, b) = decode8(*a.quant, v, in.compute) * in.tensors.at(absmax_arg(name))(b);
+      deq(e, b) = dequantize8(*a.quant, v, in.tensors.at(absmax_arg(name))(b), in.compute);
       dequantized.push_back({deq, a.quant->map == dsl::QuantMap::linear});
       values[name] = deq(e, b);
       continue;
@@ -321,7 +321,9 @@ Expr quiet_nan(const Halide::Type& t) {
 // `block_lanes`(l, b) takes the 16-lane maxima of |new value| (NaN counted above inf; as
 // the bits of |new value| in fp32 kernels) and
 // `block_scale`(b) holds each quantized state's new absmax (NaN when a value in the block is
-// not finite) and its reciprocal (0 for an all-zero block). `out` stores the codes of the
+// not finite) and its reciprocal times encode_gain (0 for an all-zero block; an absmax below
+// gain / FLT_MAX, about 4e-37 for the linear maps, overflows it, as 1 / absmax did below 3e-39,
+// and its block's codes saturate). `out` stores the codes of the
 // quantized states, `absmax_out`(b) the new absmaxes; a skipped step keeps both as they were.
 //
 // Chunking must not change the 8-bit states: one call over a model's flat buffers and one call
@@ -425,8 +427,10 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
     absmax.push_back(dsl::select(dsl::is_finite(m), m, quiet_nan(t)));
   }
   for (size_t j = 0; j < q.size(); ++j) {
+    const double gain = encode_gain(*args.at(states[q[j]])->quant, t);
     scale.push_back(absmax[j]);
-    scale.push_back(dsl::select(absmax[j] > 0, Halide::cast(t, 1) / absmax[j], Halide::cast(t, 0)));
+    scale.push_back(dsl::select(absmax[j] > 0, Halide::Internal::make_const(t, gain) / absmax[j],
+                                Halide::cast(t, 0)));
   }
   define_values(w.scales, {b}, scale);
   auto scale_at = [&](size_t j, int part, const Expr& blk) {
@@ -438,7 +442,7 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
     if (j < q.size() && q[j] == k) {
       const ArgDecl& a = *args.at(states[k]);
       Expr code =
-          encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B), in.mask_compares);
+          encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B), in.mask_compares, true);
       // The golden keeps codes as fp64 values, like every tensor it sees.
       code = fp32 ? Halide::strict_float(code) : Halide::cast(t, code);
       if (nv.skip.defined()) code = Halide::select(nv.skip, in.tensors.at(states[k])(i), code);
@@ -463,9 +467,10 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
 // The decoded 8-bit states worth a buffer per block: the dynamic map's (its decode is some 20
 // vector ops that, inlined into the update, cost 1.01-1.16x the time: registers spill, AVX2
 // most), and any that both the quantized states' update and the other states' read (Lion's var
-// reads the old m), each decoding once. The linear map's decode (a conversion and a divide) is
-// inlined where it is read: without its buffer, a store and a load per vector, 8-bit Adam took
-// 0.89x the time in cache with AVX-512, 0.93x with AVX2 (1 thread, 5e4, 2-vCPU Zen 4 EPYC).
+// reads the old m), each decoding once. The linear map's decode (a conversion and a multiply by
+// the block's step) is inlined where it is read: without its buffer, a store and a load per
+// vector, 8-bit Adam took 0.89x the time in cache with AVX-512, 0.93x with AVX2 (1 thread, 5e4,
+// 2-vCPU Zen 4 EPYC).
 std::vector<Func> decoded_per_block(const std::vector<Decoded>& dequantized, const Blockwise& w) {
   std::vector<Func> kept;
   for (const Decoded& d : dequantized) {
@@ -572,9 +577,14 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   }
   if (blockwise) {
     std::vector<Func> per_block = decoded_per_block(dequantized, *blockwise);
+    // The other states' new values (the param) get a buffer per block where a decoded state
+    // has one (the dynamic map); where every decode is inlined (the linear map) they are
+    // computed in the store loop beside the light encode. Inlined against buffered (AMD EPYC
+    // family 26, 1 thread, 5e4, in cache): linear Adam / AdamW 0.95-0.97x the time with
+    // AVX-512, 1.00x AVX2; dynamic Adam / Lion 1.01-1.04x (the heavy encode spills).
+    const bool values_inline = per_block.empty();
     per_block.push_back(blockwise->quantized);
-    // The other states' new values too: inlined into `out` instead, 0.99-1.03x (same runs).
-    per_block.push_back(blockwise->values);
+    if (!values_inline) per_block.push_back(blockwise->values);
     if (!red.terms.empty()) ElementwiseSchedule::apply_reduction(total, r, sched);
     ElementwiseSchedule::apply_blockwise(out, blockwise->absmax_out, blockwise->lanes,
                                          blockwise->scales, per_block, i, decl.storage().block,

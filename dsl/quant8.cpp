@@ -100,7 +100,7 @@ Expr encode_dynamic(bool is_signed, const Expr& y, bool mask_compares) {
   return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
 }
 
-Expr encode_linear(bool is_signed, const Expr& y) {
+Expr encode_linear(bool is_signed, const Expr& y, bool prescaled) {
   const Halide::Type t = y.type();
   if (t == Halide::Float(32)) {
     // The rounded value from the bits of y * 127 (255 unsigned) + 1.5 * 2^23, below 2^22 in
@@ -108,7 +108,7 @@ Expr encode_linear(bool is_signed, const Expr& y) {
     // there. Halide 14 emits round() on AVX-512 as two ymm vroundps and the joins: 8-bit Adam
     // with the linear map took 0.91x the time, in cache and at 1e7 (AVX2, one vroundps
     // already: 1.00x). strict: fast math could fold the addition into the conversion.
-    const Expr scaled = y * (is_signed ? 127.f : 255.f);
+    const Expr scaled = prescaled ? y : y * (is_signed ? 127.f : 255.f);
     const Expr r = Halide::reinterpret<int>(Halide::strict_float(scaled + 12582912.f)) - 0x4B400000;
     return Halide::cast<uint8_t>(is_signed ? Halide::clamp(r + 127, 0, 254)
                                            : Halide::clamp(r, 0, 255));
@@ -150,6 +150,13 @@ std::array<float, 256> StateQuant::table() const {
 
 namespace {
 
+// The signed linear map's code c as (c - 127), with code 255 (1.0, as 254 is) taken to 254: a
+// byte minimum instead of a compare and a select per vector (AVX2: four ops per 8 lanes).
+Expr centred_signed(const Expr& code) {
+  return Halide::cast<float>(Halide::cast<int>(Halide::min(code, Halide::cast<uint8_t>(254))) -
+                             127);
+}
+
 // The dynamic map's value of code c, computed rather than looked up: a 256-entry table lookup
 // is a gather, which LLVM emits as 16 scalar loads per vector on these targets (8-bit Adam at
 // 1e7, AVX-512: 14 ms with the lookups, 9.5 ms computed, 2 threads). Value k of a decade i with p
@@ -189,8 +196,7 @@ Expr decode_dynamic(bool is_signed, const Expr& code) {
 // the linear map took 0.86-0.89x the time in cache (2-vCPU AMD EPYC, AVX-512 and AVX2).
 Expr decode_linear(bool is_signed, const Expr& code) {
   if (!is_signed) return Halide::strict_float(Halide::cast<float>(code) / 255.f);
-  const Expr centred = Halide::cast<float>(Halide::cast<int>(code) - 127);
-  return Halide::select(code == 255, 1.f, Halide::strict_float(centred / 127.f));
+  return Halide::strict_float(centred_signed(code) / 127.f);
 }
 
 }  // namespace
@@ -206,9 +212,23 @@ Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute)
   return Halide::cast(compute, v);
 }
 
-Expr encode8(const StateQuant& q, const Expr& y, bool mask_compares) {
+Expr dequantize8(const StateQuant& q, const Expr& code, const Expr& absmax,
+                 const Halide::Type& compute) {
+  if (q.map != QuantMap::linear || compute != Halide::Float(32) || code.type() != Halide::UInt(8))
+    return decode8(q, code, compute) * absmax;
+  const Expr step = Halide::strict_float(absmax / (q.is_signed ? 127.f : 255.f));
+  if (!q.is_signed) return Halide::cast<float>(code) * step;
+  return centred_signed(code) * step;
+}
+
+Expr encode8(const StateQuant& q, const Expr& y, bool mask_compares, bool prescaled) {
   return q.map == QuantMap::dynamic ? encode_dynamic(q.is_signed, y, mask_compares)
-                                    : encode_linear(q.is_signed, y);
+                                    : encode_linear(q.is_signed, y, prescaled);
+}
+
+double encode_gain(const StateQuant& q, const Halide::Type& t) {
+  if (q.map != QuantMap::linear || t != Halide::Float(32)) return 1;
+  return q.is_signed ? 127 : 255;
 }
 
 }  // namespace opforge::dsl

@@ -41,12 +41,25 @@ struct StateQuant {
 Halide::Expr decode8(const StateQuant& q, const Halide::Expr& code,
                      const Halide::Type& compute = Halide::Float(32));
 
+// A state's dequantized value: map[code] times its block's absmax. The fp32 linear map takes
+// the code's offset times the block's step (absmax / 127 or / 255, once per block) instead of
+// decode8's division per element: within an ulp of map[code] * absmax, and one multiply.
+Halide::Expr dequantize8(const StateQuant& q, const Halide::Expr& code, const Halide::Expr& absmax,
+                         const Halide::Type& compute = Halide::Float(32));
+
 // The code of the map value nearest y, y in [-1, 1] (|y| <= 1: the value over the block's
 // absmax; unsigned maps take y >= 0). Any float type; the result is UInt(8). NaN y gives an
 // unspecified code (its block's absmax is NaN). `mask_compares`: the target compares into
 // mask registers (AVX-512), where the dynamic map's decade is counted from sign bits instead
 // of compares (an fp32 y only; the same codes except for a |y| exactly on a decade's edge, a
 // midpoint, which then takes the lower neighbour).
-Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y, bool mask_compares = false);
+// `prescaled`: y comes multiplied by encode_gain(q, its type) already.
+Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y, bool mask_compares = false,
+                     bool prescaled = false);
+
+// What a block's 1 / absmax is multiplied by for encode8(..., prescaled = true): the fp32
+// linear map's 127 (signed) or 255, so that the per-element multiply is done once per block;
+// 1 for the others.
+double encode_gain(const StateQuant& q, const Halide::Type& t);
 
 }  // namespace opforge::dsl

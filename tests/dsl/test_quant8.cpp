@@ -2,7 +2,8 @@
 // (Dettmers et al. 2022's dynamic map, bitsandbytes' create_dynamic_map; the linear maps), and
 // decode8 / encode8 JIT-compiled (16 and 8 lanes, and scalar) against them: every code decodes
 // to its table value exactly, and every value encodes to the nearest table value, except where
-// it lies within a few fp32 ulps of the midpoint between two (either neighbour is then right).
+// it lies within a few fp32 ulps of the midpoint between two (either neighbour is then right);
+// dequantize8 (the kernels' decode times absmax) within an ulp or two of the exact product.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -101,6 +102,62 @@ TEST_CASE("decode8: every code gives its map value exactly, on every vector widt
         if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
       }
       CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("dequantize8: map value times absmax, within an ulp or two of the exact product") {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+  for (const StateQuant& q : kMaps) {
+    const std::vector<float> table = expected_map(q);
+    for (float absmax : {1.f, 0.37f, 3.1e-5f, 7.7e-30f, 2.5e30f}) {
+      for (int width : {1, 8, 16}) {
+        CAPTURE(q.name());
+        CAPTURE(absmax);
+        CAPTURE(width);
+        const auto deq = [absmax](const StateQuant& m, const Halide::Expr& c) {
+          return dequantize8(m, c, Halide::Expr(absmax));
+        };
+        const std::vector<float> got = realize<uint8_t, float>(codes, deq, q, width);
+        int wrong = 0;
+        for (int c = 0; c < 256; ++c) {
+          // The exact product (the signed linear map's code 255 is 1.0, as 254 is; the dynamic
+          // map's fp32 table value). The linear form rounds twice (the step, the product):
+          // within an ulp; the dynamic map's division and product, which Halide's simplifier
+          // may reassociate, within two.
+          double exact = static_cast<double>(table[c]);
+          if (q.map == QuantMap::linear) {
+            exact = q.is_signed ? (std::min(c, 254) - 127) / 127.0 : c / 255.0;
+          }
+          exact *= absmax;
+          const double tol = std::ldexp(std::fabs(exact), q.map == QuantMap::linear ? -23 : -22);
+          if (std::fabs(got[c] - exact) <= tol) continue;
+          if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << exact);
+        }
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("encode8: a prescaled value gives the same code as the plain one") {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  for (const StateQuant& q : kMaps) {
+    std::vector<float> y;
+    for (int k = 0; k < 5000; ++k) y.push_back(q.is_signed ? unit(rng) : std::fabs(unit(rng)));
+    const float gain = static_cast<float>(encode_gain(q, Halide::Float(32)));
+    CHECK(gain == (q.map == QuantMap::linear ? (q.is_signed ? 127.f : 255.f) : 1.f));
+    for (int width : {1, 16}) {
+      CAPTURE(q.name());
+      CAPTURE(width);
+      const auto plain = [](const StateQuant& m, const Halide::Expr& v) { return encode8(m, v); };
+      const auto pre = [gain](const StateQuant& m, const Halide::Expr& v) {
+        return encode8(m, v * gain, false, true);
+      };
+      CHECK(realize<float, uint8_t>(y, plain, q, width) ==
+            realize<float, uint8_t>(y, pre, q, width));
     }
   }
 }
