@@ -4,8 +4,9 @@ definition: decode each state (map[code] * block absmax), torch.optim.Adam's / A
 in fp64, each block's new absmax = max |new state|, the code of the nearest map value. Step by
 step, fused (one call per group over 256-aligned flat buffers) and per parameter: each step
 starts the reference from the optimizer's own parameter, codes and absmaxes, so a step's
-error never carries into the next. Then checkpoints in torch's layout, GradScaler, a 500-step
-training against fp32 states, and refusals."""
+error never carries into the next (min_8bit_size=0: every parameter in 8 bits). Then
+checkpoints in torch's layout, GradScaler, a 500-step training against fp32 states,
+min_8bit_size's split into 8-bit and fp32 parameters, and refusals."""
 
 import math
 
@@ -130,7 +131,7 @@ def run_against_reference(config, kind, fused, steps=20, lr_scale=1.0):
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
     opt = cls(params, lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize,
-              state_bits=8, quant_map=kind, fused=fused)
+              state_bits=8, min_8bit_size=0, quant_map=kind, fused=fused)
     group = opt.param_groups[0]
     keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else [])
     worst = flips = total = 0
@@ -211,7 +212,7 @@ def test_fused_is_one_call_per_step_on_aligned_buffers_and_matches_per_param(reg
     for fused in (True, False):
         torch.manual_seed(4)
         params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
-        opt = oo.AdamW(params, lr=1e-2, amsgrad=True, state_bits=8, fused=fused)
+        opt = oo.AdamW(params, lr=1e-2, amsgrad=True, state_bits=8, min_8bit_size=0, fused=fused)
         calls.update(call=0, call_model=0)
         for _ in range(6):
             opt.zero_grad()
@@ -253,8 +254,8 @@ def test_fused_falls_back_per_parameter_when_a_gradient_is_missing(reg):
     torch.manual_seed(5)
     params = [torch.nn.Parameter(torch.randn(n)) for n in (300, 7)]
     twin = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    a = oo.Adam(params, lr=1e-2, state_bits=8)
-    b = oo.Adam(twin, lr=1e-2, state_bits=8, fused=False)
+    a = oo.Adam(params, lr=1e-2, state_bits=8, min_8bit_size=0)
+    b = oo.Adam(twin, lr=1e-2, state_bits=8, min_8bit_size=0, fused=False)
     for step in range(4):
         for ps in (params, twin):
             g = torch.Generator().manual_seed(step)
@@ -299,7 +300,8 @@ def clone_model(model):
 @pytest.mark.parametrize("kind", ["dynamic", "linear"])
 def test_state_dict_is_torch_layout_and_loads_both_ways(reg, kind):
     need_adam(kind, False)
-    model, opt, data = train_mlp(lambda p: oo.Adam(p, lr=1e-3, state_bits=8, quant_map=kind),
+    model, opt, data = train_mlp(lambda p: oo.Adam(p, lr=1e-3, state_bits=8, min_8bit_size=0,
+                                                   quant_map=kind),
                                  5)
     sd = opt.state_dict()
     for i, p in enumerate(model.parameters()):
@@ -321,7 +323,7 @@ def test_state_dict_is_torch_layout_and_loads_both_ways(reg, kind):
     t_opt.load_state_dict(sd)
     assert float(t_opt.state[next(iter(twin.parameters()))]["step"]) == 5
     q_model = clone_model(model)
-    q_opt = oo.Adam(q_model.parameters(), lr=1e-3, state_bits=8, quant_map=kind)
+    q_opt = oo.Adam(q_model.parameters(), lr=1e-3, state_bits=8, min_8bit_size=0, quant_map=kind)
     q_opt.load_state_dict(sd)
     # Requantizing a dequantized state gives back the same values, except in a dynamic
     # signed block whose largest |value| was negative (that map has 1.0 but no -1.0: the
@@ -350,7 +352,8 @@ def test_state_dict_is_torch_layout_and_loads_both_ways(reg, kind):
         assert all(torch.equal(a, c) for a, c in zip(model.parameters(),
                                                      q_model.parameters()))
     # and back: torch's state_dict into the 8-bit optimizer
-    back = oo.Adam(clone_model(twin).parameters(), lr=1e-3, state_bits=8, quant_map=kind)
+    back = oo.Adam(clone_model(twin).parameters(), lr=1e-3, state_bits=8, min_8bit_size=0,
+                   quant_map=kind)
     back.load_state_dict(t_opt.state_dict())
     st = back.state[back.param_groups[0]["params"][0]]
     assert float(st["step"]) == 6 and st["exp_avg_codes"].dtype == torch.uint8
@@ -386,8 +389,8 @@ def test_grad_scaler_unscales_then_steps(reg):
     torch.manual_seed(6)
     a = [torch.nn.Parameter(torch.randn(n)) for n in (300, 7)]
     b = [torch.nn.Parameter(p.detach().clone()) for p in a]
-    oa = oo.AdamW(a, lr=1e-2, state_bits=8)
-    ob = oo.AdamW(b, lr=1e-2, state_bits=8)
+    oa = oo.AdamW(a, lr=1e-2, state_bits=8, min_8bit_size=0)
+    ob = oo.AdamW(b, lr=1e-2, state_bits=8, min_8bit_size=0)
     scaler = ot.GradScaler(init_scale=2.0 ** 10)
     for step in range(4):
         g = torch.Generator().manual_seed(step)
@@ -414,7 +417,8 @@ def test_lion_steps_match_the_fp64_8bit_reference(reg, fused):
     torch.manual_seed(2)
     params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
     lr, (b1, b2), wd = 1e-3, (0.9, 0.99), 0.1
-    opt = oo.Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd, state_bits=8, fused=fused)
+    opt = oo.Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd, state_bits=8,
+                  min_8bit_size=0, fused=fused)
     table = ref_map("dynamic", True)
     f32 = lambda x: float(np.float32(x))  # noqa: E731
     for step in range(1, 8):
@@ -463,7 +467,7 @@ def test_sgd_momentum_steps_match_the_fp64_8bit_reference(reg, fused, nesterov):
     params = [torch.nn.Parameter(torch.randn(n)) for n in SIZES]
     lr, mom, wd = 1e-2, 0.9, 0.01
     opt = oo.SGD(params, lr=lr, momentum=mom, weight_decay=wd, nesterov=nesterov,
-                 maximize=True, state_bits=8, fused=fused)
+                 maximize=True, state_bits=8, min_8bit_size=0, fused=fused)
     table = ref_map("dynamic", True)
     f32 = lambda x: float(np.float32(x))  # noqa: E731
     worst = 0.0
@@ -506,7 +510,7 @@ def test_sgd_8bit_state_dict_loads_into_torch_sgd_and_refusals(reg):
     need("apply_momentum", {"storage": "q8s", "use_nesterov": False})
     torch.manual_seed(4)
     p = torch.nn.Parameter(torch.randn(700))
-    opt = oo.SGD([p], lr=0.1, momentum=0.9, state_bits=8)
+    opt = oo.SGD([p], lr=0.1, momentum=0.9, state_bits=8, min_8bit_size=0)
     for _ in range(3):
         p.grad = torch.randn(700)
         opt.step()
@@ -527,7 +531,7 @@ def test_sgd_8bit_state_dict_loads_into_torch_sgd_and_refusals(reg):
     # the same codes: the signed map's most negative value is -0.993, so a block whose
     # largest |value| is negative gets a smaller absmax)
     back = oo.SGD([torch.nn.Parameter(p.detach().clone())], lr=0.1, momentum=0.9,
-                  state_bits=8)
+                  state_bits=8, min_8bit_size=0)
     back.load_state_dict(ref.state_dict())
     again = back.state_dict()["state"][0]["momentum_buffer"]
     block_max = buf.abs().reshape(-1)[:512].reshape(2, BLOCK).amax(dim=1)
@@ -538,7 +542,7 @@ def test_sgd_8bit_state_dict_loads_into_torch_sgd_and_refusals(reg):
                          (dict(momentum=0.9, dampening=0.1), "dampening 0"),
                          (dict(momentum=0.9, master_weights=True), "master_weights")):
         with pytest.raises(ValueError, match=what):
-            oo.SGD([p], lr=0.1, state_bits=8, **kwargs)
+            oo.SGD([p], lr=0.1, state_bits=8, min_8bit_size=0, **kwargs)
 
 
 def test_500_steps_of_training_end_near_fp32_states(reg):
@@ -567,7 +571,7 @@ def test_500_steps_of_training_end_near_fp32_states(reg):
         y = (torch.sin(x[:, :1] * 2) + x[:, 1:2] * x[:, 2:3]
              + 0.3 * torch.randn(4096, 1, generator=g))
         opt = (torch.optim.Adam(model.parameters(), lr=3e-3) if name == "fp32" else
-               oo.Adam(model.parameters(), lr=3e-3, state_bits=8, quant_map=name))
+               oo.Adam(model.parameters(), lr=3e-3, state_bits=8, min_8bit_size=0, quant_map=name))
         for _ in range(500):
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -582,6 +586,61 @@ def test_500_steps_of_training_end_near_fp32_states(reg):
     assert losses["linear"] <= 1.75 * losses["fp32"], losses
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_param"])
+def test_min_8bit_size_keeps_small_parameters_in_fp32(reg, fused):
+    """bitsandbytes' min_8bit_size (default 4096): parameters of fewer elements keep fp32
+    states and step exactly as opforge's fp32 Adam on them alone; the others exactly as an
+    8-bit Adam on them alone (same kernels, same flat layouts), also after the learning rate
+    changes between steps; state_dict loads into torch.optim.Adam, and load_state_dict
+    quantizes only the 8-bit parameters' states."""
+    need_adam("dynamic", False)
+    torch.manual_seed(0)
+    sizes = [4096, 4095, 5000, 17]  # at the threshold, just below, above, small
+    start = [torch.randn(n) for n in sizes]
+    big, small = [0, 2], [1, 3]
+
+    def params(which):
+        return [torch.nn.Parameter(start[i].clone()) for i in which]
+
+    mixed = params(range(4))
+    alone8, alone32 = params(big), params(small)
+    opts = [oo.AdamW(mixed, lr=1e-2, state_bits=8, fused=fused),
+            oo.AdamW(alone8, lr=1e-2, state_bits=8, min_8bit_size=0, fused=fused),
+            oo.AdamW(alone32, lr=1e-2, fused=fused)]
+    for step in range(1, 11):
+        grads = [torch.randn(n) for n in sizes]
+        for p, g in zip(mixed, grads):
+            p.grad = g.clone()
+        for ps, which in ((alone8, big), (alone32, small)):
+            for p, i in zip(ps, which):
+                p.grad = grads[i].clone()
+        if step == 6:  # a scheduler's change reaches both parts
+            for o in opts:
+                o.param_groups[0]["lr"] = 3e-3
+        for o in opts:
+            o.step()
+        for ps, which in ((alone8, big), (alone32, small)):
+            for p, i in zip(ps, which):
+                assert torch.equal(mixed[i].detach(), p.detach()), (step, sizes[i])
+    st = opts[0].state
+    for i in big:
+        assert "exp_avg_codes" in st[mixed[i]] and "exp_avg" not in st[mixed[i]]
+    for i, p in zip(small, alone32):
+        assert "exp_avg_codes" not in st[mixed[i]]
+        assert torch.equal(st[mixed[i]]["exp_avg"], opts[2].state[p]["exp_avg"])
+        assert torch.equal(st[mixed[i]]["exp_avg_sq"], opts[2].state[p]["exp_avg_sq"])
+    sd = opts[0].state_dict()
+    twin = params(range(4))
+    torch.optim.AdamW(twin, lr=1e-2).load_state_dict(sd)
+    back = oo.AdamW(twin, lr=1e-2, state_bits=8, fused=fused)
+    back.load_state_dict(sd)
+    for i in range(4):
+        state = back.state[twin[i]]
+        assert ("exp_avg_codes" in state) == (i in big), sizes[i]
+        if i in small:
+            assert torch.equal(state["exp_avg"], st[mixed[i]]["exp_avg"])
+
+
 def test_bad_arguments(reg):
     p = [torch.nn.Parameter(torch.zeros(3))]
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 4"):
@@ -589,26 +648,30 @@ def test_bad_arguments(reg):
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got '8'"):
         oo.AdamW(p, state_bits="8")
     with pytest.raises(ValueError, match="quant_map must be 'dynamic' or 'linear', got 'nf4'"):
-        oo.AdamW(p, state_bits=8, quant_map="nf4")
+        oo.AdamW(p, state_bits=8, min_8bit_size=0, quant_map="nf4")
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 16"):
         oo.Lion(p, state_bits=16)
+    for bad in (-1, "4096", 4096.0, True):
+        with pytest.raises(ValueError, match=f"min_8bit_size must be an int >= 0, got {bad!r}"):
+            oo.SGD(p, lr=0.1, momentum=0.9, state_bits=8, min_8bit_size=bad)
     with pytest.raises(ValueError, match="state_bits=8 with master_weights=True"):
         oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.bfloat16))], state_bits=8,
-                master_weights=True)
+                min_8bit_size=0, master_weights=True)
     with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float64"):
-        oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))], state_bits=8)
+        oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))], state_bits=8,
+                min_8bit_size=0)
     with pytest.raises(ValueError, match="Invalid learning rate: -1"):
-        oo.AdamW(p, lr=-1, state_bits=8)
+        oo.AdamW(p, lr=-1, state_bits=8, min_8bit_size=0)
     # A gradient refused before any state exists or a parameter moves.
     need_adam("dynamic", False)
     q, r = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
-    opt = oo.Adam([q, r], state_bits=8)
+    opt = oo.Adam([q, r], state_bits=8, min_8bit_size=0)
     q.grad, r.grad = torch.ones(3), torch.ones(2).to_sparse()
     with pytest.raises(RuntimeError, match="parameter 1 of group 0 has a sparse gradient"):
         opt.step()
     assert torch.equal(q.detach(), torch.ones(3)) and not opt.state
     # A checkpoint whose state does not fit its parameter.
-    opt = oo.Adam([q], state_bits=8)
+    opt = oo.Adam([q], state_bits=8, min_8bit_size=0)
     sd = opt.state_dict()
     sd["state"] = {0: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(700),
                        "exp_avg_sq": torch.zeros(700)}}

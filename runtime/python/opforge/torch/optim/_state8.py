@@ -84,9 +84,12 @@ SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False,
 
 class EightBitStates:
     """Mixin for an ElementwiseOptimizer whose kernel has q8s / q8ls variants: with
-    state_bits=8 its states live as codes + absmaxes in state[p] ("<key>_codes", uint8, one
-    per element; "<key>_absmax", fp32, one per BLOCK elements); state_dict() dequantizes them
-    into torch's fp32 layout, load_state_dict() quantizes fp32 states.
+    state_bits=8 the states of every parameter of at least min_8bit_size elements live as
+    codes + absmaxes in state[p] ("<key>_codes", uint8, one per element; "<key>_absmax",
+    fp32, one per BLOCK elements); state_dict() dequantizes them into torch's fp32 layout,
+    load_state_dict() quantizes fp32 states. Smaller parameters keep fp32 states, updated as
+    with state_bits=32: each group is stepped as two parts (_split), each with its own flat
+    buffers.
 
     fused=True: one kernel call per group per step over flat buffers in which every
     parameter starts at a multiple of BLOCK elements (a ModelLayout aligned to BLOCK), so
@@ -102,16 +105,45 @@ class EightBitStates:
     q8_kernel(group, storage) and q8_call(kernel, var, grad, codes, absmax, group, step)
     (flat tensors)."""
 
-    def _init_state_bits(self, state_bits, quant_map, master_weights):
+    def _init_state_bits(self, state_bits, quant_map, master_weights, min_8bit_size):
         if state_bits not in (32, 8):
             raise ValueError(f"state_bits must be 32 or 8, got {state_bits!r}")
         if quant_map not in STORAGE:
             raise ValueError(f"quant_map must be 'dynamic' or 'linear', got {quant_map!r}")
+        if (isinstance(min_8bit_size, bool) or not isinstance(min_8bit_size, int)
+                or min_8bit_size < 0):
+            raise ValueError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
         if state_bits == 8 and master_weights:
             raise ValueError("state_bits=8 with master_weights=True: no such kernel is built "
                              "(8-bit states take float32 parameters here)")
         self._state_bits = state_bits
         self._quant_map = quant_map
+        self._min_8bit_size = min_8bit_size
+        # id(param group) -> (its params list, its length, 8-bit part, fp32 part)
+        self._parts = {}
+
+    def eight_bit(self, p):
+        """Whether parameter p's states are held in 8 bits: state_bits=8 and at least
+        min_8bit_size elements (as bitsandbytes: biases and norm weights keep fp32 states,
+        updated by the fp32 kernels)."""
+        return self._state_bits == 8 and p.numel() >= self._min_8bit_size
+
+    def _split(self, group):
+        """The group's 8-bit and fp32 parts (None where it has no such parameter): param
+        group dicts that persist across steps (the flat buffers are found by their ids),
+        given the group's current hyperparameters on every call (a scheduler changes them)."""
+        params = group["params"]
+        hit = self._parts.get(id(group))
+        if hit is None or hit[0] is not params or hit[1] != len(params):
+            big = [p for p in params if self.eight_bit(p)]
+            small = [p for p in params if not self.eight_bit(p)]
+            hit = (params, len(params), {"params": big} if big else None,
+                   {"params": small} if small else None)
+            self._parts[id(group)] = hit
+        for part in hit[2:]:
+            if part is not None:
+                part.update((k, v) for k, v in group.items() if k != "params")
+        return hit[2], hit[3]
 
     def _table(self, key):
         return quant_map(self._quant_map, SIGNED[key])
@@ -120,7 +152,7 @@ class EightBitStates:
         return ("q8",) + tuple(self.q8_slots(group))
 
     def flat_group(self, params):
-        if self._state_bits == 32:
+        if not self.eight_bit(params[0]):  # the parts are all 8-bit or all fp32
             return super().flat_group(params)
         key = ("q8",) + tuple(id(p) for p in params)
         fg = self._flat_groups.get(key)
@@ -131,8 +163,10 @@ class EightBitStates:
     def group_ready(self, group):
         if self._state_bits == 32:
             return super().group_ready(group)
-        return self._fused and self.group_flat(group).is_bound(
-            self.state, self._q8_keys(group), self.check_bindings)
+        big, small = self._split(group)
+        return ((big is None or self._fused and self.group_flat(big).is_bound(
+            self.state, self._q8_keys(big), self.check_bindings))
+            and (small is None or super().group_ready(small)))
 
     def amp_fused_step(self, inv_scale):
         # No unscaling 8-bit kernel for float32 parameters: GradScaler unscales, then steps.
@@ -141,10 +175,14 @@ class EightBitStates:
     def group_step(self, group, ready=False):
         if self._state_bits == 32:
             return super().group_step(group, ready)
-        if self._fused:
-            self._q8_fused_step(group, ready)
-        else:
-            self._q8_per_param_step(group)
+        big, small = self._split(group)
+        if big is not None and (ready or any(p.grad is not None for p in big["params"])):
+            if self._fused:
+                self._q8_fused_step(big, ready)
+            else:
+                self._q8_per_param_step(big)
+        if small is not None and (ready or any(p.grad is not None for p in small["params"])):
+            super().group_step(small, ready)
 
     def _q8_fused_step(self, group, ready):
         fg = self.group_flat(group)
@@ -261,7 +299,9 @@ class EightBitStates:
         super().load_state_dict(state_dict)
         if self._state_bits == 32:
             return
-        for state in self.state.values():
+        for p, state in self.state.items():
+            if not self.eight_bit(p):
+                continue
             for key in SIGNED:
                 if key in state:
                     state[key + "_codes"], state[key + "_absmax"] = quantize(state.pop(key),

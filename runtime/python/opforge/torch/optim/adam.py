@@ -38,21 +38,25 @@ class Adam(EightBitStates, ElementwiseOptimizer):
     state_bits=8: exp_avg, exp_avg_sq (and max_exp_avg_sq) held in 8 bits, blockwise
     (Dettmers et al. 2022, as bitsandbytes' Adam8bit): uint8 codes plus one fp32 absmax per
     256 elements, updated in place by the q8s kernels (quant_map="dynamic", the paper's
-    map) or q8ls ("linear"). fused=True: one kernel call per group over flat buffers in
-    which every parameter starts on a 256-element block; fused=False: one call per
-    parameter. state_dict() holds them dequantized in torch's fp32 layout (torch.optim.Adam
-    loads it), load_state_dict() quantizes fp32 states (nearest code). Not built with
-    8-bit states: master_weights (refused); GradScaler's one-pass step (it unscales, then
-    steps)."""
+    map) or q8ls ("linear"), for every parameter of at least min_8bit_size elements
+    (default 4096, bitsandbytes' default: biases and norm weights keep fp32 states, updated
+    by the fp32 kernel as with state_bits=32; 0 puts every parameter in 8 bits). fused=True:
+    one kernel call per group over flat buffers in which every 8-bit parameter starts on a
+    256-element block (and one for the fp32 ones); fused=False: one call per parameter.
+    state_dict() holds them dequantized in torch's fp32 layout (torch.optim.Adam loads it),
+    load_state_dict() quantizes the 8-bit parameters' fp32 states (nearest code). Not built
+    with 8-bit states: master_weights (refused); GradScaler's one-pass step (it unscales,
+    then steps)."""
 
     _decoupled = False  # AdamW: weight decay applied to the parameter by the kernel
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, master_weights=False, registry=None,
-                 isa=None, dump_dir=None, state_bits=32, quant_map="dynamic"):
+                 isa=None, dump_dir=None, state_bits=32, quant_map="dynamic",
+                 min_8bit_size=4096):
         check_hyper("learning rate", lr)
-        self._init_state_bits(state_bits, quant_map, master_weights)
+        self._init_state_bits(state_bits, quant_map, master_weights, min_8bit_size)
         check_hyper("epsilon value", eps)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)

@@ -30,9 +30,9 @@ class Lion(EightBitStates, ElementwiseOptimizer):
     step_type = None
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *, fused=None,
-                 registry=None, isa=None, dump_dir=None, state_bits=32):
+                 registry=None, isa=None, dump_dir=None, state_bits=32, min_8bit_size=4096):
         check_hyper("learning rate", lr)
-        self._init_state_bits(state_bits, "dynamic", False)
+        self._init_state_bits(state_bits, "dynamic", False, min_8bit_size)
         check_betas(betas)
         check_hyper("weight_decay value", weight_decay)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)

@@ -42,14 +42,14 @@ class SGD(EightBitStates, ElementwiseOptimizer):
     def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None, master_weights=False, registry=None, isa=None,
-                 dump_dir=None, state_bits=32):
+                 dump_dir=None, state_bits=32, min_8bit_size=4096):
         if lr is not required:
             check_hyper("learning rate", lr)
         check_hyper("momentum value", momentum)
         check_hyper("weight_decay value", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        self._init_state_bits(state_bits, "dynamic", master_weights)
+        self._init_state_bits(state_bits, "dynamic", master_weights, min_8bit_size)
         if state_bits == 8 and (momentum <= 0 or dampening != 0):
             raise ValueError(f"state_bits=8 keeps the momentum buffer in 8 bits: it needs "
                              f"momentum > 0 and dampening 0, got momentum={momentum}, "
