@@ -245,6 +245,8 @@ std::vector<VariantSpec> optimizer_rows() {
       {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kQ8},
       {&apply_adamw(), {}, all, {}, {}, kQ8Linear},
       {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kQ8Linear},
+      {&apply_adamw(), {}, all, {}, {}, kBf16mQ8},
+      {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16mQ8},
       {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16mQ8},
       {&apply_lion(), {}, all, {}, {}, kQ8},
       {&apply_momentum(), {}, all, {}, {}, kQ8},

@@ -113,9 +113,13 @@ class EightBitStates:
         if (isinstance(min_8bit_size, bool) or not isinstance(min_8bit_size, int)
                 or min_8bit_size < 0):
             raise ValueError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
-        if state_bits == 8 and master_weights:
-            raise ValueError("state_bits=8 with master_weights=True: no such kernel is built "
-                             "(8-bit states take float32 parameters here)")
+        if state_bits == 8 and master_weights and not self.q8_master:
+            raise ValueError(f"state_bits=8 with master_weights=True: no such "
+                             f"{type(self).__name__} kernel is built (8-bit states take float32 "
+                             f"parameters here)")
+        if state_bits == 8 and master_weights and quant_map != "dynamic":
+            raise ValueError(f"state_bits=8 with master_weights=True takes quant_map='dynamic' "
+                             f"(the bf16mq8s kernels), got {quant_map!r}")
         self._state_bits = state_bits
         self._quant_map = quant_map
         self._min_8bit_size = min_8bit_size
@@ -145,11 +149,35 @@ class EightBitStates:
                 part.update((k, v) for k, v in group.items() if k != "params")
         return hit[2], hit[3]
 
+    # Whether the class has 8-bit kernels with bf16 parameters and fp32 masters (bf16mq8s).
+    q8_master = False
+
+    def add_param_group(self, param_group):
+        params = param_group["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        param_group["params"] = params
+        # Checked before the group is added: no float16 master-weight 8-bit kernel is built.
+        if getattr(self, "_state_bits", 32) == 8 and any(
+                isinstance(p, torch.Tensor) and p.dtype == torch.float16 and self.eight_bit(p)
+                for p in params):
+            gi = len(getattr(self, "param_groups", []))
+            raise ValueError(f"{type(self).__name__}: group {gi} has float16 parameters of at "
+                             f"least min_8bit_size={self._min_8bit_size} elements; 8-bit "
+                             f"states with master weights take bfloat16 parameters (no f16mq8s "
+                             f"kernel is built)")
+        super().add_param_group(param_group)
+
+    def _q8_storage(self, group):
+        """The 8-bit kernels' storage tag: q8s / q8ls, bf16mq8s with bf16 parameters."""
+        low = group["params"][0].dtype != torch.float32
+        return ("bf16m" if low else "") + STORAGE[self._quant_map]
+
     def _table(self, key):
         return quant_map(self._quant_map, SIGNED[key])
 
     def _q8_keys(self, group):
-        return ("q8",) + tuple(self.q8_slots(group))
+        master = group["params"][0].dtype != torch.float32
+        return ("q8", master) + tuple(self.q8_slots(group))
 
     def flat_group(self, params):
         if not self.eight_bit(params[0]):  # the parts are all 8-bit or all fp32
@@ -193,10 +221,28 @@ class EightBitStates:
         grad = fg.flat["grad"]
         fold = self.q8_fold(group)
         if folds(fold):
-            grad = fold_grad(fg.buffer("grad_folded"), grad, fg.flat["var"], **fold)
-        self.q8_call(self.q8_kernel(group, STORAGE[self._quant_map]), fg.flat["var"], grad,
+            grad = self._folded(fold_grad(fg.buffer("grad_folded"), grad, fg.flat["var"], **fold),
+                                fg.dtype, lambda: self._low_buffer(fg))
+        self.q8_call(self.q8_kernel(group, self._q8_storage(group)), fg.flat["var"], grad,
                      {arg: fg.flat["codes:" + arg] for arg, _ in slots},
-                     {arg: fg.flat["absmax:" + arg] for arg, _ in slots}, group, step)
+                     {arg: fg.flat["absmax:" + arg] for arg, _ in slots}, group, step,
+                     model=fg.flat["model"] if fg.master else None)
+
+    @staticmethod
+    def _low_buffer(fg):
+        buf = fg.flat.get("grad_folded_low")
+        if buf is None:
+            buf = fg.flat["grad_folded_low"] = torch.zeros(fg.layout.total_elements,
+                                                           dtype=fg.dtype)
+        return buf
+
+    @staticmethod
+    def _folded(folded, dtype, low):
+        """The folded gradient (fp32) as the kernel reads it: rounded once into low() (a
+        buffer of the parameters' dtype) for a bf16mq8s kernel, whose gradient is bf16."""
+        if dtype == torch.float32:
+            return folded
+        return low().copy_(folded)
 
     def _q8_buffers(self, fg, arg, key):
         """The group's flat codes and absmax buffers of kernel argument arg (made as zeros:
@@ -220,6 +266,8 @@ class EightBitStates:
                 continue
             fg.bind_grad(i)
             state = self.state[p]
+            if fg.master:  # the fp32 master: the parameter's value when new
+                fg.bind_state(state, "master_param", "var", i, "param")
             off, n = fg.layout.offsets[i], fg.layout.elements[i]
             for arg, key in slots:
                 codes, absmax, zero = self._q8_buffers(fg, arg, key)
@@ -245,7 +293,7 @@ class EightBitStates:
 
     def _q8_per_param_step(self, group):
         fold = self.q8_fold(group)
-        kernel = self.q8_kernel(group, STORAGE[self._quant_map])
+        kernel = self.q8_kernel(group, self._q8_storage(group))
         for pi, p in enumerate(group["params"]):
             if p.grad is None:
                 continue
@@ -260,11 +308,17 @@ class EightBitStates:
                                                                           self._table(key))
                 codes[arg], absmax[arg] = state[key + "_codes"], state[key + "_absmax"]
             step = self._count(state)
+            master = p.dtype != torch.float32
+            if master and "master_param" not in state:
+                state["master_param"] = p.detach().float().contiguous()
+            var = state["master_param"] if master else p
             grad = p.grad.contiguous()
             if folds(fold):
-                grad = fold_grad(torch.empty_like(p), grad, p, **fold)
+                grad = self._folded(fold_grad(torch.empty(p.shape), grad, var, **fold), p.dtype,
+                                    lambda: torch.empty_like(p))
             # flat: the codes and absmaxes are 1-D, elementwise ops flatten every tensor
-            self.q8_call(kernel, p.view(-1), grad.view(-1), codes, absmax, group, step)
+            self.q8_call(kernel, var.view(-1), grad.view(-1), codes, absmax, group, step,
+                         model=p.view(-1) if master else None)
 
     def state_dict(self):
         """torch's layout: 8-bit states dequantized to fp32, each in its parameter's shape."""

@@ -44,11 +44,14 @@ class Adam(EightBitStates, ElementwiseOptimizer):
     one kernel call per group over flat buffers in which every 8-bit parameter starts on a
     256-element block (and one for the fp32 ones); fused=False: one call per parameter.
     state_dict() holds them dequantized in torch's fp32 layout (torch.optim.Adam loads it),
-    load_state_dict() quantizes the 8-bit parameters' fp32 states (nearest code). Not built
-    with 8-bit states: master_weights (refused); GradScaler's one-pass step (it unscales,
-    then steps)."""
+    load_state_dict() quantizes the 8-bit parameters' fp32 states (nearest code). With
+    master_weights=True and bfloat16 parameters: fp32 masters and 8-bit moments, updated by
+    the bf16mq8s kernels (the dynamic map; the L2 term and maximize fold the gradient into a
+    bf16 copy, rounded once); float16 is refused (no such kernel). Not built with 8-bit
+    states: GradScaler's one-pass step (it unscales, then steps)."""
 
     _decoupled = False  # AdamW: weight decay applied to the parameter by the kernel
+    q8_master = True  # bf16 parameters with 8-bit states: the bf16mq8s kernels
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
@@ -124,8 +127,8 @@ class Adam(EightBitStates, ElementwiseOptimizer):
                                                convention="torch", epsilon_mode="torch",
                                                storage=storage))
 
-    def q8_call(self, kernel, var, grad, codes, absmax, group, step):
+    def q8_call(self, kernel, var, grad, codes, absmax, group, step, model=None):
         s = self.scalars(group, step)
-        adam(kernel, var, codes["m"], codes["v"], grad, v_max=codes.get("v_max"),
+        adam(kernel, var, codes["m"], codes["v"], grad, v_max=codes.get("v_max"), model=model,
              absmax=absmax, step=s["step"], lr=s["lr"], beta1=s["beta1"], beta2=s["beta2"],
              eps=s["epsilon"], weight_decay=s["weight_decay"])

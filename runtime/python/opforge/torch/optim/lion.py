@@ -67,7 +67,7 @@ class Lion(EightBitStates, ElementwiseOptimizer):
     def q8_kernel(self, group, storage):
         return self.kernel("apply_lion", {"storage": storage})
 
-    def q8_call(self, kernel, var, grad, codes, absmax, group, step):
+    def q8_call(self, kernel, var, grad, codes, absmax, group, step, model=None):
         beta1, beta2 = group["betas"]
         lion(kernel, var, codes["m"], grad, lr=group["lr"], beta1=beta1, beta2=beta2,
              weight_decay=group["weight_decay"], exp_avg_absmax=absmax["m"])

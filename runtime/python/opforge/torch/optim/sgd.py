@@ -134,6 +134,6 @@ class SGD(EightBitStates, ElementwiseOptimizer):
         return self.kernel("apply_momentum", {"use_nesterov": bool(group["nesterov"]),
                                               "storage": storage})
 
-    def q8_call(self, kernel, var, grad, codes, absmax, group, step):
+    def q8_call(self, kernel, var, grad, codes, absmax, group, step, model=None):
         sgd(kernel, var, grad, lr=group["lr"], momentum_buffer=codes["accum"],
             momentum=group["momentum"], momentum_buffer_absmax=absmax["accum"])
