@@ -2,7 +2,8 @@
 """One optimizer step over a whole model: opforge.torch.optim vs torch.optim.
 
     /usr/bin/python3 scripts/bench_torch_optim.py [--models gpt2-small,resnet-1001]
-        [--optims adam,adamw,sgd] [--reps N] [--threads 2] [--quick] [--write-docs]
+        [--optims adam,adamw,sgd] [--states f32,q8s,q8ls] [--reps N] [--threads 2] [--quick]
+        [--write-docs]
 
 The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
 For each model (parameter shapes from the runtime's presets: gpt2-small is "transformer-small",
@@ -20,6 +21,9 @@ AdamW, SGD with momentum 0.9), one process holds:
              gradients and data are still the flat buffers' views)
   python     opforge's optimizer.step() with its kernel call replaced by a no-op: the Python
              side alone
+  q8s, q8ls  with --states: opforge's step with state_bits=8 (quant_map dynamic / linear;
+             SGD: dynamic only), the default min_8bit_size (4096: smaller tensors keep fp32
+             states); a second table gives their medians against the fp32-state step's
 
 Parameters and gradients are generated once and copied for each contender, so all start
 equal. Each rep times one step of every contender (time.perf_counter_ns), the order rotated
@@ -59,6 +63,12 @@ OPTIMS = {
     "sgd": (torch.optim.SGD, of_optim.SGD, dict(lr=1e-3, momentum=0.9), "bandwidth_s2_g1"),
 }
 CONTENDERS = ("opforge", "unchecked", "foreach", "for-loop", "kernel", "bandwidth", "python")
+# --states: 8-bit contender -> quant_map (the optimizers that have it)
+EIGHT_BIT = {"q8s": "dynamic", "q8ls": "linear"}
+
+
+def eight_bit_contenders(name, states):
+    return [s for s in states if s in EIGHT_BIT and (name != "sgd" or s == "q8s")]
 
 
 def make_params(shapes, seed):
@@ -98,7 +108,7 @@ def timed(fn):
     return time.perf_counter_ns() - t0
 
 
-def bench(model, name, reps, reg, seed):
+def bench(model, name, reps, reg, seed, states=("f32",)):
     torch_cls, of_cls, kw, bw_op = OPTIMS[name]
     shapes = preset_shapes(model)
     p0, g0 = make_params(shapes, seed)
@@ -107,12 +117,18 @@ def bench(model, name, reps, reg, seed):
     of_opt = of_cls(of_params, registry=reg, **kw)
     fe_opt = torch_cls(clone_params(p0, g0), foreach=True, **kw)
     fl_opt = torch_cls(clone_params(p0, g0), foreach=False, **kw)
+    extra = eight_bit_contenders(name, states)
+    q8_opts = {}
+    for c in extra:
+        q8_kw = dict(kw, state_bits=8)
+        if name != "sgd":
+            q8_kw["quant_map"] = EIGHT_BIT[c]
+        q8_opts[c] = of_cls(clone_params(p0, g0), registry=reg, **q8_kw)
     del p0, g0
     gc.collect()
 
-    of_opt.step()  # builds the flat group and the state; the others' lazy state likewise
-    fe_opt.step()
-    fl_opt.step()
+    for o in [of_opt, fe_opt, fl_opt, *q8_opts.values()]:
+        o.step()  # builds the flat groups and the states (the others' lazy state likewise)
     (fg,) = of_opt._flat_groups.values()
     (kernel,) = of_opt._kernels.values()
     kargs = kernel_args(name, of_opt, fg)
@@ -146,14 +162,17 @@ def bench(model, name, reps, reg, seed):
         "kernel": lambda: kernel.call_model(fg.layout, kargs),
         "bandwidth": lambda: bw.call_model(fg.layout, bw_args),
     }
-    for c in CONTENDERS:  # warm-up
+    fns.update({c: o.step for c, o in q8_opts.items()})
+    contenders = CONTENDERS + tuple(extra)
+    for c in contenders:  # warm-up
         fns[c]()
-    times = {c: [] for c in CONTENDERS}
+    times = {c: [] for c in contenders}
     for r in range(reps):
-        k = r % len(CONTENDERS)
-        for c in CONTENDERS[k:] + CONTENDERS[:k]:
+        k = r % len(contenders)
+        for c in contenders[k:] + contenders[:k]:
             times[c].append(timed(fns[c]))
-    for p in of_params:
+    for p in of_params + [p for o in q8_opts.values() for g in o.param_groups
+                          for p in g["params"]]:
         if not torch.isfinite(p.detach()).all():
             raise RuntimeError(f"{model} {name}: non-finite parameters after the steps")
     res = {c: {"median": statistics.median(t) / 1e6, "min": min(t) / 1e6,
@@ -178,6 +197,9 @@ def main():
                     "resnet-1001)")
     ap.add_argument("--optims", default="adam,adamw,sgd",
                     help=f"comma-separated, of {', '.join(OPTIMS)}")
+    ap.add_argument("--states", default="f32",
+                    help="comma-separated, of f32 (always), q8s, q8ls: also time the step with "
+                    "8-bit states (default f32)")
     ap.add_argument("--reps", type=int, default=None, help="timed reps (default 15; quick 3)")
     ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
     ap.add_argument("--quick", action="store_true",
@@ -195,6 +217,10 @@ def main():
     for o in optims:
         if o not in OPTIMS:
             ap.error(f"unknown optimizer {o!r} (have {', '.join(OPTIMS)})")
+    states = [x.strip() for x in args.states.split(",") if x.strip()]
+    for x in states:
+        if x != "f32" and x not in EIGHT_BIT:
+            ap.error(f"unknown --states entry {x!r} (have f32, {', '.join(EIGHT_BIT)})")
     if args.write_docs:
         try:
             bench_docs.check_section("bench_torch_optim")
@@ -215,11 +241,12 @@ def main():
     try:
         for mi, model in enumerate(models):
             for oi, name in enumerate(optims):
-                res, info = bench(model, name, reps, reg, seed=100 + 10 * mi + oi)
+                res, info = bench(model, name, reps, reg, seed=100 + 10 * mi + oi,
+                                  states=states)
                 isa = info["isa"]
                 rows.append((model, name, res, info))
                 print(f"  {model} {name}: " + ", ".join(
-                    f"{c} {res[c]['median']:.1f} ms" for c in CONTENDERS),
+                    f"{c} {r['median']:.1f} ms" for c, r in res.items()),
                     file=sys.stderr, flush=True)
                 gc.collect()
     except (OpforgeError, RuntimeError, ValueError) as e:
@@ -249,6 +276,22 @@ def main():
             f"| {cell(res['bandwidth'])} | {100 * m['bandwidth'] / m['kernel']:.0f}% "
             f"| {py:.1f} ms ({100 * py / m['kernel']:.1f}%) "
             f"| {m['python']:.2f} ms ({100 * m['python'] / m['kernel']:.1f}%) |")
+
+    q8 = [x for x in EIGHT_BIT if x in states]
+    if q8:
+        table += ["", "8-bit states (--states): the whole step, against opforge's with fp32 "
+                  "states in the same run (x: its elements per second over fp32 states')", "",
+                  "| model | optimizer | fp32 states | " + " | ".join(
+                      f"{x} | x fp32" for x in q8) + " |",
+                  "|---|---|---:|" + "---:|---:|" * len(q8)]
+        for model, name, res, info in rows:
+            cells = []
+            for x in q8:
+                r = res.get(x)
+                cells.append("— | —" if r is None else
+                             f"{cell(r)} | {res['opforge']['median'] / r['median']:.2f}x")
+            table.append(f"| {model} | {name} | {cell(res['opforge'])} | "
+                         + " | ".join(cells) + " |")
 
     print(f"\nCPU: {bench_docs.cpu_model()} ({os.cpu_count()} logical CPUs); ISA: {isa}; "
           f"{settings}\n")
