@@ -701,6 +701,15 @@ def test_min_8bit_size_keeps_small_parameters_in_fp32(reg, fused):
         for ps, which in ((alone8, big), (alone32, small)):
             for p, i in zip(ps, which):
                 assert torch.equal(mixed[i].detach(), p.detach()), (step, sizes[i])
+    if fused:  # zero_grad fills each part's flat gradient buffer; the binding holds
+        fills = []
+        for part in opts[0]._split(opts[0].param_groups[0]):
+            fg = opts[0].group_flat(part)
+            fg.zero_grad = (lambda fill: lambda: (fills.append(fill), fill()))(fg.zero_grad)
+        opts[0].zero_grad()
+        assert len(fills) == 2
+        assert all(not p.grad.any() for p in mixed)
+        assert opts[0].group_ready(opts[0].param_groups[0])
     st = opts[0].state
     for i in big:
         assert "exp_avg_codes" in st[mixed[i]] and "exp_avg" not in st[mixed[i]]

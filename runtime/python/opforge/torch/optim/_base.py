@@ -348,19 +348,24 @@ class OpforgeOptimizer(torch.optim.Optimizer):
                 fg.bound = None  # the next step copies the new gradients in and rebinds
             return super().zero_grad(set_to_none=True)
         for group in self.param_groups:
-            hit = self._group_flat.get(id(group))
-            fg = hit[1] if hit is not None and hit[0] is group["params"] else None
-            if (fg is not None and fg.bound is not None
-                    and fg.is_bound(*fg.bound, check=self.check_bindings)):
-                fg.zero_grad()
-            else:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        if p.grad.grad_fn is not None:
-                            p.grad.detach_()
-                        else:
-                            p.grad.requires_grad_(False)
-                        p.grad.zero_()
+            self.zero_group_grads(group)
+
+    def zero_group_grads(self, group):
+        """zero_grad(set_to_none=False) of one param group: one fill of its flat gradient
+        buffer while it is bound, else each gradient."""
+        hit = self._group_flat.get(id(group))
+        fg = hit[1] if hit is not None and hit[0] is group["params"] else None
+        if (fg is not None and fg.bound is not None
+                and fg.is_bound(*fg.bound, check=self.check_bindings)):
+            fg.zero_grad()
+        else:
+            for p in group["params"]:
+                if p.grad is not None:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
 
 
 def fold_grad(dst, grad, param, negate=False, weight_decay=0.0, scale=1.0):

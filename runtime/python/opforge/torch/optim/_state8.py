@@ -102,8 +102,12 @@ class EightBitStates:
 
     The class supplies q8_slots(group) -> [(kernel argument, torch key)], q8_fold(group)
     (fold_grad's arguments: what the 8-bit kernel's attrs leave to a gradient copy),
-    q8_kernel(group, storage) and q8_call(kernel, var, grad, codes, absmax, group, step)
-    (flat tensors)."""
+    q8_kernel(group, storage) and q8_call(kernel, var, grad, codes, absmax, group, step,
+    model=None) (flat tensors; model: the bf16 parameters when var holds their fp32 masters,
+    for a class with q8_master)."""
+
+    # Whether the class has 8-bit kernels with bf16 parameters and fp32 masters (bf16mq8s).
+    q8_master = False
 
     def _init_state_bits(self, state_bits, quant_map, master_weights, min_8bit_size):
         if state_bits not in (32, 8):
@@ -148,9 +152,6 @@ class EightBitStates:
             if part is not None:
                 part.update((k, v) for k, v in group.items() if k != "params")
         return hit[2], hit[3]
-
-    # Whether the class has 8-bit kernels with bf16 parameters and fp32 masters (bf16mq8s).
-    q8_master = False
 
     def add_param_group(self, param_group):
         params = param_group["params"]
@@ -199,6 +200,13 @@ class EightBitStates:
     def amp_fused_step(self, inv_scale):
         # No unscaling 8-bit kernel for float32 parameters: GradScaler unscales, then steps.
         return None if self._state_bits == 8 else super().amp_fused_step(inv_scale)
+
+    def zero_group_grads(self, group):
+        if self._state_bits == 32:
+            return super().zero_group_grads(group)
+        for part in self._split(group):  # each part's flat buffer is zeroed by one fill
+            if part is not None:
+                super().zero_group_grads(part)
 
     def group_step(self, group, ready=False):
         if self._state_bits == 32:
