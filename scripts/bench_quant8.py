@@ -4,7 +4,7 @@
     /usr/bin/python3 scripts/bench_quant8.py [--n 1e7] [--reps 25] [--threads 2]
         [--isa avx512,avx2]
         [--ops apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad]
-        [--storages f32,q8s,q8ls,e4m3g,e5m2g,e4m3gq8s]
+        [--storages f32,q8s,q8ls,e4m3g,e5m2g,e4m3gq8s (also: bf16m,bf16mq8s)]
         [--write-docs]
 
 The library and registry come from OPFORGE_LIBRARY / OPFORGE_REGISTRY (as for the package).
@@ -15,6 +15,8 @@ For each op, one process holds on its own buffers of N elements:
   q8ls       8-bit states, linear map (storage q8ls), where the op has it
   e4m3g      FP8 gradients (OCP E4M3 bits, a per-tensor scale), fp32 states; e5m2g: E5M2
   e4m3gq8s   FP8 gradients and 8-bit states
+  bf16m      bf16 parameters and gradients, fp32 masters and states (not in the default
+             --storages); bf16mq8s: with 8-bit states (its fp32-state peer is bf16m)
   bw f32     the bandwidth kernel with the fp32 kernel's traffic (its descriptor's bandwidth_op)
   bw q8      the bandwidth kernel with the 8-bit kernel's traffic (byte states)
 
@@ -43,7 +45,7 @@ import opforge  # noqa: E402
 SCALARS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "beta1_power": 0.9,
            "beta2_power": 0.999, "weight_decay": 0.01, "step": 10.0, "momentum": 0.9,
            "grad_scale_inv": 2.0 ** -9, "scale": 0.5}
-STORAGES = ("f32", "q8s", "q8ls", "e4m3g", "e5m2g", "e4m3gq8s")
+STORAGES = ("f32", "q8s", "q8ls", "e4m3g", "e5m2g", "e4m3gq8s", "bf16m", "bf16mq8s")
 # The largest finite code's magnitude bits of each FP8 format (E4M3 0x7e = 448, E5M2 0x7b).
 FP8_MAX_CODE = {"float8_e4m3fn": 0x7e, "float8_e5m2": 0x7b}
 
@@ -84,7 +86,7 @@ def main():
     ap.add_argument("--isa", default=None, help="ISAs, comma-separated (default: the best)")
     ap.add_argument("--ops",
                     default="apply_adamw,apply_adam,apply_lion,apply_momentum,accumulate_grad")
-    ap.add_argument("--storages", default=",".join(STORAGES),
+    ap.add_argument("--storages", default=",".join(STORAGES[:6]),
                     help="contenders, comma-separated (f32 is always timed)")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
