@@ -1,0 +1,65 @@
+"""opforge.torch.optim's bitsandbytes names (Adam8bit, AdamW8bit, Lion8bit, SGD8bit): each is
+the opforge optimizer with state_bits=8, bit for bit, with bitsandbytes' defaults (written
+here from bitsandbytes' signatures), and refuses the bitsandbytes arguments opforge does not
+implement, naming them."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import opforge.torch.optim as oo  # noqa: E402
+
+SIZES = [5000, 4096, 17, 65543]  # 17: under min_8bit_size, fp32 states
+
+# class, its opforge twin with state_bits=8, bitsandbytes' defaults, extra constructor args
+CASES = {
+    "Adam8bit": (oo.Adam8bit, oo.Adam, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                            weight_decay=0, amsgrad=False), {}),
+    "AdamW8bit": (oo.AdamW8bit, oo.AdamW, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                               weight_decay=1e-2, amsgrad=False), {}),
+    "Lion8bit": (oo.Lion8bit, oo.Lion, dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0), {}),
+    "SGD8bit": (oo.SGD8bit, oo.SGD, dict(lr=0.1, momentum=0.9, dampening=0, weight_decay=0,
+                                         nesterov=False), dict(lr=0.1, momentum=0.9)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_name_is_its_opforge_optimizer_with_8bit_states(reg, name):
+    cls, twin_cls, defaults, args = CASES[name]
+    torch.manual_seed(0)
+    start = [torch.randn(n) for n in SIZES]
+    a = [torch.nn.Parameter(t.clone()) for t in start]
+    b = [torch.nn.Parameter(t.clone()) for t in start]
+    opt = cls(a, **args)
+    twin = twin_cls(b, state_bits=8, **dict(defaults, **args))
+    for key, value in defaults.items():
+        assert opt.defaults[key] == value, (name, key)
+    for _ in range(4):
+        grads = [torch.randn(n) for n in SIZES]
+        for ps in (a, b):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        opt.step()
+        twin.step()
+    for pa, pb in zip(a, b):
+        assert torch.equal(pa, pb), name
+    key = "momentum_buffer" if name == "SGD8bit" else "exp_avg"
+    assert key + "_codes" in opt.state[a[0]]  # 8-bit at 4096 elements and above
+    assert key + "_codes" not in opt.state[a[2]]  # fp32 states under min_8bit_size
+
+
+@pytest.mark.parametrize("bad, what", [
+    (dict(percentile_clipping=5), "percentile_clipping=5 is not implemented"),
+    (dict(block_wise=False), "block_wise=False"),
+    (dict(is_paged=True), "is_paged=True"),
+    (dict(args=object()), "args"),
+])
+def test_unimplemented_bitsandbytes_arguments_are_refused(bad, what):
+    p = [torch.nn.Parameter(torch.zeros(3))]
+    with pytest.raises(ValueError, match=f"Adam8bit: {what}"):
+        oo.Adam8bit(p, **bad)
+    if "is_paged" not in bad:
+        with pytest.raises(ValueError, match=f"SGD8bit: {what}"):
+            oo.SGD8bit(p, lr=0.1, momentum=0.9, **bad)
+    # bitsandbytes' SGD8bit needs momentum: opforge's 8-bit SGD refuses it likewise
+    with pytest.raises(ValueError, match="needs momentum > 0"):
+        oo.SGD8bit(p, lr=0.1)
