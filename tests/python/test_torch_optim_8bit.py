@@ -729,6 +729,56 @@ def test_min_8bit_size_keeps_small_parameters_in_fp32(reg, fused):
             assert torch.equal(state["exp_avg"], st[mixed[i]]["exp_avg"])
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_param"])
+def test_param_groups_override_state_bits_and_min_8bit_size(reg, fused):
+    """A group's own state_bits=32 keeps its parameters' states in fp32 (bitsandbytes'
+    override_config for an embedding), its own min_8bit_size moves its threshold; each group
+    steps bit for bit as an optimizer over it alone, and a checkpoint loads back with the
+    same split. Bad group values are refused naming the group."""
+    need_adam("dynamic", False)
+    torch.manual_seed(2)
+    start = [torch.randn(n) for n in (5000, 6000, 300)]
+
+    def params():
+        return [torch.nn.Parameter(t.clone()) for t in start]
+
+    mixed = params()
+    groups = [{"params": [mixed[0]]}, {"params": [mixed[1]], "state_bits": 32},
+              {"params": [mixed[2]], "min_8bit_size": 0}]
+    opt = oo.Adam(groups, lr=1e-2, state_bits=8, fused=fused)
+    alone = params()
+    twins = [oo.Adam([alone[0]], lr=1e-2, state_bits=8, fused=fused),
+             oo.Adam([alone[1]], lr=1e-2, fused=fused),
+             oo.Adam([alone[2]], lr=1e-2, state_bits=8, min_8bit_size=0, fused=fused)]
+    for _ in range(5):
+        grads = [torch.randn(t.shape) for t in start]
+        for ps in (mixed, alone):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        opt.step()
+        for t in twins:
+            t.step()
+    for a, b in zip(mixed, alone):
+        assert torch.equal(a, b)
+    eight = [True, False, True]
+    assert [("exp_avg_codes" in opt.state[p]) for p in mixed] == eight
+    sd = opt.state_dict()
+    assert [g.get("state_bits") for g in sd["param_groups"]] == [None, 32, None]
+    twin = params()
+    back = oo.Adam([{"params": [twin[0]]}, {"params": [twin[1]], "state_bits": 32},
+                    {"params": [twin[2]], "min_8bit_size": 0}], lr=1e-2, state_bits=8)
+    back.load_state_dict(sd)
+    assert [("exp_avg_codes" in back.state[p]) for p in twin] == eight
+    assert torch.equal(back.state[twin[1]]["exp_avg"], opt.state[mixed[1]]["exp_avg"])
+    p = [torch.nn.Parameter(torch.zeros(3))]
+    with pytest.raises(ValueError, match="group 0's state_bits must be 32 or 8, got 16"):
+        oo.Adam([{"params": p, "state_bits": 16}], state_bits=8)
+    with pytest.raises(ValueError, match="group 0 asks for state_bits=8, the optimizer has 32"):
+        oo.Adam([{"params": p, "state_bits": 8}])
+    with pytest.raises(ValueError, match="group 0's min_8bit_size must be an int >= 0, got -5"):
+        oo.Adam([{"params": p, "min_8bit_size": -5}], state_bits=8)
+
+
 def test_bad_arguments(reg):
     p = [torch.nn.Parameter(torch.zeros(3))]
     with pytest.raises(ValueError, match="state_bits must be 32 or 8, got 4"):

@@ -127,14 +127,18 @@ class EightBitStates:
         self._state_bits = state_bits
         self._quant_map = quant_map
         self._min_8bit_size = min_8bit_size
-        # id(param group) -> (its params list, its length, 8-bit part, fp32 part)
+        # id(param group) -> (its params list, its length, its overrides, 8-bit part, fp32 part)
         self._parts = {}
+        self._q8_ids = set()  # ids of the parameters in 8-bit parts
 
-    def eight_bit(self, p):
-        """Whether parameter p's states are held in 8 bits: state_bits=8 and at least
-        min_8bit_size elements (as bitsandbytes: biases and norm weights keep fp32 states,
-        updated by the fp32 kernels)."""
-        return self._state_bits == 8 and p.numel() >= self._min_8bit_size
+    def eight_bit(self, p, group):
+        """Whether parameter p of param group `group` has its states in 8 bits: state_bits=8
+        and at least min_8bit_size elements (as bitsandbytes: biases and norm weights keep fp32
+        states, updated by the fp32 kernels). A group's own 'state_bits' (32: its parameters
+        in fp32 states, as bitsandbytes' override_config for an embedding) and
+        'min_8bit_size' keys override the optimizer's."""
+        return (self._state_bits == 8 and group.get("state_bits", 8) == 8
+                and p.numel() >= group.get("min_8bit_size", self._min_8bit_size))
 
     def _split(self, group):
         """The group's 8-bit and fp32 parts (None where it has no such parameter): param
@@ -142,27 +146,40 @@ class EightBitStates:
         given the group's current hyperparameters on every call (a scheduler changes them)."""
         params = group["params"]
         hit = self._parts.get(id(group))
-        if hit is None or hit[0] is not params or hit[1] != len(params):
-            big = [p for p in params if self.eight_bit(p)]
-            small = [p for p in params if not self.eight_bit(p)]
-            hit = (params, len(params), {"params": big} if big else None,
+        overrides = (group.get("state_bits"), group.get("min_8bit_size"))
+        if hit is None or hit[0] is not params or hit[1:3] != (len(params), overrides):
+            big = [p for p in params if self.eight_bit(p, group)]
+            small = [p for p in params if not self.eight_bit(p, group)]
+            self._q8_ids.update(id(p) for p in big)
+            self._q8_ids.difference_update(id(p) for p in small)
+            hit = (params, len(params), overrides, {"params": big} if big else None,
                    {"params": small} if small else None)
             self._parts[id(group)] = hit
-        for part in hit[2:]:
+        for part in hit[3:]:
             if part is not None:
                 part.update((k, v) for k, v in group.items() if k != "params")
-        return hit[2], hit[3]
+        return hit[3], hit[4]
 
     def add_param_group(self, param_group):
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
         param_group["params"] = params
+        gi = len(getattr(self, "param_groups", []))
+        name = type(self).__name__
+        bits = param_group.get("state_bits", 8)
+        if bits not in (8, 32) or isinstance(bits, bool):
+            raise ValueError(f"{name}: group {gi}'s state_bits must be 32 or 8, got {bits!r}")
+        if bits == 8 and "state_bits" in param_group and self._state_bits != 8:
+            raise ValueError(f"{name}: group {gi} asks for state_bits=8, the optimizer has "
+                             f"{self._state_bits} (a group can only keep fp32 states)")
+        size = param_group.get("min_8bit_size", 0)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{name}: group {gi}'s min_8bit_size must be an int >= 0, got "
+                             f"{size!r}")
         # Checked before the group is added: no float16 master-weight 8-bit kernel is built.
-        if getattr(self, "_state_bits", 32) == 8 and any(
-                isinstance(p, torch.Tensor) and p.dtype == torch.float16 and self.eight_bit(p)
-                for p in params):
-            gi = len(getattr(self, "param_groups", []))
-            raise ValueError(f"{type(self).__name__}: group {gi} has float16 parameters of at "
+        if any(isinstance(p, torch.Tensor) and p.dtype == torch.float16
+               and self.eight_bit(p, param_group) for p in params):
+            raise ValueError(f"{name}: group {gi} has float16 parameters of at "
                              f"least min_8bit_size={self._min_8bit_size} elements; 8-bit "
                              f"states with master weights take bfloat16 parameters (no f16mq8s "
                              f"kernel is built)")
@@ -181,7 +198,7 @@ class EightBitStates:
         return ("q8", master) + tuple(self.q8_slots(group))
 
     def flat_group(self, params):
-        if not self.eight_bit(params[0]):  # the parts are all 8-bit or all fp32
+        if id(params[0]) not in self._q8_ids:  # a part (_split) is all 8-bit or all fp32
             return super().flat_group(params)
         key = ("q8",) + tuple(id(p) for p in params)
         fg = self._flat_groups.get(key)
@@ -361,10 +378,12 @@ class EightBitStates:
         super().load_state_dict(state_dict)
         if self._state_bits == 32:
             return
-        for p, state in self.state.items():
-            if not self.eight_bit(p):
-                continue
-            for key in SIGNED:
-                if key in state:
-                    state[key + "_codes"], state[key + "_absmax"] = quantize(state.pop(key),
-                                                                             self._table(key))
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state.get(p)
+                if state is None or not self.eight_bit(p, group):
+                    continue
+                for key in SIGNED:
+                    if key in state:
+                        state[key + "_codes"], state[key + "_absmax"] = quantize(
+                            state.pop(key), self._table(key))

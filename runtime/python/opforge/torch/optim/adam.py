@@ -40,7 +40,8 @@ class Adam(EightBitStates, ElementwiseOptimizer):
     256 elements, updated in place by the q8s kernels (quant_map="dynamic", the paper's
     map) or q8ls ("linear"), for every parameter of at least min_8bit_size elements
     (default 4096, bitsandbytes' default: biases and norm weights keep fp32 states, updated
-    by the fp32 kernel as with state_bits=32; 0 puts every parameter in 8 bits). fused=True:
+    by the fp32 kernel as with state_bits=32; 0 puts every parameter in 8 bits; a param
+    group's own "state_bits": 32 or "min_8bit_size" overrides them for it). fused=True:
     one kernel call per group over flat buffers in which every 8-bit parameter starts on a
     256-element block (and one for the fp32 ones); fused=False: one call per parameter.
     state_dict() holds them dequantized in torch's fp32 layout (torch.optim.Adam loads it),
