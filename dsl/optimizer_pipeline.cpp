@@ -468,9 +468,9 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
 // vector ops that, inlined into the update, cost 1.01-1.16x the time: registers spill, AVX2
 // most), and any that both the quantized states' update and the other states' read (Lion's var
 // reads the old m), each decoding once. The linear map's decode (a conversion and a multiply by
-// the block's step) is inlined where it is read: without its buffer, a store and a load per
-// vector, 8-bit Adam took 0.89x the time in cache with AVX-512, 0.93x with AVX2 (1 thread, 5e4,
-// 2-vCPU Zen 4 EPYC).
+// the block's step; a divide when this was measured) is inlined where it is read: without its
+// buffer, a store and a load per vector, 8-bit Adam took 0.89x the time in cache with AVX-512,
+// 0.93x with AVX2 (1 thread, 5e4, 2-vCPU Zen 4 EPYC).
 std::vector<Func> decoded_per_block(const std::vector<Decoded>& dequantized, const Blockwise& w) {
   std::vector<Func> kept;
   for (const Decoded& d : dequantized) {
