@@ -800,6 +800,13 @@ def test_bad_arguments(reg):
                 min_8bit_size=0)
     with pytest.raises(ValueError, match="Invalid learning rate: -1"):
         oo.AdamW(p, lr=-1, state_bits=8, min_8bit_size=0)
+    # torch's refusal of an unordered set of parameters, and a generator read once
+    for bits in (8, 32):
+        opt = oo.Adam([torch.nn.Parameter(torch.zeros(3))], state_bits=bits)
+        with pytest.raises(TypeError, match="ordered collections"):
+            opt.add_param_group({"params": {torch.nn.Parameter(torch.zeros(2))}})
+        opt.add_param_group({"params": (torch.nn.Parameter(torch.zeros(n)) for n in (2, 5))})
+        assert [p.numel() for p in opt.param_groups[1]["params"]] == [2, 5]
     # A gradient refused before any state exists or a parameter moves.
     need_adam("dynamic", False)
     q, r = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))

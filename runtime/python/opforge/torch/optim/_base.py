@@ -218,7 +218,10 @@ class OpforgeOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group):
         params = param_group["params"]
+        if isinstance(params, set):  # torch refuses a set (no order): let it say so
+            return super().add_param_group(param_group)
         params = [params] if isinstance(params, torch.Tensor) else list(params)
+        param_group["params"] = params  # a generator is read once, here
         gi = len(getattr(self, "param_groups", []))
         name = type(self).__name__
         dtypes = set()
