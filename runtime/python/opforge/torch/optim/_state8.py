@@ -48,10 +48,29 @@ def zeros(n, table):
     return torch.full((n,), zero, dtype=torch.uint8), torch.zeros(blocks(n))
 
 
+def _nearest_codes(padded, absmax, table):
+    """The codes of the map values nearest padded / absmax, per block row (fp64)."""
+    scale = torch.where(absmax > 0, absmax.to(torch.float64), torch.ones_like(absmax,
+                                                                             dtype=torch.float64))
+    y = padded / scale[:, None]
+    t = table.to(torch.float64)
+    mid = (t[1:] + t[:-1]) / 2
+    codes = torch.bucketize(y, mid).clamp_(0, 255)  # nearest (above the midpoint: the upper)
+    codes[~torch.isfinite(y)] = int(torch.nonzero(table == 0)[0])
+    return codes
+
+
 def quantize(x, table):
     """x (any shape, fp32) -> (codes uint8 [n], absmax fp32 [ceil(n / BLOCK)]): per block
     the max |x|, then the code of the map value nearest x / absmax (0 blocks: the code of 0;
-    a non-finite value makes its block's absmax NaN)."""
+    a non-finite value makes its block's absmax NaN).
+
+    A map without -1.0 (the signed dynamic one) stores a block whose largest magnitude is
+    negative with that value at table[0] * absmax, |table[0]| < 1: dequantized (state_dict)
+    and quantized by the rule above, its absmax would shrink and its codes move. So where
+    such a block's values are all within 4 ulps of table[codes] * (its largest magnitude /
+    |table[0]|), that absmax is taken instead: an 8-bit checkpoint loads back to the same
+    codes (the absmax within an ulp); other states are not on that grid and take the rule."""
     flat = x.detach().reshape(-1).to(torch.float64)
     n = flat.numel()
     pad = blocks(n) * BLOCK - n
@@ -59,14 +78,21 @@ def quantize(x, table):
     absmax = padded.abs().amax(dim=1)
     absmax[~torch.isfinite(padded).all(dim=1)] = math.nan
     absmax = absmax.to(torch.float32)
-    scale = torch.where(absmax > 0, absmax.to(torch.float64), torch.ones_like(absmax,
-                                                                             dtype=torch.float64))
-    y = (padded / scale[:, None]).reshape(-1)[:n]
-    t = table.to(torch.float64)
-    mid = (t[1:] + t[:-1]) / 2
-    codes = torch.bucketize(y, mid).clamp_(0, 255)  # nearest (above the midpoint: the upper)
-    codes[~torch.isfinite(y)] = int(torch.nonzero(table == 0)[0])
-    return codes.to(torch.uint8), absmax
+    codes = _nearest_codes(padded, absmax, table)
+    low = float(table[0])
+    if -1.0 < low < 0.0:
+        # the largest magnitude is (also) a negative value: 1.0 * absmax was not stored
+        at_min = (-padded).amax(dim=1) >= padded.amax(dim=1)
+        rows = torch.nonzero(at_min & (absmax > 0)).flatten()
+        if rows.numel():
+            grid = (absmax[rows].to(torch.float64) / -low).to(torch.float32)
+            c2 = _nearest_codes(padded[rows], grid, table)
+            back = (table[c2] * grid[:, None]).to(torch.float64)
+            ulp = 4 * torch.finfo(torch.float32).eps * padded[rows].abs()
+            on_grid = ((back - padded[rows]).abs() <= ulp).all(dim=1)
+            absmax[rows[on_grid]] = grid[on_grid]
+            codes[rows[on_grid]] = c2[on_grid]
+    return codes.reshape(-1)[:n].to(torch.uint8), absmax
 
 
 def dequantize(codes, absmax, table, shape=None):
