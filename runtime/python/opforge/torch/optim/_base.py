@@ -245,7 +245,12 @@ class OpforgeOptimizer(torch.optim.Optimizer):
         if len(dtypes) > 1:
             raise ValueError(f"{name}: group {gi} mixes parameter dtypes "
                              f"{sorted(map(str, dtypes))}; put each dtype in its own group")
+        self.check_param_group(param_group, gi)
         super().add_param_group(param_group)
+
+    def check_param_group(self, param_group, gi):
+        """Hook: a subclass's own checks of group gi (its params a list by now), run before
+        the group is added; raise to refuse it."""
 
     def load_state_dict(self, state_dict):
         """torch's, except that bf16/f16 parameters' fp32 states (the masters, the moments)

@@ -103,6 +103,11 @@ def dequantize(codes, absmax, table, shape=None):
     return out.view(shape) if shape is not None else out
 
 
+def _check_min_8bit_size(value, where):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}min_8bit_size must be an int >= 0, got {value!r}")
+
+
 # Every torch state key an 8-bit optimizer may hold, and whether its map is signed.
 SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False,
           "momentum_buffer": True}
@@ -140,9 +145,7 @@ class EightBitStates:
             raise ValueError(f"state_bits must be 32 or 8, got {state_bits!r}")
         if quant_map not in STORAGE:
             raise ValueError(f"quant_map must be 'dynamic' or 'linear', got {quant_map!r}")
-        if (isinstance(min_8bit_size, bool) or not isinstance(min_8bit_size, int)
-                or min_8bit_size < 0):
-            raise ValueError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
+        _check_min_8bit_size(min_8bit_size, "")
         if state_bits == 8 and master_weights and not self.q8_master:
             raise ValueError(f"state_bits=8 with master_weights=True: no such "
                              f"{type(self).__name__} kernel is built (8-bit states take float32 "
@@ -174,8 +177,9 @@ class EightBitStates:
         hit = self._parts.get(id(group))
         overrides = (group.get("state_bits"), group.get("min_8bit_size"))
         if hit is None or hit[0] is not params or hit[1:3] != (len(params), overrides):
-            big = [p for p in params if self.eight_bit(p, group)]
-            small = [p for p in params if not self.eight_bit(p, group)]
+            eight = [self.eight_bit(p, group) for p in params]
+            big = [p for p, e in zip(params, eight) if e]
+            small = [p for p, e in zip(params, eight) if not e]
             self._q8_ids.update(id(p) for p in big)
             self._q8_ids.difference_update(id(p) for p in small)
             hit = (params, len(params), overrides, {"params": big} if big else None,
@@ -186,13 +190,9 @@ class EightBitStates:
                 part.update((k, v) for k, v in group.items() if k != "params")
         return hit[3], hit[4]
 
-    def add_param_group(self, param_group):
+    def check_param_group(self, param_group, gi):
+        super().check_param_group(param_group, gi)
         params = param_group["params"]
-        if isinstance(params, set):  # torch refuses a set (no order): let it say so
-            return super().add_param_group(param_group)
-        params = [params] if isinstance(params, torch.Tensor) else list(params)
-        param_group["params"] = params  # a generator is read once, here
-        gi = len(getattr(self, "param_groups", []))
         name = type(self).__name__
         bits = param_group.get("state_bits", 8)
         if bits not in (8, 32) or isinstance(bits, bool):
@@ -200,18 +200,14 @@ class EightBitStates:
         if bits == 8 and "state_bits" in param_group and self._state_bits != 8:
             raise ValueError(f"{name}: group {gi} asks for state_bits=8, the optimizer has "
                              f"{self._state_bits} (a group can only keep fp32 states)")
-        size = param_group.get("min_8bit_size", 0)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"{name}: group {gi}'s min_8bit_size must be an int >= 0, got "
-                             f"{size!r}")
-        # Checked before the group is added: no float16 master-weight 8-bit kernel is built.
+        _check_min_8bit_size(param_group.get("min_8bit_size", 0), f"{name}: group {gi}'s ")
+        # No float16 master-weight 8-bit kernel is built.
         if any(isinstance(p, torch.Tensor) and p.dtype == torch.float16
                and self.eight_bit(p, param_group) for p in params):
             raise ValueError(f"{name}: group {gi} has float16 parameters of at "
                              f"least min_8bit_size={self._min_8bit_size} elements; 8-bit "
                              f"states with master weights take bfloat16 parameters (no f16mq8s "
                              f"kernel is built)")
-        super().add_param_group(param_group)
 
     def _q8_storage(self, group):
         """The 8-bit kernels' storage tag: q8s / q8ls, bf16mq8s with bf16 parameters."""
