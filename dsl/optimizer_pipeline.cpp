@@ -193,7 +193,8 @@ std::string bind_tensors(const ResolvedOp& op, const Bindings& in, const std::ve
     if (a && a->quant) {
       // An 8-bit state: its code's map value times its block's absmax.
       const Expr block = at[0] / decl.storage().block;
-      values[name] = decode8(*a->quant, v, in.compute) * in.tensors.at(absmax_arg(name))(block);
+      values[name] =
+          decode8(*a->quant, v, in.compute, in.permutes) * in.tensors.at(absmax_arg(name))(block);
       continue;
     }
     values[name] = widened(a, v, in.compute);
@@ -300,7 +301,8 @@ void bind_blocked(const ResolvedOp& op, const Bindings& in, const Var& e, const 
     const Expr v = f(Halide::min(Halide::likely(b * B + e), n - 1));
     if (a.quant) {
       Func deq = exact_func("dequantized_" + name);
-      deq(e, b) = dequantize8(*a.quant, v, in.tensors.at(absmax_arg(name))(b), in.compute);
+      deq(e, b) =
+          dequantize8(*a.quant, v, in.tensors.at(absmax_arg(name))(b), in.compute, in.permutes);
       dequantized.push_back({deq, a.quant->map == dsl::QuantMap::linear});
       values[name] = deq(e, b);
       continue;
@@ -441,8 +443,8 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   for (size_t k = 0, j = 0; k < states.size(); ++k) {
     if (j < q.size() && q[j] == k) {
       const ArgDecl& a = *args.at(states[k]);
-      Expr code =
-          encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B), in.mask_compares, true);
+      Expr code = encode8(*a.quant, value(k, i % B, i / B) * scale_at(j, 1, i / B),
+                          in.mask_compares, true, in.permutes);
       // The golden keeps codes as fp64 values, like every tensor it sees.
       code = fp32 ? Halide::strict_float(code) : Halide::cast(t, code);
       if (nv.skip.defined()) code = Halide::select(nv.skip, in.tensors.at(states[k])(i), code);
@@ -782,6 +784,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   Bindings in;
   in.scheduled = scheduled;
   in.mask_compares = target.has_feature(Halide::Target::AVX512);
+  in.permutes = permutes_of(target);
   for (const auto& [a, dims] : argument_layout(op)) {
     const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {

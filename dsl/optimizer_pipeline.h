@@ -17,6 +17,7 @@
 
 #include "dsl/kernel_pipeline.h"
 #include "dsl/resolved_op.h"
+#include "dsl/table_lookup.h"
 #include "opforge/descriptor.h"
 
 namespace opforge::dsl {
@@ -51,6 +52,9 @@ struct Bindings {
   // The target compares into mask registers (AVX-512): the 8-bit encode picks its form of
   // the dynamic map's decade count by it (dsl/quant8.h encode8).
   bool mask_compares = false;
+  // The target's permutes: the 8-bit states' dynamic map is looked up with them (dsl/quant8.h;
+  // kernels that do link dsl/table_lookup.c's bitcode).
+  Permutes permutes = Permutes::none;
 };
 
 struct Definition {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace opforge::dsl {
@@ -100,6 +101,72 @@ Expr encode_dynamic(bool is_signed, const Expr& y, bool mask_compares) {
   return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
 }
 
+// The six decade edges of a dynamic map (fp32): edge i lies between decade i's last value and
+// decade i + 1's first.
+std::vector<float> decade_edges(bool is_signed) {
+  const std::vector<float> pos = dynamic_positive(is_signed);
+  std::vector<float> edges;
+  for (int i = 0, last = -1; i + 1 < kDecades; ++i) {
+    last += per_decade(is_signed, i);
+    edges.push_back(static_cast<float>((static_cast<double>(pos[last]) + pos[last + 1]) / 2));
+  }
+  return edges;
+}
+
+// c such that trunc(e log10(2) + c), clamped to [0, 6], counts the decade edges at or below
+// 2^(e - 127) for every biased exponent e in [0, 127]: the middle of the interval of valid c
+// (it is 0.01 wide for the signed map, 0.1 for the unsigned one; fp32 evaluation errs by 1e-5).
+double binade_decade_offset(const std::vector<float>& edges) {
+  const double l2 = std::log10(2.0);
+  double lo = -1e9, hi = 1e9;
+  for (int e = 0; e < 128; ++e) {
+    const int below = static_cast<int>(std::count_if(
+        edges.begin(), edges.end(), [&](float x) { return x <= std::ldexp(1.0, e - 127); }));
+    if (below > 0) lo = std::max(lo, below - e * l2);
+    if (below < kDecades - 1) hi = std::min(hi, below + 1 - e * l2);
+  }
+  if (!(hi - lo > 1e-3)) throw std::logic_error("quant8: no binade-to-decade offset");
+  return (lo + hi) / 2;
+}
+
+// encode_dynamic for an fp32 y with permutes (dsl/quant8.h encode8). Each binade [2^k, 2^(k+1))
+// holds at most one decade edge (decades are 10x wide), so the count of edges below the binade
+// plus one compare against the next edge gives the decade; inside it the bin is one multiply-add
+// by the decade's constants.
+Expr encode_dynamic_permuted(bool is_signed, const Expr& y) {
+  const std::vector<float> edges = decade_edges(is_signed);
+  const std::vector<float> pos = dynamic_positive(is_signed);
+  const Expr a = Halide::abs(y);
+  const Expr e = Halide::reinterpret<int>(a) >> 23;  // a >= 0: its biased exponent
+  const float l2 = static_cast<float>(std::log10(2.0));
+  const float c = static_cast<float>(binade_decade_offset(edges));
+  const Expr below =
+      Halide::clamp(Halide::cast<int>(Halide::cast<float>(e) * l2 + c), 0, kDecades - 1);
+  std::vector<Expr> next_edge;
+  for (float x : edges) next_edge.push_back(x);
+  next_edge.push_back(4.f);  // above the last edge: none
+  const Expr d = below + Halide::select(a >= table_lookup(next_edge, below), 1, 0);
+  // Bin j of decade d: (a 10^(6-d) - 0.1) per / 0.9, as gain * a + offset; top = per - 1.
+  std::vector<Expr> gain, offset, top;
+  for (int i = 0; i < kDecades; ++i) {
+    const double per = per_decade(is_signed, i);
+    gain.push_back(static_cast<float>(std::pow(10.0, 6 - i) * per / 0.9));
+    offset.push_back(static_cast<float>(-0.1 * per / 0.9));
+    top.push_back(static_cast<int>(per) - 1);
+  }
+  const Expr last = table_lookup(top, d);
+  const Expr j = Halide::clamp(
+      Halide::cast<int>(a * table_lookup(gain, d) + table_lookup(offset, d)), 0, last);
+  // Magnitude index as encode_dynamic's: decade d's values start at per (signed) or per - 1.
+  const Expr k1 = j + last + (is_signed ? 1 : 0);
+  const Halide::Type t = y.type();
+  const Expr zero = midpoint(0.f, pos.front(), t), one = midpoint(pos.back(), 1.f, t);
+  const int n = static_cast<int>(pos.size());
+  const Expr mag = Halide::select(a < zero, 0, Halide::select(a >= one, n + 1, k1));
+  if (!is_signed) return Halide::cast<uint8_t>(mag);
+  return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
+}
+
 Expr encode_linear(bool is_signed, const Expr& y, bool prescaled) {
   const Halide::Type t = y.type();
   if (t == Halide::Float(32)) {
@@ -157,9 +224,10 @@ Expr centred_signed(const Expr& code) {
                              127);
 }
 
-// The dynamic map's value of code c, computed rather than looked up: a 256-entry table lookup
-// is a gather, which LLVM emits as 16 scalar loads per vector on these targets (8-bit Adam at
-// 1e7, AVX-512: 14 ms with the lookups, 9.5 ms computed, 2 threads). Value k of a decade i with p
+// The dynamic map's value of code c, computed rather than looked up where there are no AVX-512
+// permutes: Halide's 256-entry table lookup is a gather, which LLVM emits as 16 scalar loads per
+// vector on these targets (8-bit Adam at 1e7, AVX-512: 14 ms with the lookups, 9.5 ms computed,
+// 2 threads), and AVX2's 8-entry permutes would take 32 per vector. Value k of a decade i with p
 // values (p = 2^i signed, 2^(i+1) unsigned; k = p + j) is 10^(i-6) * (0.1 + 0.9 (j + 0.5) / p) =
 // (18k - 16p + 9) / (2p * 10^(7-i)): numerator and denominator are exact fp32 integers, so the one
 // division gives the table's fp32 value (tests/dsl/test_quant8.cpp checks all codes).
@@ -201,7 +269,13 @@ Expr decode_linear(bool is_signed, const Expr& code) {
 
 }  // namespace
 
-Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute) {
+Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute,
+             Permutes permutes) {
+  if (permutes == Permutes::avx512 && q.map == QuantMap::dynamic && compute == Halide::Float(32) &&
+      code.type() == Halide::UInt(8)) {
+    const std::array<float, 256> t = q.table();
+    return lookup_float(std::vector<float>(t.begin(), t.end()), Halide::cast<int>(code));
+  }
   // The golden's codes are fp64 values: clamped to the codes' range first.
   const Expr c =
       code.type() == Halide::UInt(8)
@@ -213,17 +287,20 @@ Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute)
 }
 
 Expr dequantize8(const StateQuant& q, const Expr& code, const Expr& absmax,
-                 const Halide::Type& compute) {
+                 const Halide::Type& compute, Permutes permutes) {
   if (q.map != QuantMap::linear || compute != Halide::Float(32) || code.type() != Halide::UInt(8))
-    return decode8(q, code, compute) * absmax;
+    return decode8(q, code, compute, permutes) * absmax;
   const Expr step = Halide::strict_float(absmax / (q.is_signed ? 127.f : 255.f));
   if (!q.is_signed) return Halide::cast<float>(code) * step;
   return centred_signed(code) * step;
 }
 
-Expr encode8(const StateQuant& q, const Expr& y, bool mask_compares, bool prescaled) {
-  return q.map == QuantMap::dynamic ? encode_dynamic(q.is_signed, y, mask_compares)
-                                    : encode_linear(q.is_signed, y, prescaled);
+Expr encode8(const StateQuant& q, const Expr& y, bool mask_compares, bool prescaled,
+             Permutes permutes) {
+  if (q.map == QuantMap::linear) return encode_linear(q.is_signed, y, prescaled);
+  if (permutes != Permutes::none && y.type() == Halide::Float(32))
+    return encode_dynamic_permuted(q.is_signed, y);
+  return encode_dynamic(q.is_signed, y, mask_compares);
 }
 
 double encode_gain(const StateQuant& q, const Halide::Type& t) {

@@ -7,17 +7,26 @@
 //   dynamic unsigned the same with 2^(i+1) values per decade and no negatives (signed=False);
 //   linear signed    (c - 127) / 127 for c <= 254, map[255] = 1.0 (never produced);
 //   linear unsigned  c / 255.
-// Decoding is computed (exact for every code; a table lookup would be a gather per vector).
-// Encoding finds the nearest map value arithmetically (no table search): the dynamic map's decade
-// from compares against the fp32 midpoints between decades, then the linear bin inside it; within a
-// decade the midpoints between neighbours are the bin edges. fp32 rounding may pick the neighbour
-// when a value lies within a few ulps of a midpoint.
+// Decoding is computed (exact for every code), or on AVX-512 the dynamic map is looked up with
+// permutes (dsl/table_lookup.h; Halide's own lookup would be a gather per vector). Encoding finds
+// the nearest map value arithmetically (no table search): the dynamic map's decade from compares
+// against the fp32 midpoints between decades (with permutes: from the binade and one compare),
+// then the linear bin inside it; within a decade the midpoints between neighbours are the bin
+// edges. fp32 rounding may pick the neighbour when a value lies within a few ulps of a midpoint.
+//
+// The permute forms, 2-vCPU AMD EPYC (Zen 5), 8-bit Adam with the dynamic map, 5e4 elements in
+// cache, 1 thread, `opforge bench --set unroll=1` against the registered arithmetic forms:
+// AVX-512 (lookup decode and encode) 0.69-0.72x the time for Adam, AdamW, AMSGrad, Lion,
+// momentum, bf16 masters and e4m3 gradients; AVX2 (encode only) 0.75-0.81x for the Adam family,
+// 0.91x for Lion and momentum (one 8-bit state).
 #pragma once
 
 #include <Halide.h>
 
 #include <array>
 #include <string>
+
+#include "dsl/table_lookup.h"
 
 namespace opforge::dsl {
 
@@ -37,15 +46,19 @@ struct StateQuant {
 };
 
 // map[code] for a uint8 code Expr, in `compute` (fp32 kernels; fp64 for the golden, which gets
-// the same fp32 values widened).
+// the same fp32 values widened). With AVX-512's permutes the fp32 dynamic map is looked up
+// (8 vpermi2ps over the 256 values and a tree of blends, against about 30 instructions of
+// arithmetic with a division); AVX2's 8-entry permutes do not pay for 256 entries.
 Halide::Expr decode8(const StateQuant& q, const Halide::Expr& code,
-                     const Halide::Type& compute = Halide::Float(32));
+                     const Halide::Type& compute = Halide::Float(32),
+                     Permutes permutes = Permutes::none);
 
 // A state's dequantized value: map[code] times its block's absmax. The fp32 linear map takes
 // the code's offset times the block's step (absmax / 127 or / 255, once per block) instead of
 // decode8's division per element: within an ulp of map[code] * absmax, and one multiply.
 Halide::Expr dequantize8(const StateQuant& q, const Halide::Expr& code, const Halide::Expr& absmax,
-                         const Halide::Type& compute = Halide::Float(32));
+                         const Halide::Type& compute = Halide::Float(32),
+                         Permutes permutes = Permutes::none);
 
 // The code of the map value nearest y, y in [-1, 1] (|y| <= 1: the value over the block's
 // absmax; unsigned maps take y >= 0). Any float type; the result is UInt(8). NaN y gives an
@@ -53,9 +66,12 @@ Halide::Expr dequantize8(const StateQuant& q, const Halide::Expr& code, const Ha
 // mask registers (AVX-512), where the dynamic map's decade is counted from sign bits instead
 // of compares (an fp32 y only; the same codes except for a |y| exactly on a decade's edge, a
 // midpoint, which then takes the lower neighbour).
-// `prescaled`: y comes multiplied by encode_gain(q, its type) already.
+// `prescaled`: y comes multiplied by encode_gain(q, its type) already. `permutes` (an fp32 y,
+// the dynamic map): the decade from y's binade and one compare against the next decade edge
+// (an 8-entry lookup), the decade's bin constants by 8-entry lookups, instead of six compares
+// and selects; the same codes except within an ulp or two of a bin edge.
 Halide::Expr encode8(const StateQuant& q, const Halide::Expr& y, bool mask_compares = false,
-                     bool prescaled = false);
+                     bool prescaled = false, Permutes permutes = Permutes::none);
 
 // What a block's 1 / absmax is multiplied by for encode8(..., prescaled = true): the fp32
 // linear map's 127 (signed) or 255, so that the per-element multiply is done once per block;

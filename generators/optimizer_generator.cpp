@@ -69,6 +69,14 @@ class OptimizerGenerator : public Halide::Generator<OptimizerGenerator> {
   void generate() {
     dsl::Bindings in;
     in.mask_compares = get_target().has_feature(Halide::Target::AVX512);
+    in.permutes = dsl::permutes_of(get_target());
+    // The 8-bit states' lookups call dsl/table_lookup.c: its bitcode goes with the module.
+    const std::vector<uint8_t>& lookups = dsl::table_lookup_bitcode(get_target());
+    if (!lookups.empty()) {
+      get_externs_map()->emplace(
+          "opforge.table_lookup",
+          Halide::ExternalCode::bitcode_wrapper(get_target(), lookups, "opforge.table_lookup"));
+    }
     for (auto& [name, b] : buffers_) {
       in.tensors[name] = *b.first;
       for (int d = 0; d < b.second; ++d) in.extents[name].push_back(b.first->dim(d).extent());

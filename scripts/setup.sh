@@ -7,8 +7,8 @@
 set -euo pipefail
 
 packages=(
-  # build
-  cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev
+  # build; clang-14 also compiles dsl/table_lookup.c to the bitcode the 8-bit kernels link
+  cmake ninja-build g++ binutils libhalide14-0-dev llvm-14-dev nlohmann-json3-dev clang-14
   # tests: doctest; clang-14 + libclang-rt-14-dev for the rule-parser fuzzer (libFuzzer);
   # pkgconf for the installed-package consumer test
   doctest-dev clang-14 libclang-rt-14-dev pkgconf

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "dsl/table_lookup.h"
 #include "registry/builder/schedule_description.h"
 #include "registry/cache/atomic_file.h"
 
@@ -132,6 +133,7 @@ cache::Entry compile_kernel(const Halide::Pipeline& pipeline,
   ScratchDir dir;
   Halide::Pipeline p = pipeline;
   Halide::Module m = p.compile_to_module(args, entry, target);
+  dsl::link_table_lookups(m);  // the permutes' bitcode, where the kernel looks up tables
   const std::map<Halide::OutputFileType, std::string> outputs = {
       {Halide::OutputFileType::object, dir.file("kernel.o")},
       {Halide::OutputFileType::c_header, dir.file("kernel.h")},

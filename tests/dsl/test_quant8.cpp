@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dsl/quant8.h"
+#include "linked_jit.h"
 
 namespace opforge::dsl {
 namespace {
@@ -48,19 +49,26 @@ const std::array<StateQuant, 4> kMaps = {
     StateQuant{QuantMap::dynamic, true}, StateQuant{QuantMap::dynamic, false},
     StateQuant{QuantMap::linear, true}, StateQuant{QuantMap::linear, false}};
 
+// out(i) = f(q, x(i)), vectorized by `width`, JIT-compiled; with a `linked` target through a
+// module that links the table lookups' bitcode, as the kernels are (dsl::link_table_lookups).
 template <typename In, typename Out>
 std::vector<Out> realize(
     const std::vector<In>& in,
     const std::function<Halide::Expr(const StateQuant&, const Halide::Expr&)>& f,
-    const StateQuant& q, int width) {
+    const StateQuant& q, int width, const Halide::Target* linked = nullptr) {
   Halide::Buffer<In> b(const_cast<In*>(in.data()), static_cast<int>(in.size()));
   Halide::ImageParam p(Halide::type_of<In>(), 1, "x");
   Halide::Var i("i");
   Halide::Func out("out");
   out(i) = Halide::cast(Halide::type_of<Out>(), f(q, p(i)));
   if (width > 1) out.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
-  p.set(b);
-  Halide::Buffer<Out> r = out.realize({static_cast<int>(in.size())});
+  Halide::Buffer<Out> r(static_cast<int>(in.size()));
+  if (linked) {
+    testing::realize_linked(out, {p}, {b.raw_buffer()}, r.raw_buffer(), *linked);
+  } else {
+    p.set(b);
+    out.realize(r);
+  }
   return std::vector<Out>(r.data(), r.data() + in.size());
 }
 
@@ -102,6 +110,24 @@ TEST_CASE("decode8: every code gives its map value exactly, on every vector widt
         if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
       }
       CHECK(wrong == 0);
+    }
+    // Looked up with the permutes (the dynamic maps on AVX-512; the others compute as above).
+    for (const auto& [permutes, target] : testing::host_permutes()) {
+      const auto decode = [permutes = permutes](const StateQuant& m, const Halide::Expr& c) {
+        return decode8(m, c, Halide::Float(32), permutes);
+      };
+      for (int width : {1, 8, 16, 32}) {
+        CAPTURE(q.name());
+        CAPTURE(width);
+        CAPTURE(target.to_string());
+        const std::vector<float> got = realize<uint8_t, float>(codes, decode, q, width, &target);
+        int wrong = 0;
+        for (int c = 0; c < 256; ++c) {
+          if (got[c] == want[c]) continue;
+          if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
+        }
+        CHECK(wrong == 0);
+      }
     }
   }
 }
@@ -184,15 +210,33 @@ TEST_CASE("encode8: the nearest map value, up to fp32 rounding at the midpoints"
     y.push_back(0.f);
     y.push_back(1.f);
     if (q.is_signed) y.push_back(-1.f);
-    // Both forms of the dynamic map's decade count (compares; sign bits, for AVX-512).
-    for (const auto& [width, masks] : {std::pair{1, false}, {16, false}, {1, true}, {16, true}}) {
+    // Every form of the dynamic map's decade count: compares; sign bits (AVX-512); the binade
+    // and one lookup (with each permute level the host runs), at 1, 8, 16 and 32 lanes.
+    struct Form {
+      int width;
+      bool masks;
+      Permutes permutes;
+      const Halide::Target* target;
+    };
+    std::vector<Form> forms = {{1, false, Permutes::none, nullptr},
+                               {16, false, Permutes::none, nullptr},
+                               {1, true, Permutes::none, nullptr},
+                               {16, true, Permutes::none, nullptr}};
+    const auto permutes = testing::host_permutes();
+    for (const auto& [level, target] : permutes) {
+      for (int width : {1, 8, 16, 32})
+        forms.push_back({width, level == Permutes::avx512, level, &target});
+    }
+    for (const Form& form : forms) {
       CAPTURE(q.name());
-      CAPTURE(width);
-      CAPTURE(masks);
-      const auto encode = [masks = masks](const StateQuant& m, const Halide::Expr& v) {
-        return encode8(m, v, masks);
+      CAPTURE(form.width);
+      CAPTURE(form.masks);
+      CAPTURE(static_cast<int>(form.permutes));
+      const auto encode = [form](const StateQuant& m, const Halide::Expr& v) {
+        return encode8(m, v, form.masks, false, form.permutes);
       };
-      const std::vector<uint8_t> got = realize<float, uint8_t>(y, encode, q, width);
+      const std::vector<uint8_t> got =
+          realize<float, uint8_t>(y, encode, q, form.width, form.target);
       int wrong = 0, ties = 0;
       for (size_t k = 0; k < y.size(); ++k) {
         // The nearest value in fp64; a tie band of 4 ulps of y around each midpoint.

@@ -1,0 +1,78 @@
+/* Table lookups as permutes, for dsl/table_lookup.h: Halide 14 emits no variable permute on
+ * x86 and compiles a lookup into a small table as a gather (16 scalar loads per AVX-512
+ * vector). Compiled to LLVM bitcode once per ISA (dsl/CMakeLists.txt) and linked into the
+ * kernels that call these functions: Halide calls NAMExL for an L-lane vector call of NAME
+ * when the module defines it (NAME itself for scalars and tails), and LLVM inlines them.
+ *
+ * The table comes as arguments, one value per entry: the kernels pass constants, which LLVM
+ * folds into one constant vector loaded once outside the loop, so a lookup is one vpermps /
+ * vpermd (8 entries) or vpermi2ps (32 entries, AVX-512). The callers keep indices in
+ * range (0..7, 0..31): outside it the vector forms and the scalar one may differ.
+ *
+ * GCC vector types, so that the functions take and return LLVM's <L x float> / <L x i32>;
+ * hidden, so that no kernel exports them. */
+#include <stdint.h>
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+/* always_inline: no call (and no symbol to resolve: Halide's JIT found none for the scalar
+ * forms, which LLVM otherwise kept as calls) is left in a kernel. */
+#define HIDDEN __attribute__((visibility("hidden"), always_inline))
+
+#define ARGS8(T) T t0, T t1, T t2, T t3, T t4, T t5, T t6, T t7
+#define LANE0_8 t0[0], t1[0], t2[0], t3[0], t4[0], t5[0], t6[0], t7[0]
+
+HIDDEN float opforge_lut8f(int32_t i, ARGS8(float)) {
+  const float t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+  return t[i & 7];
+}
+
+HIDDEN int32_t opforge_lut8i(int32_t i, ARGS8(int32_t)) {
+  const int32_t t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+  return t[i & 7];
+}
+
+HIDDEN f32x8 opforge_lut8fx8(i32x8 i, ARGS8(f32x8)) {
+  const f32x8 t = {LANE0_8};
+  return __builtin_ia32_permvarsf256(t, i);
+}
+
+HIDDEN i32x8 opforge_lut8ix8(i32x8 i, ARGS8(i32x8)) {
+  const i32x8 t = {LANE0_8};
+  return __builtin_ia32_permvarsi256(t, i);
+}
+
+#ifdef __AVX512F__
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+#define ARGS32(T)                                                                                \
+  T t0, T t1, T t2, T t3, T t4, T t5, T t6, T t7, T t8, T t9, T t10, T t11, T t12, T t13, T t14, \
+      T t15, T t16, T t17, T t18, T t19, T t20, T t21, T t22, T t23, T t24, T t25, T t26, T t27,  \
+      T t28, T t29, T t30, T t31
+
+HIDDEN f32x16 opforge_lut8fx16(i32x16 i, ARGS8(f32x16)) {
+  const f32x16 t = {LANE0_8, 0, 0, 0, 0, 0, 0, 0, 0};
+  return __builtin_ia32_permvarsf512(t, i);
+}
+
+HIDDEN i32x16 opforge_lut8ix16(i32x16 i, ARGS8(i32x16)) {
+  const i32x16 t = {LANE0_8, 0, 0, 0, 0, 0, 0, 0, 0};
+  return __builtin_ia32_permvarsi512(t, i);
+}
+
+HIDDEN float opforge_lut32f(int32_t i, ARGS32(float)) {
+  const float t[32] = {t0,  t1,  t2,  t3,  t4,  t5,  t6,  t7,  t8,  t9,  t10,
+                       t11, t12, t13, t14, t15, t16, t17, t18, t19, t20, t21,
+                       t22, t23, t24, t25, t26, t27, t28, t29, t30, t31};
+  return t[i & 31];
+}
+
+HIDDEN f32x16 opforge_lut32fx16(i32x16 i, ARGS32(f32x16)) {
+  const f32x16 lo = {t0[0], t1[0], t2[0],  t3[0],  t4[0],  t5[0],  t6[0],  t7[0],
+                     t8[0], t9[0], t10[0], t11[0], t12[0], t13[0], t14[0], t15[0]};
+  const f32x16 hi = {t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0],
+                     t24[0], t25[0], t26[0], t27[0], t28[0], t29[0], t30[0], t31[0]};
+  return __builtin_ia32_vpermi2varps512(lo, i, hi);
+}
+#endif

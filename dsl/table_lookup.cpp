@@ -1,0 +1,118 @@
+#include "dsl/table_lookup.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace opforge::dsl {
+
+// dsl/table_lookup.c compiled per ISA, embedded by the build (dsl/CMakeLists.txt).
+namespace table_lookup_bitcode_data {
+extern const unsigned char avx2[], avx512[];
+extern const unsigned long avx2_size, avx512_size;
+}  // namespace table_lookup_bitcode_data
+
+namespace {
+
+const char kPrefix[] = "opforge_lut";
+
+// Does a lowered function call a lookup?
+class FindsLookups : public Halide::Internal::IRVisitor {
+ public:
+  bool found = false;
+
+ private:
+  using IRVisitor::visit;
+  void visit(const Halide::Internal::Call* op) override {
+    if (op->name.rfind(kPrefix, 0) == 0) found = true;
+    IRVisitor::visit(op);
+  }
+};
+
+std::vector<uint8_t> bytes(const unsigned char* data, unsigned long size) {
+  return std::vector<uint8_t>(data, data + size);
+}
+
+}  // namespace
+
+Permutes permutes_of(const Halide::Target& t) {
+  if (t.arch != Halide::Target::X86 || t.bits != 64) return Permutes::none;
+  // Any AVX-512 level (a target may name one without the base feature): vpermi2ps is AVX512F.
+  for (auto f : {Halide::Target::AVX512, Halide::Target::AVX512_KNL, Halide::Target::AVX512_Skylake,
+                 Halide::Target::AVX512_Cannonlake, Halide::Target::AVX512_SapphireRapids}) {
+    if (t.has_feature(f)) return Permutes::avx512;
+  }
+  if (t.has_feature(Halide::Target::AVX2)) return Permutes::avx2;
+  return Permutes::none;
+}
+
+Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::Expr& index) {
+  if (table.empty() || table.size() > 32 || !index.type().is_int() || index.type().bits() != 32) {
+    throw std::invalid_argument("table_lookup: 1 to 32 entries and an Int(32) index");
+  }
+  const Halide::Type t = table[0].type();
+  const bool wide = table.size() > 8;
+  if (wide && t != Halide::Float(32)) {
+    throw std::invalid_argument("table_lookup: more than 8 entries only for fp32 tables");
+  }
+  if (t != Halide::Float(32) && t != Halide::Int(32)) {
+    throw std::invalid_argument("table_lookup: fp32 or int32 entries");
+  }
+  std::vector<Halide::Expr> args = {index};
+  for (const Halide::Expr& e : table) {
+    if (e.type() != t) throw std::invalid_argument("table_lookup: entries of one type");
+    args.push_back(e);
+  }
+  // Unused entries: the table's last value (never picked while the index is in range).
+  while (args.size() < (wide ? 33u : 9u)) args.push_back(table.back());
+  const std::string name = std::string(kPrefix) + (wide ? "32" : "8") + (t.is_float() ? "f" : "i");
+  return Halide::Internal::Call::make(t, name, args, Halide::Internal::Call::PureExtern);
+}
+
+Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& index) {
+  // Slices of 32 entries, then a binary tree of selects on bits 5, 6, ... of the index.
+  std::vector<Halide::Expr> level;
+  for (size_t s = 0; s < table.size(); s += 32) {
+    std::vector<Halide::Expr> slice;
+    for (size_t k = s; k < std::min(table.size(), s + 32); ++k) slice.push_back(table[k]);
+    level.push_back(table_lookup(slice, index & 31));
+  }
+  for (int bit = 5; level.size() > 1; ++bit) {
+    std::vector<Halide::Expr> next;
+    for (size_t k = 0; k < level.size(); k += 2) {
+      next.push_back(k + 1 < level.size()
+                         ? Halide::select((index & (1 << bit)) != 0, level[k + 1], level[k])
+                         : level[k]);
+    }
+    level = next;
+  }
+  return level[0];
+}
+
+const std::vector<uint8_t>& table_lookup_bitcode(const Halide::Target& t) {
+  namespace data = table_lookup_bitcode_data;
+  static const std::vector<uint8_t> none, avx2 = bytes(data::avx2, data::avx2_size),
+                                          avx512 = bytes(data::avx512, data::avx512_size);
+  switch (permutes_of(t)) {
+    case Permutes::avx512:
+      return avx512;
+    case Permutes::avx2:
+      return avx2;
+    case Permutes::none:
+      break;
+  }
+  return none;
+}
+
+void link_table_lookups(Halide::Module& m) {
+  FindsLookups finder;
+  for (const Halide::Internal::LoweredFunc& f : m.functions()) f.body.accept(&finder);
+  if (!finder.found) return;
+  const std::vector<uint8_t>& code = table_lookup_bitcode(m.target());
+  if (code.empty()) {
+    throw std::logic_error(m.name() + ": calls table lookups but its target " +
+                           m.target().to_string() + " has no permutes");
+  }
+  m.append(Halide::ExternalCode::bitcode_wrapper(m.target(), code, "opforge.table_lookup"));
+}
+
+}  // namespace opforge::dsl

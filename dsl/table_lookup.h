@@ -1,0 +1,37 @@
+// Lookups into small constant tables as vector permutes (vpermps / vpermd, AVX-512's
+// vpermi2ps), which Halide 14 does not emit on x86: a lookup is a call of a function of
+// dsl/table_lookup.c, compiled to bitcode per ISA with the project and linked into the
+// kernels that call it (link_table_lookups). Without it Halide compiles a lookup as a gather,
+// 16 scalar loads per AVX-512 vector; the other way is a chain of compares and selects.
+#pragma once
+
+#include <Halide.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace opforge::dsl {
+
+// Which permutes a target has: none (scalar or non-x86 targets, and the fp64 golden),
+// AVX2's 8-entry vpermps / vpermd, or AVX-512's as well as 32-entry vpermi2ps.
+enum class Permutes { none, avx2, avx512 };
+
+Permutes permutes_of(const Halide::Target& t);
+
+// table[index] for an Int(32) index in [0, table.size()), any lane count. Float or int32
+// entries (every Expr one constant of the same type). Up to 8 entries with Permutes::avx2,
+// up to 32 with avx512 (larger tables: split by the caller, see lookup_float).
+Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::Expr& index);
+
+// table[index] for any table size with Permutes::avx512 (32-entry lookups joined by selects on
+// the index's higher bits), fp32 entries.
+Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& index);
+
+// Appends the lookups' bitcode to a module that calls them (a no-op for one that does not);
+// throws if the module calls them for a target without the matching bitcode.
+void link_table_lookups(Halide::Module& m);
+
+// The bitcode linked for t (empty when t has no permutes): what the kernels' cache key holds.
+const std::vector<uint8_t>& table_lookup_bitcode(const Halide::Target& t);
+
+}  // namespace opforge::dsl

@@ -1,0 +1,101 @@
+// dsl/table_lookup: lookups into constant tables as permutes, JIT-compiled with their bitcode
+// linked (linked_jit.h) for each permute level this host runs, at 1, 8, 16 and 32 lanes
+// (scalar calls, Halide's splitting of wide vectors): every index gives its entry.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "dsl/table_lookup.h"
+#include "linked_jit.h"
+
+namespace opforge::dsl {
+namespace {
+
+// out(i) = lookup(idx(i)) for every index in [0, n), each repeated so that every vector
+// width sees every index in every lane position.
+template <typename T>
+std::vector<T> look_up(const std::function<Halide::Expr(const Halide::Expr&)>& lookup, int n,
+                       int width, const Halide::Target& target) {
+  std::vector<int32_t> idx;
+  for (int r = 0; r < 33; ++r) {
+    for (int k = 0; k < n; ++k) idx.push_back((k + r) % n);
+  }
+  Halide::Buffer<int32_t> in(idx.data(), static_cast<int>(idx.size()));
+  Halide::Buffer<T> out(static_cast<int>(idx.size()));
+  Halide::ImageParam p(Halide::Int(32), 1, "idx");
+  Halide::Var i("i");
+  Halide::Func f("f");
+  f(i) = lookup(p(i));
+  if (width > 1) f.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
+  testing::realize_linked(f, {p}, {in.raw_buffer()}, out.raw_buffer(), target);
+  std::vector<T> got;
+  for (size_t k = 0; k < idx.size(); ++k) got.push_back(out(static_cast<int>(k)));
+  // Back in index order: got[k] must be table[idx[k]]; return the entries seen per index.
+  std::vector<T> by_index(n);
+  bool consistent = true;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (k < static_cast<size_t>(n)) by_index[idx[k]] = got[k];
+    consistent = consistent && got[k] == by_index[idx[k]];
+  }
+  CHECK_MESSAGE(consistent, "an index gave different entries in different lanes");
+  return by_index;
+}
+
+TEST_CASE("table_lookup: 8 int32 or fp32 entries, and lookup_float's 256, on every width") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> unit(-3.f, 3.f);
+  std::vector<float> big(256);
+  for (float& x : big) x = unit(rng);
+  std::vector<Halide::Expr> f8, i8;
+  std::vector<float> f8v;
+  std::vector<int32_t> i8v;
+  for (int k = 0; k < 8; ++k) {
+    f8v.push_back(unit(rng));
+    i8v.push_back(static_cast<int32_t>(rng()));
+    f8.push_back(f8v.back());
+    i8.push_back(i8v.back());
+  }
+  for (const auto& [permutes, target] : testing::host_permutes()) {
+    for (int width : {1, 8, 16, 32}) {
+      CAPTURE(target.to_string());
+      CAPTURE(width);
+      CHECK(look_up<float>([&](const Halide::Expr& i) { return table_lookup(f8, i); }, 8, width,
+                           target) == f8v);
+      CHECK(look_up<int32_t>([&](const Halide::Expr& i) { return table_lookup(i8, i); }, 8, width,
+                             target) == i8v);
+      if (permutes == Permutes::avx512) {
+        CHECK(look_up<float>([&](const Halide::Expr& i) { return lookup_float(big, i); }, 256,
+                             width, target) == big);
+      }
+    }
+  }
+}
+
+TEST_CASE("table_lookup: tables it cannot look up are refused") {
+  const Halide::Expr i = Halide::Var("i");
+  CHECK_THROWS_AS(table_lookup({}, i), std::invalid_argument);
+  CHECK_THROWS_AS(table_lookup(std::vector<Halide::Expr>(33, Halide::Expr(1.f)), i),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(table_lookup(std::vector<Halide::Expr>(9, Halide::Expr(1)), i),
+                  std::invalid_argument);  // int32 tables: 8 entries
+  CHECK_THROWS_AS(table_lookup({Halide::Expr(1.f), Halide::Expr(1)}, i), std::invalid_argument);
+  CHECK_THROWS_AS(table_lookup({Halide::Expr(1.0)}, i), std::invalid_argument);  // fp64
+  CHECK_THROWS_AS(table_lookup({Halide::Expr(1.f)}, Halide::cast<uint8_t>(i)),
+                  std::invalid_argument);
+}
+
+TEST_CASE("permutes_of: AVX-512 at any level, AVX2, none elsewhere") {
+  CHECK(permutes_of(Halide::Target("x86-64-linux-avx512_skylake")) == Permutes::avx512);
+  CHECK(permutes_of(Halide::Target("x86-64-linux-avx512")) == Permutes::avx512);
+  CHECK(permutes_of(Halide::Target("x86-64-linux-sse41-avx-f16c-fma-avx2")) == Permutes::avx2);
+  CHECK(permutes_of(Halide::Target("x86-64-linux-sse41")) == Permutes::none);
+  CHECK(permutes_of(Halide::Target("arm-64-linux")) == Permutes::none);
+  CHECK(table_lookup_bitcode(Halide::Target("x86-64-linux-sse41")).empty());
+  CHECK_FALSE(table_lookup_bitcode(Halide::Target("x86-64-linux-avx512")).empty());
+}
+
+}  // namespace
+}  // namespace opforge::dsl
