@@ -231,13 +231,15 @@ Expr centred_signed(const Expr& code) {
 // values (p = 2^i signed, 2^(i+1) unsigned; k = p + j) is 10^(i-6) * (0.1 + 0.9 (j + 0.5) / p) =
 // (18k - 16p + 9) / (2p * 10^(7-i)): numerator and denominator are exact fp32 integers, so the one
 // division gives the table's fp32 value (tests/dsl/test_quant8.cpp checks all codes).
-Expr decode_dynamic(bool is_signed, const Expr& code) {
+Expr decode_dynamic(bool is_signed, const Expr& code, Permutes permutes) {
   const Expr c = Halide::cast<int>(code);
   Expr k, zero, one, negative;
   if (is_signed) {
     const Expr s = c - 127;
     negative = s < 0;
-    k = Halide::abs(s);  // 0 .. 128
+    // 0 .. 128, as Int: Halide's abs is UInt, whose conversion to fp32 AVX2 emulates (six
+    // instructions per vector instead of one).
+    k = Halide::cast<int>(Halide::abs(s));
     zero = k == 0;
     one = k == 128;
   } else {
@@ -249,9 +251,22 @@ Expr decode_dynamic(bool is_signed, const Expr& code) {
   const Expr kf = Halide::cast<float>(Halide::max(k, 1));
   const Expr bits = Halide::reinterpret<int>(kf) & 0x7f800000;
   const Expr pf = Halide::reinterpret<float>(bits);
-  const Expr e = bits >> 23;                                                   // 127 + log2(p)
-  const Expr tens = Halide::clamp((is_signed ? 7 + 127 : 8 + 127) - e, 1, 7);  // 7 - i
-  const Expr v = (18.f * kf - 16.f * pf + 9.f) / (2.f * pf * pow10_exact(tens));
+  const Expr e = bits >> 23;  // 127 + log2(p)
+  Expr den;                   // 2p * 10^(7-i), an exact fp32 integer
+  if (permutes != Permutes::none) {
+    // By log2(p) in 0..7 from an 8-entry lookup (AVX2; AVX-512 looks the whole map up): the
+    // power of ten's three selects and the two products by one vpermps.
+    std::vector<Expr> table;
+    for (int l = 0; l < 8; ++l) {
+      const int tens = std::clamp((is_signed ? 7 : 8) - l, 1, 7);
+      table.push_back(static_cast<float>(2.0 * (1 << l) * std::pow(10.0, tens)));
+    }
+    den = table_lookup(table, e - 127);
+  } else {
+    const Expr tens = Halide::clamp((is_signed ? 7 + 127 : 8 + 127) - e, 1, 7);  // 7 - i
+    den = 2.f * pf * pow10_exact(tens);
+  }
+  const Expr v = (18.f * kf - 16.f * pf + 9.f) / den;
   const Expr out = Halide::select(zero, 0.f, Halide::select(one, 1.f, v));
   return is_signed ? Halide::select(negative, -out, out) : out;
 }
@@ -282,7 +297,9 @@ Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute,
           ? code
           : Halide::cast<uint8_t>(Halide::clamp(code, lit(code.type(), 0), lit(code.type(), 255)));
   const Expr v =
-      q.map == QuantMap::dynamic ? decode_dynamic(q.is_signed, c) : decode_linear(q.is_signed, c);
+      q.map == QuantMap::dynamic
+          ? decode_dynamic(q.is_signed, c, compute == Halide::Float(32) ? permutes : Permutes::none)
+          : decode_linear(q.is_signed, c);
   return Halide::cast(compute, v);
 }
 
