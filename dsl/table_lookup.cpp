@@ -15,15 +15,18 @@ namespace {
 
 const char kPrefix[] = "opforge_lut";
 
-// Does a lowered function call a lookup?
+// Does a lowered function call a lookup, and a 32-entry one (AVX-512 only)?
 class FindsLookups : public Halide::Internal::IRVisitor {
  public:
-  bool found = false;
+  bool found = false, wide = false;
 
  private:
   using IRVisitor::visit;
   void visit(const Halide::Internal::Call* op) override {
-    if (op->name.rfind(kPrefix, 0) == 0) found = true;
+    if (op->name.rfind(kPrefix, 0) == 0) {
+      found = true;
+      wide = wide || op->name.rfind(std::string(kPrefix) + "32", 0) == 0;
+    }
     IRVisitor::visit(op);
   }
 };
@@ -108,9 +111,12 @@ void link_table_lookups(Halide::Module& m) {
   for (const Halide::Internal::LoweredFunc& f : m.functions()) f.body.accept(&finder);
   if (!finder.found) return;
   const std::vector<uint8_t>& code = table_lookup_bitcode(m.target());
-  if (code.empty()) {
-    throw std::logic_error(m.name() + ": calls table lookups but its target " +
-                           m.target().to_string() + " has no permutes");
+  // Either would leave a call LLVM cannot resolve in the kernel (AVX2's bitcode has no 32-entry
+  // lookup).
+  if (code.empty() || (finder.wide && permutes_of(m.target()) != Permutes::avx512)) {
+    throw std::logic_error(m.name() + ": calls " + (finder.wide ? "32-entry " : "") +
+                           "table lookups but its target " + m.target().to_string() +
+                           " has no such permutes");
   }
   m.append(Halide::ExternalCode::bitcode_wrapper(m.target(), code, "opforge.table_lookup"));
 }

@@ -28,10 +28,11 @@ Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::
 Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& index);
 
 // Appends the lookups' bitcode to a module that calls them (a no-op for one that does not);
-// throws if the module calls them for a target without the matching bitcode.
+// throws std::logic_error if its target lacks the permutes the calls need.
 void link_table_lookups(Halide::Module& m);
 
-// The bitcode linked for t (empty when t has no permutes): what the kernels' cache key holds.
+// The bitcode linked for t (empty when t has no permutes). Built from the project's sources, it
+// is in the dsl/ fingerprint and so in every kernel's cache key.
 const std::vector<uint8_t>& table_lookup_bitcode(const Halide::Target& t);
 
 }  // namespace opforge::dsl
