@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "dsl/table_lookup.h"
@@ -103,6 +104,16 @@ TEST_CASE("permutes_of: AVX-512 at any level, AVX2, none elsewhere") {
   CHECK(permutes_of(Halide::Target("arm-64-linux")) == Permutes::none);
   CHECK(table_lookup_bitcode(Halide::Target("x86-64-linux-sse41")).empty());
   CHECK_FALSE(table_lookup_bitcode(Halide::Target("x86-64-linux-avx512")).empty());
+}
+
+TEST_CASE("table_lookup_bitcode: no path of the checkout in it (it is in every cache key)") {
+  for (const char* t : {"x86-64-linux-sse41-avx-f16c-fma-avx2", "x86-64-linux-avx512"}) {
+    const std::vector<uint8_t>& code = table_lookup_bitcode(Halide::Target(t));
+    const std::string text(code.begin(), code.end());
+    CAPTURE(t);
+    CHECK(text.find("table_lookup.c") != std::string::npos);  // its source, by bare name
+    CHECK(text.find("/table_lookup.c") == std::string::npos);
+  }
 }
 
 }  // namespace
