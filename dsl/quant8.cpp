@@ -49,6 +49,21 @@ Expr pow10_exact(const Expr& x) {
          Halide::select((x & 4) != 0, 10000.f, 1.f);
 }
 
+// The dynamic map's code of y from k1, the 1-based index among the positive values of the
+// value nearest |y| = a: 0 below half the smallest value, 1.0 above half-way to it, and the sign.
+Expr dynamic_code(bool is_signed, const Expr& y, const Expr& a, const Expr& k1) {
+  const std::vector<float> pos = dynamic_positive(is_signed);
+  const Halide::Type t = y.type();
+  const Expr zero = midpoint(0.f, pos.front(), t), one = midpoint(pos.back(), 1.f, t);
+  const int n = static_cast<int>(pos.size());  // 127 (signed) or 254
+  // Magnitude index: 0 for 0, 1..n for the values, n + 1 for 1.0.
+  const Expr mag = Halide::select(a < zero, 0, Halide::select(a >= one, n + 1, k1));
+  if (!is_signed) return Halide::cast<uint8_t>(mag);
+  // Sorted: 127 negatives (no -1.0: -absmax goes to the largest negative), 0 at 127, then
+  // the positives and 1.0 at 255.
+  return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
+}
+
 Expr encode_dynamic(bool is_signed, const Expr& y, bool mask_compares) {
   const Halide::Type t = y.type();
   const std::vector<float> pos = dynamic_positive(is_signed);
@@ -91,14 +106,7 @@ Expr encode_dynamic(bool is_signed, const Expr& y, bool mask_compares) {
   j = Halide::clamp(j, 0, per - 1);
   // Index among the positive values: decade d starts at per - 1 (signed) or per - 2.
   const Expr k = per + j - (is_signed ? 1 : 2);
-  const Expr zero = midpoint(0.f, pos.front(), t), one = midpoint(pos.back(), 1.f, t);
-  const int n = static_cast<int>(pos.size());  // 127 (signed) or 254
-  // Magnitude index: 0 for 0, 1..n for the values, n + 1 for 1.0.
-  Expr mag = Halide::select(a < zero, 0, Halide::select(a >= one, n + 1, k + 1));
-  if (!is_signed) return Halide::cast<uint8_t>(mag);
-  // Sorted: 127 negatives (no -1.0: -absmax goes to the largest negative), 0 at 127, then
-  // the positives and 1.0 at 255.
-  return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
+  return dynamic_code(is_signed, y, a, k + 1);
 }
 
 // The six decade edges of a dynamic map (fp32): edge i lies between decade i's last value and
@@ -135,7 +143,6 @@ double binade_decade_offset(const std::vector<float>& edges) {
 // by the decade's constants.
 Expr encode_dynamic_permuted(bool is_signed, const Expr& y) {
   const std::vector<float> edges = decade_edges(is_signed);
-  const std::vector<float> pos = dynamic_positive(is_signed);
   const Expr a = Halide::abs(y);
   const Expr e = Halide::reinterpret<int>(a) >> 23;  // a >= 0: its biased exponent
   const float l2 = static_cast<float>(std::log10(2.0));
@@ -157,14 +164,8 @@ Expr encode_dynamic_permuted(bool is_signed, const Expr& y) {
   const Expr last = table_lookup(top, d);
   const Expr j = Halide::clamp(
       Halide::cast<int>(a * table_lookup(gain, d) + table_lookup(offset, d)), 0, last);
-  // Magnitude index as encode_dynamic's: decade d's values start at per (signed) or per - 1.
-  const Expr k1 = j + last + (is_signed ? 1 : 0);
-  const Halide::Type t = y.type();
-  const Expr zero = midpoint(0.f, pos.front(), t), one = midpoint(pos.back(), 1.f, t);
-  const int n = static_cast<int>(pos.size());
-  const Expr mag = Halide::select(a < zero, 0, Halide::select(a >= one, n + 1, k1));
-  if (!is_signed) return Halide::cast<uint8_t>(mag);
-  return Halide::cast<uint8_t>(Halide::select(y < 0, 127 - Halide::min(mag, n), 127 + mag));
+  // 1-based index as encode_dynamic's: decade d's values start at per (signed) or per - 1.
+  return dynamic_code(is_signed, y, a, j + last + (is_signed ? 1 : 0));
 }
 
 Expr encode_linear(bool is_signed, const Expr& y, bool prescaled) {

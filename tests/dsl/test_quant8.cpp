@@ -95,6 +95,16 @@ TEST_CASE("quant8 maps: 256 sorted values as defined, 0 and 1 included") {
   CHECK(s[0] == -s[254]);
 }
 
+// How many codes decoded to something other than their map value (the first few printed).
+int wrong_codes(const std::vector<float>& got, const std::vector<float>& want) {
+  int wrong = 0;
+  for (int c = 0; c < 256; ++c) {
+    if (got[c] == want[c]) continue;
+    if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
+  }
+  return wrong;
+}
+
 TEST_CASE("decode8: every code gives its map value exactly, on every vector width") {
   std::vector<uint8_t> codes(256);
   for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
@@ -103,13 +113,7 @@ TEST_CASE("decode8: every code gives its map value exactly, on every vector widt
     for (int width : {1, 8, 16}) {
       CAPTURE(q.name());
       CAPTURE(width);
-      const std::vector<float> got = realize<uint8_t, float>(codes, decode_f32, q, width);
-      int wrong = 0;
-      for (int c = 0; c < 256; ++c) {
-        if (got[c] == want[c]) continue;
-        if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
-      }
-      CHECK(wrong == 0);
+      CHECK(wrong_codes(realize<uint8_t, float>(codes, decode_f32, q, width), want) == 0);
     }
     // Looked up with the permutes (the dynamic maps on AVX-512; the others compute as above).
     for (const auto& [permutes, target] : testing::host_permutes()) {
@@ -120,13 +124,7 @@ TEST_CASE("decode8: every code gives its map value exactly, on every vector widt
         CAPTURE(q.name());
         CAPTURE(width);
         CAPTURE(target.to_string());
-        const std::vector<float> got = realize<uint8_t, float>(codes, decode, q, width, &target);
-        int wrong = 0;
-        for (int c = 0; c < 256; ++c) {
-          if (got[c] == want[c]) continue;
-          if (++wrong <= 3) MESSAGE("code " << c << ": " << got[c] << " want " << want[c]);
-        }
-        CHECK(wrong == 0);
+        CHECK(wrong_codes(realize<uint8_t, float>(codes, decode, q, width, &target), want) == 0);
       }
     }
   }
