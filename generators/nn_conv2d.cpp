@@ -168,13 +168,24 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
                  "of 4 images with their pixels as consecutive columns (at 7x7, 196 columns "
                  "in 7 register blocks, AVX2 13, where 4 one-image tiles take 8, AVX2 16)",
                  with(conv::build_gemm_1x1_images))
-      // Stride 2, any output size, both ISAs: against the previous picks (direct_oc_unpadded;
-      // direct_oc_small at 7x7, which beats gemm_1x1_small at stride 1 on AVX2) it took
-      // 0.59-1.09x their time on ResNet's five stride-2 1x1 shapes, above 1 only on AVX2's
-      // 1024@14 -> 2048 in one of two runs (scripts/BENCHMARKS.md).
-      .algorithm("gemm_1x1_s2", k1x1_gemm(2), 8,
-                 "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts): each K chunk's input "
-                 "rows subsampled into a dense slab before the B pack",
+      // Stride 2, more than 64 output pixels, both ISAs: against the previous picks
+      // (direct_oc_unpadded; direct_oc_small at 7x7, which beats gemm_1x1_small at stride 1 on
+      // AVX2) it took 0.59-1.09x their time on ResNet's five stride-2 1x1 shapes, above 1 only
+      // on AVX2's 1024@14 -> 2048 in one of two runs (scripts/BENCHMARKS.md): that 7x7 output
+      // is gemm_1x1_s2_small's now, below.
+      .algorithm("gemm_1x1_s2", k1x1_gemm(2) + " && " + kPixels + " > 64", 8,
+                 "gemm_1x1 at stride 2 (ResNet's downsampling shortcuts), more than 64 output "
+                 "pixels: each K chunk's input rows subsampled into a dense slab before the B "
+                 "pack",
+                 with(conv::build_gemm_1x1_s2))
+      // The same on outputs of 64 pixels or fewer (ResNet's 1024@14 -> 2048 and -> 512),
+      // shipped for AVX-512 only (op_table.cpp), as gemm_1x1_small at stride 1: AVX2's
+      // direct_oc_small took 0.81-0.85x its time at -> 2048 and 0.72-0.87x at -> 512, batch 1
+      // and 2, AVX-512's 1.29-1.31x (2026-12-07, AMD EPYC family 26 model 2, 2 threads;
+      // scripts/BENCHMARKS.md "AVX2, 7x7 outputs at stride 2").
+      .algorithm("gemm_1x1_s2_small", k1x1_gemm(2) + " && " + kPixels + " <= 64", 8,
+                 "gemm_1x1_s2 on outputs of 64 pixels or fewer, one image a tile (AVX-512 only; "
+                 "AVX2 runs direct_oc_small there)",
                  with(conv::build_gemm_1x1_s2))
       // The same with 4 images a tile on outputs of <= 64 pixels (ResNet's 1024@14 -> 2048).
       .algorithm("gemm_1x1_s2_images", k1x1_gemm(2) + " && " + kPixels + " <= 64 && N % 4 == 0", 9,
@@ -273,6 +284,7 @@ NnOpDecl declare(const std::string& name, bool bias_relu) {
       .algorithm_tolerance("gemm_1x1_s2_images", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_3x3", 1e-4, 1e-4)
       .algorithm_tolerance("gemm_1x1_s2", 1e-4, 1e-4)
+      .algorithm_tolerance("gemm_1x1_s2_small", 1e-4, 1e-4)
       .algorithm_tolerance("depthwise", 1e-4, 1e-4);
   return d;
 }

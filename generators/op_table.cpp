@@ -81,13 +81,14 @@ std::vector<VariantSpec> nn_rows() {
   std::vector<VariantSpec> rows;
   add_all_algorithms(rows, bandwidth_copy());
   add_all_algorithms(rows, bandwidth_add());
-  // direct_oc_small_14x14, direct_oc_small_8_16x16 and gemm_1x1_small on AVX-512 only: AVX2 is
-  // faster with direct_oc_blocked and direct_oc_small there, except on whole 16-pixel register
-  // blocks, gemm_1x1_small_16 (measured: nn_conv2d.cpp).
+  // direct_oc_small_14x14, direct_oc_small_8_16x16, gemm_1x1_small and gemm_1x1_s2_small on
+  // AVX-512 only: AVX2 is faster with direct_oc_blocked and direct_oc_small there, except on
+  // whole 16-pixel register blocks, gemm_1x1_small_16 (measured: nn_conv2d.cpp).
   const std::map<std::string, std::vector<std::string>> conv_isas = {
       {"direct_oc_small_14x14", {"avx512"}},
       {"direct_oc_small_8_16x16", {"avx512"}},
       {"gemm_1x1_small", {"avx512"}},
+      {"gemm_1x1_s2_small", {"avx512"}},
       {"gemm_1x1_small_16", {"avx2"}}};
   add_all_algorithms(rows, conv2d(), {}, conv_isas);
   add_all_algorithms(rows, conv2d_bias_relu(), {}, conv_isas);

@@ -3,9 +3,9 @@
 // (registry/cli/check/nn_problem.h) runs every algorithm (direct, direct_oc, direct_oc_unpadded,
 // direct_oc_small, direct_oc_small_8, direct_oc_small_8_16x16, direct_oc_small_14x14,
 // direct_oc_blocked, gemm_1x1, gemm_1x1_small, gemm_1x1_small_16, gemm_1x1_images, gemm_1x1_s2,
-// gemm_1x1_s2_images, gemm_3x3, winograd, depthwise) of both ops on every problem it applies to:
-// 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups, stride 1 to 3, dilation,
-// padding 0 to 2, non-square filters.
+// gemm_1x1_s2_small, gemm_1x1_s2_images, gemm_3x3, winograd, depthwise) of both ops on every
+// problem it applies to: 1x1 spatial, channels not a multiple of 16, batch 1 and 2, groups,
+// stride 1 to 3, dilation, padding 0 to 2, non-square filters.
 #include <algorithm>
 
 #include "registry/builder/nn_golden/add_references.h"
@@ -108,7 +108,8 @@ std::vector<NnProblem> problems(bool bias) {
       {4, 130, 5, 9, 530, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {4, 9, 8, 8, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1},
       {12, 2100, 1, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
-      // gemm_1x1_s2: the same tiles over the subsampled input (even and odd input widths).
+      // gemm_1x1_s2: the same tiles over the subsampled input (even and odd input widths);
+      // gemm_1x1_s2_small the 7x7 output.
       {2, 70, 26, 56, 300, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 13x28 output
       {1, 600, 34, 45, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 17x23 output
       {1, 5, 5, 513, 9, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 3x257 output
