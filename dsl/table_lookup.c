@@ -6,8 +6,8 @@
  *
  * The table comes as arguments, one value per entry: the kernels pass constants, which LLVM
  * folds into one constant vector loaded once outside the loop, so a lookup is one vpermps /
- * vpermd (8 entries) or vpermi2ps (32 entries, AVX-512). The callers keep indices in
- * range (0..7, 0..31): outside it the vector forms and the scalar one may differ.
+ * vpermd (8 entries) or vpermi2ps / vpermi2d (32 entries, AVX-512). Every form reads the
+ * index's low 3 or 5 bits only, as the permutes do, so callers need not mask it.
  *
  * GCC vector types, so that the functions take and return LLVM's <L x float> / <L x i32>;
  * hidden, so that no kernel exports them. */
@@ -52,12 +52,12 @@ typedef int32_t i32x16 __attribute__((vector_size(64)));
       T t28, T t29, T t30, T t31
 
 HIDDEN f32x16 opforge_lut8fx16(i32x16 i, ARGS8(f32x16)) {
-  const f32x16 t = {LANE0_8, 0, 0, 0, 0, 0, 0, 0, 0};
+  const f32x16 t = {LANE0_8, LANE0_8};  /* twice: index bit 3 is not read either */
   return __builtin_ia32_permvarsf512(t, i);
 }
 
 HIDDEN i32x16 opforge_lut8ix16(i32x16 i, ARGS8(i32x16)) {
-  const i32x16 t = {LANE0_8, 0, 0, 0, 0, 0, 0, 0, 0};
+  const i32x16 t = {LANE0_8, LANE0_8};
   return __builtin_ia32_permvarsi512(t, i);
 }
 
@@ -68,11 +68,26 @@ HIDDEN float opforge_lut32f(int32_t i, ARGS32(float)) {
   return t[i & 31];
 }
 
+HIDDEN int32_t opforge_lut32i(int32_t i, ARGS32(int32_t)) {
+  const int32_t t[32] = {t0,  t1,  t2,  t3,  t4,  t5,  t6,  t7,  t8,  t9,  t10,
+                         t11, t12, t13, t14, t15, t16, t17, t18, t19, t20, t21,
+                         t22, t23, t24, t25, t26, t27, t28, t29, t30, t31};
+  return t[i & 31];
+}
+
 HIDDEN f32x16 opforge_lut32fx16(i32x16 i, ARGS32(f32x16)) {
   const f32x16 lo = {t0[0], t1[0], t2[0],  t3[0],  t4[0],  t5[0],  t6[0],  t7[0],
                      t8[0], t9[0], t10[0], t11[0], t12[0], t13[0], t14[0], t15[0]};
   const f32x16 hi = {t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0],
                      t24[0], t25[0], t26[0], t27[0], t28[0], t29[0], t30[0], t31[0]};
   return __builtin_ia32_vpermi2varps512(lo, i, hi);
+}
+
+HIDDEN i32x16 opforge_lut32ix16(i32x16 i, ARGS32(i32x16)) {
+  const i32x16 lo = {t0[0], t1[0], t2[0],  t3[0],  t4[0],  t5[0],  t6[0],  t7[0],
+                     t8[0], t9[0], t10[0], t11[0], t12[0], t13[0], t14[0], t15[0]};
+  const i32x16 hi = {t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0],
+                     t24[0], t25[0], t26[0], t27[0], t28[0], t29[0], t30[0], t31[0]};
+  return __builtin_ia32_vpermi2vard512(lo, i, hi);
 }
 #endif

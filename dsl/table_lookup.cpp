@@ -54,9 +54,6 @@ Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::
   }
   const Halide::Type t = table[0].type();
   const bool wide = table.size() > 8;
-  if (wide && t != Halide::Float(32)) {
-    throw std::invalid_argument("table_lookup: more than 8 entries only for fp32 tables");
-  }
   if (t != Halide::Float(32) && t != Halide::Int(32)) {
     throw std::invalid_argument("table_lookup: fp32 or int32 entries");
   }
@@ -77,7 +74,7 @@ Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& i
   for (size_t s = 0; s < table.size(); s += 32) {
     std::vector<Halide::Expr> slice;
     for (size_t k = s; k < std::min(table.size(), s + 32); ++k) slice.push_back(table[k]);
-    level.push_back(table_lookup(slice, index & 31));
+    level.push_back(table_lookup(slice, index));  // its low 5 bits
   }
   for (int bit = 5; level.size() > 1; ++bit) {
     std::vector<Halide::Expr> next;

@@ -1,5 +1,5 @@
 // Lookups into small constant tables as vector permutes (vpermps / vpermd, AVX-512's
-// vpermi2ps), which Halide 14 does not emit on x86: a lookup is a call of a function of
+// vpermi2ps / vpermi2d), which Halide 14 does not emit on x86: a lookup is a call of a function of
 // dsl/table_lookup.c, compiled to bitcode per ISA with the project and linked into the
 // kernels that call it (link_table_lookups). Without it Halide compiles a lookup as a gather,
 // 16 scalar loads per AVX-512 vector; the other way is a chain of compares and selects.
@@ -13,14 +13,16 @@
 namespace opforge::dsl {
 
 // Which permutes a target has: none (scalar or non-x86 targets, and the fp64 golden),
-// AVX2's 8-entry vpermps / vpermd, or AVX-512's as well as 32-entry vpermi2ps.
+// AVX2's 8-entry vpermps / vpermd, or AVX-512's as well as 32-entry vpermi2ps / vpermi2d.
 enum class Permutes { none, avx2, avx512 };
 
 Permutes permutes_of(const Halide::Target& t);
 
-// table[index] for an Int(32) index in [0, table.size()), any lane count. Float or int32
-// entries (every Expr one constant of the same type). Up to 8 entries with Permutes::avx2,
-// up to 32 with avx512 (larger tables: split by the caller, see lookup_float).
+// table[index] for an Int(32) index, any lane count. Float or int32 entries (every Expr one
+// constant of the same type). Up to 8 entries with Permutes::avx2, up to 32 with avx512 (larger
+// tables: split by the caller, see lookup_float). Only the index's low 3 bits (up to 8 entries)
+// or 5 bits are read, in the vector and the scalar forms alike, so callers need not mask it;
+// past the table's end within that range the last entry repeats.
 Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::Expr& index);
 
 // table[index] for any table size with Permutes::avx512 (32-entry lookups joined by selects on

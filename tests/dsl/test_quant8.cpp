@@ -208,6 +208,12 @@ TEST_CASE("encode8: the nearest map value, up to fp32 rounding at the midpoints"
     y.push_back(0.f);
     y.push_back(1.f);
     if (q.is_signed) y.push_back(-1.f);
+    // Far below the smallest value (code 0), down to denormals: binades whose exponent the
+    // permute forms' lookups alias or whose decade count they leave unclamped.
+    for (float tiny : {1e-9f, 3e-10f, 1e-12f, 1e-20f, 1e-30f, 1e-38f, 1e-40f, 1e-45f}) {
+      y.push_back(tiny);
+      if (q.is_signed) y.push_back(-tiny);
+    }
     // Every form of the dynamic map's decade count: compares; sign bits (AVX-512); the binade
     // and one lookup (with each permute level the host runs), at 1, 8, 16 and 32 lanes.
     struct Form {

@@ -15,15 +15,17 @@
 namespace opforge::dsl {
 namespace {
 
-// How many of out(i) = lookup(idx(i)) differ from table[idx(i)], every index in [0, n) at every
-// lane position of every vector width (33 rotations of 0 .. n - 1).
+// How many of out(i) = lookup(idx(i)) differ from table[idx(i) mod n], every index in [0, n)
+// at every lane position of every vector width (33 rotations of 0 .. n - 1), plus a multiple of
+// n (from -16 n to 16 n: bits the lookups do not read) when `high` (n is then 8 or 32).
 template <typename T>
 int wrong_lookups(const std::function<Halide::Expr(const Halide::Expr&)>& lookup,
-                  const std::vector<T>& table, int width, const Halide::Target& target) {
+                  const std::vector<T>& table, int width, const Halide::Target& target,
+                  bool high = false) {
   const int n = static_cast<int>(table.size());
   std::vector<int32_t> idx;
   for (int r = 0; r < 33; ++r) {
-    for (int k = 0; k < n; ++k) idx.push_back((k + r) % n);
+    for (int k = 0; k < n; ++k) idx.push_back((k + r) % n + (high ? (r - 16) * n : 0));
   }
   Halide::Buffer<int32_t> in(idx.data(), static_cast<int>(idx.size()));
   Halide::Buffer<T> out(static_cast<int>(idx.size()));
@@ -34,19 +36,25 @@ int wrong_lookups(const std::function<Halide::Expr(const Halide::Expr&)>& lookup
   if (width > 1) f.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
   testing::realize_linked(f, {p}, {in.raw_buffer()}, out.raw_buffer(), target);
   int wrong = 0;
-  for (size_t k = 0; k < idx.size(); ++k) wrong += out(static_cast<int>(k)) != table[idx[k]];
+  for (size_t k = 0; k < idx.size(); ++k)
+    wrong += out(static_cast<int>(k)) != table[(idx[k] % n + n) % n];
   return wrong;
 }
 
-TEST_CASE("table_lookup: 8 int32 or fp32 entries, and lookup_float's 256, on every width") {
+TEST_CASE("table_lookup: 8 and 32 int32 or fp32 entries, lookup_float's 256, every width") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(-3.f, 3.f);
   std::vector<float> big(256);
   for (float& x : big) x = unit(rng);
-  std::vector<Halide::Expr> f8, i8;
-  std::vector<float> f8v;
-  std::vector<int32_t> i8v;
-  for (int k = 0; k < 8; ++k) {
+  std::vector<Halide::Expr> f8, i8, f32, i32;
+  std::vector<float> f8v, f32v;
+  std::vector<int32_t> i8v, i32v;
+  for (int k = 0; k < 32; ++k) {
+    f32v.push_back(unit(rng));
+    i32v.push_back(static_cast<int32_t>(rng()));
+    f32.push_back(f32v.back());
+    i32.push_back(i32v.back());
+    if (k >= 8) continue;
     f8v.push_back(unit(rng));
     i8v.push_back(static_cast<int32_t>(rng()));
     f8.push_back(f8v.back());
@@ -60,7 +68,18 @@ TEST_CASE("table_lookup: 8 int32 or fp32 entries, and lookup_float's 256, on eve
                                  width, target) == 0);
       CHECK(wrong_lookups<int32_t>([&](const Halide::Expr& i) { return table_lookup(i8, i); }, i8v,
                                    width, target) == 0);
+      // Only the low 3 bits are read.
+      CHECK(wrong_lookups<float>([&](const Halide::Expr& i) { return table_lookup(f8, i); }, f8v,
+                                 width, target, true) == 0);
       if (permutes == Permutes::avx512) {
+        CHECK(wrong_lookups<float>([&](const Halide::Expr& i) { return table_lookup(f32, i); },
+                                   f32v, width, target) == 0);
+        CHECK(wrong_lookups<int32_t>([&](const Halide::Expr& i) { return table_lookup(i32, i); },
+                                     i32v, width, target) == 0);
+        CHECK(wrong_lookups<float>([&](const Halide::Expr& i) { return table_lookup(f32, i); },
+                                   f32v, width, target, true) == 0);  // low 5 bits
+        CHECK(wrong_lookups<int32_t>([&](const Halide::Expr& i) { return table_lookup(i32, i); },
+                                     i32v, width, target, true) == 0);
         CHECK(wrong_lookups<float>([&](const Halide::Expr& i) { return lookup_float(big, i); }, big,
                                    width, target) == 0);
       }
@@ -73,8 +92,8 @@ TEST_CASE("table_lookup: tables it cannot look up are refused") {
   CHECK_THROWS_AS(table_lookup({}, i), std::invalid_argument);
   CHECK_THROWS_AS(table_lookup(std::vector<Halide::Expr>(33, Halide::Expr(1.f)), i),
                   std::invalid_argument);
-  CHECK_THROWS_AS(table_lookup(std::vector<Halide::Expr>(9, Halide::Expr(1)), i),
-                  std::invalid_argument);  // int32 tables: 8 entries
+  CHECK_THROWS_AS(table_lookup(std::vector<Halide::Expr>(33, Halide::Expr(1)), i),
+                  std::invalid_argument);
   CHECK_THROWS_AS(table_lookup({Halide::Expr(1.f), Halide::Expr(1)}, i), std::invalid_argument);
   CHECK_THROWS_AS(table_lookup({Halide::Expr(1.0)}, i), std::invalid_argument);  // fp64
   CHECK_THROWS_AS(table_lookup({Halide::Expr(1.f)}, Halide::cast<uint8_t>(i)),
