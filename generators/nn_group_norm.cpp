@@ -124,6 +124,9 @@ NnKernel build_group_norm(const NnArgs& a) {
   //   reads, no memory traffic) took 13% of the kernel at one thread (perf).
   // - The one pass, 2026-12-06 on the Zen 4 EPYC: see scripts/BENCHMARKS.md "group_norm:
   //   one statistics pass".
+  // A C model of these passes (scripts/BENCHMARKS.md "group_norm's two phases", 2026-12-07,
+  // Zen 5) reached 94-98% of its copy while memory was slow and 57-81% while it was fast,
+  // where the output pass of one group fused with the statistics pass of the next reached 88%.
   // Below the 90% goal still: a group is 160 KB, so its read-only statistics pass (DRAM) and
   // its output pass (L2 reads, DRAM writes) are two long phases per core, where a copy keeps
   // reads and writes in flight together.
@@ -143,8 +146,8 @@ NnKernel build_group_norm(const NnArgs& a) {
   // over that schedule's time: the output pass prefetching y 256, 1024 or 4096 elements ahead
   // (dsl/output_prefetch.h): AVX2 0.98, 0.98, 1.03; AVX-512 1.03, 1.02, 1.10; the variance
   // pass prefetching each y line it passes (the softmax trick): 1.00 / 1.01-1.04; the output
-  // pass prefetching the next group's x at the same place: 1.03-1.12 (prefetchnta's lines do
-  // not survive 160 KB of other traffic); the sums' partials kept in registers over 4 or 8
+  // pass prefetching the next group's x at the same place: 1.03-1.12 (prefetchnta; in the C
+  // model above prefetcht0, t1 and t2 were no better); the sums' partials kept in registers over 4 or 8
   // rows: 1.01-1.09 (the passes were not bound by the partials' store-to-load latency).
   Var ci("ci"), gn("gn");
   auto schedule = [&](Halide::Stage s, bool parallel) {
