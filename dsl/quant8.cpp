@@ -332,8 +332,8 @@ Expr decode_dynamic(bool is_signed, const Expr& code, Permutes permutes) {
   if (!is_signed) return out;
   // The sign as a bit flip by c - 127's sign bit (-out exactly; zero stays +0): a compare and
   // a blend fewer per vector (AVX2, 8-bit Adam and momentum in cache: 0.98-0.995x the time).
-  const Expr sign = Halide::cast<uint32_t>(c - 127) &
-                    Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
+  const Expr sign =
+      Halide::cast<uint32_t>(c - 127) & Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
   return Halide::reinterpret<float>(Halide::reinterpret<uint32_t>(out) ^ sign);
 }
 

@@ -147,8 +147,9 @@ NnKernel build_group_norm(const NnArgs& a) {
   // (dsl/output_prefetch.h): AVX2 0.98, 0.98, 1.03; AVX-512 1.03, 1.02, 1.10; the variance
   // pass prefetching each y line it passes (the softmax trick): 1.00 / 1.01-1.04; the output
   // pass prefetching the next group's x at the same place: 1.03-1.12 (prefetchnta; in the C
-  // model above prefetcht0, t1 and t2 were no better); the sums' partials kept in registers over 4 or 8
-  // rows: 1.01-1.09 (the passes were not bound by the partials' store-to-load latency).
+  // model above prefetcht0, t1 and t2 were no better); the sums' partials kept in registers
+  // over 4 or 8 rows: 1.01-1.09 (the passes were not bound by the partials' store-to-load
+  // latency).
   Var ci("ci"), gn("gn");
   auto schedule = [&](Halide::Stage s, bool parallel) {
     s.split(c, g, ci, CG, TailStrategy::GuardWithIf)
