@@ -48,11 +48,18 @@ typedef int32_t i32x16 __attribute__((vector_size(64)));
 
 #define ARGS32(T)                                                                                \
   T t0, T t1, T t2, T t3, T t4, T t5, T t6, T t7, T t8, T t9, T t10, T t11, T t12, T t13, T t14, \
-      T t15, T t16, T t17, T t18, T t19, T t20, T t21, T t22, T t23, T t24, T t25, T t26, T t27,  \
+      T t15, T t16, T t17, T t18, T t19, T t20, T t21, T t22, T t23, T t24, T t25, T t26, T t27, \
       T t28, T t29, T t30, T t31
+/* Lane 0 of the 32 vector arguments: the two halves of a vpermi2 table. */
+#define LANE0_LO16                                                                              \
+  t0[0], t1[0], t2[0], t3[0], t4[0], t5[0], t6[0], t7[0], t8[0], t9[0], t10[0], t11[0], t12[0], \
+      t13[0], t14[0], t15[0]
+#define LANE0_HI16                                                                                \
+  t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0], t24[0], t25[0], t26[0], t27[0], \
+      t28[0], t29[0], t30[0], t31[0]
 
 HIDDEN f32x16 opforge_lut8fx16(i32x16 i, ARGS8(f32x16)) {
-  const f32x16 t = {LANE0_8, LANE0_8};  /* twice: index bit 3 is not read either */
+  const f32x16 t = {LANE0_8, LANE0_8}; /* twice: index bit 3 is not read either */
   return __builtin_ia32_permvarsf512(t, i);
 }
 
@@ -76,18 +83,12 @@ HIDDEN int32_t opforge_lut32i(int32_t i, ARGS32(int32_t)) {
 }
 
 HIDDEN f32x16 opforge_lut32fx16(i32x16 i, ARGS32(f32x16)) {
-  const f32x16 lo = {t0[0], t1[0], t2[0],  t3[0],  t4[0],  t5[0],  t6[0],  t7[0],
-                     t8[0], t9[0], t10[0], t11[0], t12[0], t13[0], t14[0], t15[0]};
-  const f32x16 hi = {t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0],
-                     t24[0], t25[0], t26[0], t27[0], t28[0], t29[0], t30[0], t31[0]};
+  const f32x16 lo = {LANE0_LO16}, hi = {LANE0_HI16};
   return __builtin_ia32_vpermi2varps512(lo, i, hi);
 }
 
 HIDDEN i32x16 opforge_lut32ix16(i32x16 i, ARGS32(i32x16)) {
-  const i32x16 lo = {t0[0], t1[0], t2[0],  t3[0],  t4[0],  t5[0],  t6[0],  t7[0],
-                     t8[0], t9[0], t10[0], t11[0], t12[0], t13[0], t14[0], t15[0]};
-  const i32x16 hi = {t16[0], t17[0], t18[0], t19[0], t20[0], t21[0], t22[0], t23[0],
-                     t24[0], t25[0], t26[0], t27[0], t28[0], t29[0], t30[0], t31[0]};
+  const i32x16 lo = {LANE0_LO16}, hi = {LANE0_HI16};
   return __builtin_ia32_vpermi2vard512(lo, i, hi);
 }
 #endif
