@@ -42,6 +42,14 @@ Expr midpoint(float a, float b, const Halide::Type& t) {
   return lit(t, (static_cast<double>(a) + b) / 2);
 }
 
+// fp32 `value` with its sign bit flipped where the Int(32) `by` is negative: -value exactly
+// (a compare and a blend fewer than a select on AVX2), +0 stays +0 where by >= 0.
+Expr flip_sign_by(const Expr& value, const Expr& by) {
+  const Expr bit =
+      Halide::cast<uint32_t>(by) & Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
+  return Halide::reinterpret<float>(Halide::reinterpret<uint32_t>(value) ^ bit);
+}
+
 // 10^x for an integer Expr x in [0, 7], exact in fp32 (10^7 < 2^24): a product of the
 // powers its bits select, no per-lane table.
 Expr pow10_exact(const Expr& x) {
@@ -121,6 +129,12 @@ std::vector<float> decade_edges(bool is_signed) {
   return edges;
 }
 
+// How many decade edges lie at or below x.
+int edges_at_or_below(const std::vector<float>& edges, double x) {
+  return static_cast<int>(
+      std::count_if(edges.begin(), edges.end(), [x](float edge) { return edge <= x; }));
+}
+
 // (m, c, s) such that (e m + c) >> s counts the decade edges at or below 2^(e - 127) for every
 // biased exponent e from that of the zero code's threshold up to 127 (smaller |y| take code 0
 // whatever the count): the smallest s that has one, found by search.
@@ -135,8 +149,7 @@ BinadeShift binade_decade_shift(bool is_signed, const std::vector<float>& edges)
     for (int m = m0 - 1; m <= m0 + 1; ++m) {
       int64_t lo = INT32_MIN, hi = INT32_MAX;  // c in [lo, hi]
       for (int e = first; e < 128; ++e) {
-        const int below = static_cast<int>(std::count_if(
-            edges.begin(), edges.end(), [&](float x) { return x <= std::ldexp(1.0, e - 127); }));
+        const int below = edges_at_or_below(edges, std::ldexp(1.0, e - 127));
         lo = std::max<int64_t>(lo, (int64_t{below} << s) - int64_t{e} * m);
         hi = std::min<int64_t>(hi, (int64_t{below + 1} << s) - int64_t{e} * m - 1);
       }
@@ -159,14 +172,13 @@ BinadeDecades binade_decades(const std::vector<float>& edges) {
   BinadeDecades t;
   for (int b = 0; b < 32; ++b) {
     const double lo = std::ldexp(1.0, b + 96 - 127), hi = 2 * lo;
-    int below = 0, inside = 0;
+    int inside = 0;
     float next = 4.f;
     for (float x : edges) {
-      below += x <= lo;
       if (x > lo && x < hi) ++inside, next = x;
     }
     if (inside > 1) throw std::logic_error("quant8: two decade edges in one binade");
-    t.below.push_back(below);
+    t.below.push_back(edges_at_or_below(edges, lo));
     t.next_edge.push_back(next);
   }
   return t;
@@ -329,12 +341,9 @@ Expr decode_dynamic(bool is_signed, const Expr& code, Permutes permutes) {
   }
   const Expr v = (18.f * kf - 16.f * pf + 9.f) / den;
   const Expr out = Halide::select(zero, 0.f, Halide::select(one, 1.f, v));
-  if (!is_signed) return out;
-  // The sign as a bit flip by c - 127's sign bit (-out exactly; zero stays +0): a compare and
-  // a blend fewer per vector (AVX2, 8-bit Adam and momentum in cache: 0.98-0.995x the time).
-  const Expr sign =
-      Halide::cast<uint32_t>(c - 127) & Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
-  return Halide::reinterpret<float>(Halide::reinterpret<uint32_t>(out) ^ sign);
+  // The sign as a bit flip (AVX2, 8-bit Adam and momentum in cache: 0.98-0.995x the time of
+  // a select).
+  return is_signed ? flip_sign_by(out, c - 127) : out;
 }
 
 // (c - 127) / 127 and c / 255 by one fp32 division, strict: IEEE division rounds once, so
@@ -366,10 +375,7 @@ Expr decode8(const StateQuant& q, const Expr& code, const Halide::Type& compute,
     // |u| - 1 as max(u - 1, -u - 1): Halide's abs of 16 int32 lanes is two ymm vpabsd.
     const Expr mag =
         lookup_float(std::vector<float>(t.begin() + 128, t.end()), Halide::max(u - 1, ~u));
-    const Expr sign =
-        Halide::cast<uint32_t>(u) & Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
-    const Expr v = Halide::reinterpret<float>(Halide::reinterpret<uint32_t>(mag) ^ sign);
-    return Halide::select(u == 0, 0.f, v);
+    return Halide::select(u == 0, 0.f, flip_sign_by(mag, u));
   }
   // The golden's codes are fp64 values: clamped to the codes' range first.
   const Expr c =
