@@ -198,7 +198,8 @@ def check_refusals(cls, kwargs, sparse_kwargs=None):
              torch.nn.Parameter(torch.ones(3, dtype=torch.float64))], **kwargs)
     with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float16"):
         cls([torch.nn.Parameter(torch.ones(3, dtype=torch.float16))], **kwargs)
-    with pytest.raises(ValueError, match="parameter 1 of group 0 does not require grad"):
+    # A frozen parameter is taken, as torch takes it, with a warning (no fused call).
+    with pytest.warns(UserWarning, match="parameter 1 of group 0 does not require grad"):
         cls([torch.nn.Parameter(torch.ones(3)),
              torch.nn.Parameter(torch.ones(3), requires_grad=False)], **kwargs)
     # meta: a non-CPU device that exists without a GPU.

@@ -379,3 +379,88 @@ def test_multihead_attention(reg, batch_first):
 def copy_double(module):
     import copy
     return copy.deepcopy(module).double()
+
+
+# Edge cases torch accepts (or refuses) that a swapped module meets in real models.
+
+def test_softmax_dim_out_of_range_is_refused_as_torch(reg):
+    x = randn(2, 3, seed=40)
+    with torch.no_grad():
+        for dim in (2, -3):
+            with pytest.raises(IndexError, match="dimension out of range"):
+                onn.Softmax(dim=dim)(x)
+        assert torch.allclose(onn.Softmax(dim=-2)(x), torch.softmax(x, 0))
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_attention_scale_zero_weighs_every_key_alike(reg, with_mask):
+    """scale=0.0 is a scale (every score 0, then the mask), not the default 1/sqrt(D)."""
+    q, k, v = randn(1, 2, 3, 8, seed=41), randn(1, 2, 5, 8, seed=42), randn(1, 2, 5, 8, seed=43)
+    mask = randn(3, 5, seed=44) if with_mask else None
+    with torch.no_grad():
+        got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.0)
+    weights = torch.softmax(mask.double() if with_mask else torch.zeros(3, 5,
+                                                                         dtype=torch.float64), -1)
+    want = weights @ v.double()
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 17, 13), (2, 4, 1, 13), (1, 1, 17, 13), (4, 17, 13),
+                                   (2, 4, 17, 13)])
+@pytest.mark.parametrize("kind", ["float", "bool"])
+def test_attention_masks_broadcast_over_batches_and_heads(reg, shape, kind):
+    """Masks torch broadcasts to [B, H, L, S] (a padding mask [B, 1, 1, S], per-head ones),
+    with grouped-query heads (4 query heads on 2 key/value heads)."""
+    q = randn(2, 4, 17, 40, seed=45)
+    k, v = randn(2, 2, 13, 40, seed=46), randn(2, 2, 13, 40, seed=47)
+    if kind == "float":
+        mask = randn(*shape, seed=48)
+        added = mask
+    else:
+        mask = randn(*shape, seed=48) > -0.5
+        mask[..., 0] = True  # no row fully masked
+        added = torch.zeros(shape).masked_fill(~mask, float("-inf"))
+    with torch.no_grad():
+        got = onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(got.double(), attention_ref(q, k, v, False, added), rtol=1e-4,
+                          atol=1e-5)
+    with pytest.raises(ValueError, match=r"attn_mask \(3, 17, 13\) does not broadcast"):
+        onn.functional.scaled_dot_product_attention(q, k, v, attn_mask=randn(3, 17, 13))
+
+
+def test_empty_inputs_give_torch_shapes(reg):
+    with torch.no_grad():
+        assert onn.GroupNorm(2, 4)(torch.ones(0, 4, 3, 3)).shape == (0, 4, 3, 3)
+        for bias in (True, False):
+            m = onn.Linear(0, 4, bias=bias)
+            want = torch.nn.Linear.forward(m, torch.ones(3, 0))
+            assert torch.equal(m(torch.ones(3, 0)), want)
+        with pytest.raises(ValueError, match="6 channels do not split into 4 groups"):
+            onn.functional.group_norm(torch.ones(0, 6, 2), 4)
+
+
+def test_unbatched_conv2d_and_attention_as_torch(reg):
+    torch.manual_seed(49)
+    conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+    x = randn(3, 7, 9, seed=50)
+    run_both(conv, onn.Conv2d, x, atol=1e-5, rtol=1e-4)
+    for batch_first in (True, False):
+        ref = torch.nn.MultiheadAttention(16, 4, batch_first=batch_first).eval()
+        mha, _ = ot.patch(ref)
+        x = randn(5, 16, seed=51)
+        with torch.no_grad():
+            got, weights = mha(x, x, x, need_weights=False)
+            want, _ = torch.nn.MultiheadAttention.forward(
+                copy_double(ref), x.double(), x.double(), x.double(), need_weights=False)
+        assert weights is None and mha.torch_calls == 0
+        assert got.shape == (5, 16)
+        assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_silu_in_place_writes_its_input(reg):
+    x = randn(4, 33, seed=52)
+    want = torch.nn.functional.silu(x.double())
+    with torch.no_grad():
+        y = onn.SiLU(inplace=True)(x)
+    assert y is x
+    assert torch.allclose(x.double(), want, rtol=1e-5, atol=1e-6)

@@ -88,6 +88,24 @@ def test_param_groups_and_params_without_grads(reg):
     assert models[1][4].bias not in opts[1].state
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+def test_frozen_parameters_are_taken_as_torch_takes_them(reg, fused):
+    """model.parameters() with a frozen one (fine-tuning): torch.optim takes it and skips it;
+    so does opforge, with a warning that the group loses its fused call."""
+    X, Y = data()
+    models = [mlp(), mlp()]
+    for m in models:
+        m[0].bias.requires_grad_(False)
+    frozen = models[1][0].bias.detach().clone()
+    with pytest.warns(UserWarning, match="parameter 1 of group 0 does not require grad"):
+        opt = oo.Adam(models[1].parameters(), lr=3e-3, fused=fused)
+    ref = train(models[0], torch.optim.Adam(models[0].parameters(), lr=3e-3), 50, X, Y)
+    assert_close_losses(ref, train(models[1], opt, 50, X, Y))
+    assert_close_models(*models)
+    assert torch.equal(models[1][0].bias.detach(), frozen)
+    assert models[1][0].bias not in opt.state
+
+
 @pytest.mark.parametrize("cls,kwargs,keys", [
     ("Adam", dict(lr=3e-3), ["exp_avg", "exp_avg_sq", "step"]),
     ("Adam", dict(lr=3e-3, amsgrad=True), ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"]),
@@ -102,8 +120,6 @@ def test_refusals(reg):
     model = mlp()
     with pytest.raises(ValueError, match="parameter 1 of group 0 is torch.float64"):
         oo.Adam([torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3).double())])
-    with pytest.raises(ValueError, match="parameter 0 of group 0 does not require grad"):
-        oo.SGD([torch.nn.Parameter(torch.ones(3), requires_grad=False)], lr=0.1)
     with pytest.raises(ValueError, match="capturable=True is not supported"):
         oo.Adam(model.parameters(), capturable=True)
     with pytest.raises(ValueError, match="Invalid learning rate: -1"):

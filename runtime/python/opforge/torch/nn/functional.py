@@ -1,5 +1,5 @@
 """The functional core of opforge.torch.nn: torch.nn.functional's signatures, run by opforge
-NN kernels on fp32 CPU tensors (inference: see `_require_no_grad`). Each returns a fresh
+NN kernels on fp32 CPU tensors (eager inference: `_require_inference`). Each returns a fresh
 tensor (on transparent huge pages when large: _alloc.py says why); inputs are made
 contiguous when they are not (a copy, as torch's CPU kernels do).
 
@@ -28,7 +28,15 @@ def needs_grad(*tensors):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _require_no_grad(what, *tensors):
+def _require_inference(what, *tensors):
+    """The preconditions of a kernel call: eager mode, and no gradient to compute."""
+    if torch.jit.is_tracing() or torch.jit.is_scripting():
+        # A trace would record the output's allocation but not the kernel call (ctypes, not
+        # an aten op): the traced graph would return uninitialised memory.
+        raise RuntimeError(
+            f"opforge.torch.nn.{what} cannot be traced or scripted: its kernel is called "
+            "outside TorchScript's view; trace or script the unpatched model, or run the "
+            "patched one eagerly")
     if needs_grad(*tensors):
         raise GradientsNotSupported(
             f"opforge.torch.nn.{what} runs inference kernels, which have no backward: run the "
@@ -77,7 +85,7 @@ def _param(name, t):
         raise TypeError(f"{name}: expected a floating-point CPU tensor, got "
                         f"{getattr(t, 'dtype', type(t).__name__)}")
     if t.dtype == torch.float32 and t.is_contiguous():
-        return t  # read in place (_require_no_grad made sure autograd is not recording)
+        return t  # read in place (_require_inference made sure autograd is not recording)
     return t.detach().to(torch.float32).contiguous()
 
 
@@ -149,7 +157,7 @@ def _norm_rows(what, x, normalized_shape, weight, bias=None):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, registry=None):
     """torch.nn.functional.layer_norm (biased variance, over the last len(normalized_shape)
     dims)."""
-    _require_no_grad("layer_norm", x, weight, bias)
+    _require_inference("layer_norm", x, weight, bias)
     x, rows, gamma, beta = _norm_rows("layer_norm", x, normalized_shape, weight, bias)
     y = _call(_kernel("layer_norm", _same_dtype("layer_norm", ("input", x)), registry),
               rows.shape, "y", x.dtype, x=rows, gamma=gamma, beta=beta, eps=float(eps))
@@ -159,7 +167,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, registry=N
 def rms_norm(x, normalized_shape, weight=None, eps=1e-6, registry=None):
     """y = x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims (LLaMA's
     RMSNorm; torch.nn.functional.rms_norm of torch >= 2.4)."""
-    _require_no_grad("rms_norm", x, weight)
+    _require_inference("rms_norm", x, weight)
     x, rows, gamma, _ = _norm_rows("rms_norm", x, normalized_shape, weight)
     y = _call(_kernel("rms_norm", _same_dtype("rms_norm", ("input", x)), registry), rows.shape,
               "y", x.dtype, x=rows, gamma=gamma, eps=float(eps))
@@ -168,7 +176,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, registry=None):
 
 def _add_norm(what, x, residual, normalized_shape, weight, bias, eps, registry):
     """(x + residual, norm(x + residual)) over the last dims, in one kernel pass."""
-    _require_no_grad(what, x, residual, weight, bias)
+    _require_inference(what, x, residual, weight, bias)
     residual = _act(f"{what}: residual", residual)
     x, rows, gamma, beta = _norm_rows(what, x, normalized_shape, weight, bias)
     if residual.shape != x.shape:
@@ -200,8 +208,12 @@ def add_rms_norm(x, residual, normalized_shape, weight=None, eps=1e-6, registry=
 def softmax(x, dim, registry=None):
     """torch.nn.functional.softmax over `dim` (a dim other than the last is moved last and
     back: two copies)."""
-    _require_no_grad("softmax", x)
+    _require_inference("softmax", x)
     x = _act("softmax: input", x)
+    n = max(x.dim(), 1)  # a 0-dim tensor takes dim 0 or -1, as torch
+    if not -n <= dim < n:
+        raise IndexError(f"softmax: dimension out of range (expected to be in range of "
+                         f"[{-n}, {n - 1}], but got {dim})")
     if x.dim() == 0:
         return torch.ones_like(x)
     dim = dim % x.dim()
@@ -215,7 +227,7 @@ def softmax(x, dim, registry=None):
 
 def gelu(x, approximate="none", registry=None):
     """torch.nn.functional.gelu(x, approximate=...)."""
-    _require_no_grad("gelu", x)
+    _require_inference("gelu", x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     x = _act("gelu: input", x)
@@ -229,18 +241,21 @@ def linear(x, weight, bias=None, registry=None):
     """torch.nn.functional.linear: x @ weight^T + bias, over x's last dim (the linear op: one
     GEMM with the bias added as it stores, its algorithm picked by shape; without a bias, or
     on a registry built before linear existed, matmul with transpose_b and a bias pass)."""
-    _require_no_grad("linear", x, weight, bias)
+    _require_inference("linear", x, weight, bias)
     x = _f32("linear: input", x)
     w = _f32("linear: weight", weight)
     if w.dim() != 2 or x.shape[-1] != w.shape[1]:
         raise ValueError(f"linear: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
                          "match (in_features is the weight's second dim)")
-    a = x.reshape(-1, w.shape[1])
-    out_shape = (a.shape[0], w.shape[0])
     b = None if bias is None else _f32("linear: bias", bias)
     if b is not None and b.shape != (w.shape[0],):
         raise ValueError(f"linear: bias {tuple(b.shape)} does not match weight "
                          f"{tuple(w.shape)} (one value per output feature)")
+    if w.shape[1] == 0:  # no input features: the empty sums are 0, plus the bias
+        y = torch.zeros(*x.shape[:-1], w.shape[0])
+        return y + b if b is not None else y
+    a = x.reshape(-1, w.shape[1])
+    out_shape = (a.shape[0], w.shape[0])
     reg = registry or default_registry()
     if b is not None and _has_op(reg, "linear"):
         args = {"x": a, "weight": w, "bias": b}
@@ -277,12 +292,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
     """torch.nn.functional.conv2d on NCHW (padding: ints, 'valid', or 'same' where the
     padding is symmetric). The kernel's algorithm (direct, direct_oc, Winograd, depthwise) is
     picked by shape, as `opforge run` does."""
-    _require_no_grad("conv2d", x, weight, bias)
+    _require_inference("conv2d", x, weight, bias)
     x = _f32("conv2d: input", x)
     w = _f32("conv2d: weight", weight)
+    if x.dim() == 3 and w.dim() == 4:  # unbatched CHW, as torch takes it
+        return conv2d(x[None], w, bias, stride, padding, dilation, groups, registry)[0]
     if x.dim() != 4 or w.dim() != 4:
-        raise ValueError(f"conv2d: expected NCHW input and OIHW weight, got {tuple(x.shape)} "
-                         f"and {tuple(w.shape)}")
+        raise ValueError(f"conv2d: expected NCHW (or CHW) input and OIHW weight, got "
+                         f"{tuple(x.shape)} and {tuple(w.shape)}")
     sh, sw = _pair(stride, "stride")
     dh, dw = _pair(dilation, "dilation")
     kh, kw = w.shape[2], w.shape[3]
@@ -309,7 +326,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, regi
 
 def silu(x, registry=None):
     """torch.nn.functional.silu: x * sigmoid(x)."""
-    _require_no_grad("silu", x)
+    _require_inference("silu", x)
     x = _act("silu: input", x)
     flat = x.reshape(-1)
     k = _kernel("silu", _same_dtype("silu", ("input", x)), registry)
@@ -318,7 +335,7 @@ def silu(x, registry=None):
 
 def silu_mul(a, b, registry=None):
     """silu(a) * b in one pass (LLaMA's SwiGLU: silu(x W_gate) * (x W_up))."""
-    _require_no_grad("silu_mul", a, b)
+    _require_inference("silu_mul", a, b)
     a = _act("silu_mul: a", a)
     b = _act("silu_mul: b", b)
     if a.shape != b.shape:
@@ -330,11 +347,15 @@ def silu_mul(a, b, registry=None):
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, registry=None):
     """torch.nn.functional.group_norm on [N, C, *] (spatial dims flattened into one)."""
-    _require_no_grad("group_norm", x, weight, bias)
+    _require_inference("group_norm", x, weight, bias)
     x = _act("group_norm: input", x)
     if x.dim() < 2:
         raise ValueError(f"group_norm: expected [N, C, *] input, got {tuple(x.shape)}")
     n, c = x.shape[0], x.shape[1]
+    if int(num_groups) <= 0 or c % int(num_groups):
+        raise ValueError(f"group_norm: {c} channels do not split into {num_groups} groups")
+    if x.numel() == 0:
+        return torch.empty_like(x)
     x4 = x.reshape(n, c, 1, -1)
     w = _param("group_norm: weight", weight) if weight is not None else torch.ones(c)
     b = _param("group_norm: bias", bias) if bias is not None else torch.zeros(c)
@@ -349,17 +370,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """torch.nn.functional.scaled_dot_product_attention (torch >= 2.0's signature) on
     [B, H, L, D] queries and [B, Hkv, S, D] keys/values (H a multiple of Hkv: grouped-query
     heads), fused (no L x S matrix; flash, or decode for a few queries, by shape). is_causal:
-    query l sees keys s <= l, as torch. attn_mask [L, S]: added to the scores (float), or
-    True where a key is seen (bool, read as bytes by the kernel); not with is_causal."""
-    _require_no_grad("scaled_dot_product_attention", query, key, value)
+    query l sees keys s <= l, as torch. attn_mask: added to the scores (float), or True where
+    a key is seen (bool, read as bytes by the kernel); not with is_causal. The kernel takes
+    one [L, S] mask; a mask broadcast over batches or heads as torch's ([B, 1, L, S],
+    [B, H, 1, S], ...) runs one call per batch (and head) that has its own."""
+    _require_inference("scaled_dot_product_attention", query, key, value)
     if dropout_p:
         raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference)")
     q = _f32("scaled_dot_product_attention: query", query)
     k = _f32("scaled_dot_product_attention: key", key)
     v = _f32("scaled_dot_product_attention: value", value)
     if q.dim() == 3:  # [H, L, D] as torch allows: one batch
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 4:
+            raise ValueError("scaled_dot_product_attention: a 4-D attn_mask needs 4-D query, "
+                             "key and value")
         return scaled_dot_product_attention(q[None], k[None], v[None], attn_mask, 0.0,
                                             is_causal, scale, registry)[0]
+    if scale is not None and scale == 0:
+        # Every score 0 (the kernel reads scale 0 as 1 / sqrt(D)): the same from zero queries.
+        q, scale = torch.zeros_like(q), None
+    if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() > 2:
+        return _sdpa_broadcast_mask(q, k, v, attn_mask, scale, registry)
     args = dict(q=q, k=k, v=v, scale=0.0 if scale is None else scale)
     if attn_mask is None:
         op, attrs = "scaled_dot_product_attention", {"causal": bool(is_causal)}
@@ -377,3 +408,33 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     # By the call's shapes: a few queries (decode) take the decode algorithm, others flash.
     kernel = _kernel_for(op, args, attrs, registry)
     return _call(kernel, q.shape, "o", **args)
+
+
+def _sdpa_broadcast_mask(q, k, v, mask, scale, registry):
+    """scaled_dot_product_attention with a mask of 3 or 4 dims broadcast to [B, H, L, S] as
+    torch's: one kernel call per (batch, head) slice where the mask differs, each with its
+    [L, S] slice (batches or heads the mask broadcasts over share a call)."""
+    (b, h, length, _), s_len = q.shape, k.shape[2]
+    try:
+        full = mask.expand(b, h, length, s_len) if mask.dim() <= 4 else None
+    except RuntimeError:
+        full = None
+    if full is None:
+        raise ValueError(f"scaled_dot_product_attention: attn_mask {tuple(mask.shape)} does "
+                         f"not broadcast to [B, H, L, S] = {(b, h, length, s_len)}")
+    m4 = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    per_batch, per_head = m4.shape[0] != 1, m4.shape[1] != 1
+    if h % k.shape[1]:
+        raise ValueError(f"scaled_dot_product_attention: {h} query heads are not a multiple "
+                         f"of {k.shape[1]} key/value heads")
+    group = h // k.shape[1]  # query heads per key/value head
+    out = empty(q.shape)
+    for bi in range(b if per_batch else 1):
+        rows = slice(bi, bi + 1) if per_batch else slice(None)
+        for hi in range(h if per_head else 1):
+            heads = slice(hi, hi + 1) if per_head else slice(None)
+            kv = slice(hi // group, hi // group + 1) if per_head else slice(None)
+            out[rows, heads] = scaled_dot_product_attention(
+                q[rows, heads], k[rows, kv], v[rows, kv],
+                full[bi, hi].contiguous(), scale=scale, registry=registry)
+    return out

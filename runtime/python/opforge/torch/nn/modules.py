@@ -13,6 +13,15 @@ class _OpforgeModule:
 
     fallback = False
     ops = ()  # the registry ops forward runs (patch leaves the module when one is missing)
+    # The parameter dtypes the kernels take (patch leaves a module holding another).
+    param_dtypes = (torch.float32,)
+
+    def __prepare_scriptable__(self):
+        # torch.jit.script calls this on each module first: refuse here, by name, rather than
+        # fail later on the ctypes call inside forward.
+        raise RuntimeError(f"{type(self).__module__}.{type(self).__qualname__} cannot be "
+                           "scripted: its forward calls opforge kernels outside TorchScript; "
+                           "script the unpatched model, or run the patched one eagerly")
 
     def _torch_forward(self, x):
         return super().forward(x)  # the torch class after this mixin in the MRO
@@ -24,12 +33,25 @@ class _OpforgeModule:
 
     @classmethod
     def supports(cls, module):
-        """"" when `module` (an instance of the torch class) can run on opforge, else why not."""
+        """"" when `module` (an instance of the torch class) can run on opforge, else why not.
+        Subclasses with conditions of their own call this too (the parameters' dtype)."""
+        for name, p in module.named_parameters(recurse=True):
+            if p.device.type != "cpu" or p.dtype not in cls.param_dtypes:
+                takes = " or ".join(str(t).replace("torch.", "") for t in cls.param_dtypes)
+                return (f"parameter {name} is {str(p.dtype).replace('torch.', '')} on "
+                        f"{p.device} (the opforge kernels of {type(module).__name__} take "
+                        f"{takes} CPU parameters)")
         return ""
+
+
+# The norms: parameters in the dtype of the activations they will see, which the kernels take
+# in fp32 or bf16 (the parameters themselves are read as fp32).
+_NORM_PARAM_DTYPES = (torch.float32, torch.bfloat16)
 
 
 class LayerNorm(_OpforgeModule, torch.nn.LayerNorm):
     ops = ("layer_norm",)
+    param_dtypes = _NORM_PARAM_DTYPES
 
     def _opforge_forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -40,6 +62,7 @@ class RMSNorm(_OpforgeModule, torch.nn.Module):
     weight over the last dims; eps None means torch.finfo(float32).eps, as torch."""
 
     ops = ("rms_norm",)
+    param_dtypes = _NORM_PARAM_DTYPES
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
@@ -87,6 +110,9 @@ class Conv2d(_OpforgeModule, torch.nn.Conv2d):
 
     @classmethod
     def supports(cls, module):
+        why = super().supports(module)
+        if why:
+            return why
         if module.padding_mode != "zeros":
             return f"padding_mode={module.padding_mode!r} (opforge pads with zeros only)"
         if module.padding == "same" and (module.stride != (1, 1) or any(
@@ -119,11 +145,14 @@ class SiLU(_OpforgeModule, torch.nn.SiLU):
     ops = ("silu",)
 
     def _opforge_forward(self, x):
-        return F.silu(x)
+        y = F.silu(x)
+        # inplace=True: the result in x itself, as torch's (the kernel writes a new tensor).
+        return x.copy_(y) if self.inplace else y
 
 
 class GroupNorm(_OpforgeModule, torch.nn.GroupNorm):
     ops = ("group_norm",)
+    param_dtypes = _NORM_PARAM_DTYPES
 
     def _opforge_forward(self, x):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -154,6 +183,9 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
 
     @classmethod
     def supports(cls, module):
+        why = super().supports(module)
+        if why:
+            return why
         if not module._qkv_same_embed_dim:
             return "kdim/vdim differ from embed_dim (separate q, k, v projection weights)"
         if module.bias_k is not None or module.dropout:
@@ -162,6 +194,13 @@ class MultiheadAttention(_OpforgeModule, torch.nn.MultiheadAttention):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
+        if query.dim() == 2:  # unbatched [L, E], as torch takes it: a batch of one
+            at = 0 if self.batch_first else 1
+            out, weights = self.forward(
+                query.unsqueeze(at), key.unsqueeze(at), value.unsqueeze(at),
+                None if key_padding_mask is None else key_padding_mask.unsqueeze(0),
+                need_weights, attn_mask, average_attn_weights, is_causal)
+            return out.squeeze(at), None if weights is None else weights.squeeze(0)
         if attn_mask is not None and _is_causal_mask(attn_mask, query, key, self.batch_first):
             attn_mask, is_causal = None, True
         use_torch = need_weights or key_padding_mask is not None or (

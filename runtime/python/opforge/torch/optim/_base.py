@@ -4,6 +4,7 @@ flat buffers a parameter group lives in for fused steps."""
 import contextlib
 import operator
 import os
+import warnings
 import weakref
 
 import torch
@@ -236,11 +237,13 @@ class OpforgeOptimizer(torch.optim.Optimizer):
                                  f"{p.dtype} on {p.device}{' (sparse)' if p.is_sparse else ''};"
                                  f" opforge optimizers take dense {want} CPU parameters")
             if not p.requires_grad:
-                # It would never get a gradient; a frozen parameter passed by mistake is
-                # the usual cause (its data would still move into the flat buffers).
-                raise ValueError(f"{name}: parameter {pi} of group {gi} does not require grad; "
-                                 "pass the trainable parameters only, e.g. "
-                                 "[p for p in model.parameters() if p.requires_grad]")
+                # Taken, as torch takes it: it gets no gradient, so each step skips it. But a
+                # fused group with a parameter lacking a gradient takes the per-parameter path.
+                warnings.warn(f"{name}: parameter {pi} of group {gi} does not require grad: "
+                              "each step skips it, and its group is updated one parameter at "
+                              "a time instead of in one fused call; pass the trainable "
+                              "parameters only ([p for p in model.parameters() if "
+                              "p.requires_grad]) to keep the fused call")
             dtypes.add(p.dtype)
         if len(dtypes) > 1:
             raise ValueError(f"{name}: group {gi} mixes parameter dtypes "
