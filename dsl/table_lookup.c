@@ -91,4 +91,82 @@ HIDDEN i32x16 opforge_lut32ix16(i32x16 i, ARGS32(i32x16)) {
   const i32x16 lo = {LANE0_LO16}, hi = {LANE0_HI16};
   return __builtin_ia32_vpermi2vard512(lo, i, hi);
 }
+
+/* Row j of the transpose of a 16 x 16 block given as its 16 rows t0 .. t15: lane l is t_l[j]
+ * (dsl/table_lookup.h, transposed_lane). `self` is that element as the caller computed it, which
+ * the scalar form returns (a lane on its own cannot see the other rows); the 16-lane form ignores
+ * it, so the caller's loads for it are dead (wider vectors are split into 16-lane calls, one per
+ * block). Called 16 times on the same rows with j = 0 .. 15 in one block, as the unrolled loop
+ * does, the inlined networks share every shuffle: 64 for the 256 elements (four stages of unpacks
+ * and 128-bit lane shuffles). */
+#define ARGS16(T)                                                                                \
+  T t0, T t1, T t2, T t3, T t4, T t5, T t6, T t7, T t8, T t9, T t10, T t11, T t12, T t13, T t14, \
+      T t15
+
+HIDDEN float opforge_tr16f(int32_t j, float self, ARGS16(float)) {
+  (void)j;
+  return self;
+}
+
+/* Narrower vectors see only part of each row: Halide would pad them to the 16-lane form, whose
+ * lanes past theirs are undefined, so they have forms of their own that return self. */
+typedef float f32x2 __attribute__((vector_size(8)));
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x2 __attribute__((vector_size(8)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+#define TR16_SELF(L)                                                           \
+  HIDDEN f32x##L opforge_tr16fx##L(i32x##L j, f32x##L self, ARGS16(f32x##L)) { \
+    (void)j;                                                                   \
+    return self;                                                               \
+  }
+TR16_SELF(2)
+TR16_SELF(4)
+TR16_SELF(8)
+
+/* Within each 128-bit lane: 32-bit then 64-bit interleaves (unpck{l,h}ps, unpck{l,h}pd). */
+#define UNPACKLO_32(a, b) \
+  __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29)
+#define UNPACKHI_32(a, b) \
+  __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31)
+#define UNPACKLO_64(a, b) \
+  __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+#define UNPACKHI_64(a, b) \
+  __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)
+/* 128-bit lanes (vshuff32x4): [a.0 a.1 b.0 b.1], [a.2 a.3 b.2 b.3], [a.0 a.2 b.0 b.2],
+ * [a.1 a.3 b.1 b.3]. */
+#define LANES_01(a, b) \
+  __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+#define LANES_23(a, b) \
+  __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
+#define LANES_EVEN(a, b) \
+  __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27)
+#define LANES_ODD(a, b) \
+  __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31)
+
+HIDDEN f32x16 opforge_tr16fx16(i32x16 j, f32x16 self, ARGS16(f32x16)) {
+  (void)self;
+  const f32x16 r[16] = {t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15};
+  /* u[g][c], 128-bit lane L: rows 4g .. 4g+3 of column 4L + c. */
+  f32x16 u[4][4];
+  for (int g = 0; g < 4; ++g) {
+    const f32x16 a0 = UNPACKLO_32(r[4 * g], r[4 * g + 1]), a1 = UNPACKHI_32(r[4 * g], r[4 * g + 1]);
+    const f32x16 a2 = UNPACKLO_32(r[4 * g + 2], r[4 * g + 3]),
+                 a3 = UNPACKHI_32(r[4 * g + 2], r[4 * g + 3]);
+    u[g][0] = UNPACKLO_64(a0, a2);
+    u[g][1] = UNPACKHI_64(a0, a2);
+    u[g][2] = UNPACKLO_64(a1, a3);
+    u[g][3] = UNPACKHI_64(a1, a3);
+  }
+  /* Column 4L + c: lane L of u[0][c], u[1][c], u[2][c], u[3][c]. */
+  f32x16 out[16];
+  for (int c = 0; c < 4; ++c) {
+    const f32x16 x = LANES_01(u[0][c], u[1][c]), y = LANES_23(u[0][c], u[1][c]);
+    const f32x16 z = LANES_01(u[2][c], u[3][c]), w = LANES_23(u[2][c], u[3][c]);
+    out[c] = LANES_EVEN(x, z);
+    out[4 + c] = LANES_ODD(x, z);
+    out[8 + c] = LANES_EVEN(y, w);
+    out[12 + c] = LANES_ODD(y, w);
+  }
+  return out[j[0] & 15];
+}
 #endif

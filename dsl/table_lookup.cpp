@@ -14,8 +14,14 @@ extern const unsigned long avx2_size, avx512_size;
 namespace {
 
 const char kPrefix[] = "opforge_lut";
+const char kTransposePrefix[] = "opforge_tr16";
 
-// Does a lowered function call a lookup, and a 32-entry one (AVX-512 only)?
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// Does a lowered function call a lookup or transpose, and one that only AVX-512 has (32-entry
+// lookups, the 16 x 16 transpose)?
 class FindsLookups : public Halide::Internal::IRVisitor {
  public:
   bool found = false, wide = false;
@@ -23,9 +29,10 @@ class FindsLookups : public Halide::Internal::IRVisitor {
  private:
   using IRVisitor::visit;
   void visit(const Halide::Internal::Call* op) override {
-    if (op->name.rfind(kPrefix, 0) == 0) {
+    const bool transpose = starts_with(op->name, kTransposePrefix);
+    if (transpose || starts_with(op->name, kPrefix)) {
       found = true;
-      wide = wide || op->name.rfind(std::string(kPrefix) + "32", 0) == 0;
+      wide = wide || transpose || starts_with(op->name, std::string(kPrefix) + "32");
     }
     IRVisitor::visit(op);
   }
@@ -88,6 +95,20 @@ Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& i
   return level[0];
 }
 
+Halide::Expr transposed_lane(const Halide::Expr& j, const Halide::Expr& self,
+                             const std::vector<Halide::Expr>& rows) {
+  if (rows.size() != 16 || self.type() != Halide::Float(32) || j.type() != Halide::Int(32)) {
+    throw std::invalid_argument("transposed_lane: 16 fp32 rows, an fp32 self and an Int(32) j");
+  }
+  std::vector<Halide::Expr> args = {j, self};
+  for (const Halide::Expr& r : rows) {
+    if (r.type() != Halide::Float(32)) throw std::invalid_argument("transposed_lane: fp32 rows");
+    args.push_back(r);
+  }
+  return Halide::Internal::Call::make(Halide::Float(32), std::string(kTransposePrefix) + "f", args,
+                                      Halide::Internal::Call::PureExtern);
+}
+
 const std::vector<uint8_t>& table_lookup_bitcode(const Halide::Target& t) {
   namespace data = table_lookup_bitcode_data;
   static const std::vector<uint8_t> none, avx2 = bytes(data::avx2, data::avx2_size),
@@ -111,8 +132,8 @@ void link_table_lookups(Halide::Module& m) {
   // Either would leave a call LLVM cannot resolve in the kernel (AVX2's bitcode has no 32-entry
   // lookup).
   if (code.empty() || (finder.wide && permutes_of(m.target()) != Permutes::avx512)) {
-    throw std::logic_error(m.name() + ": calls " + (finder.wide ? "32-entry " : "") +
-                           "table lookups but its target " + m.target().to_string() +
+    throw std::logic_error(m.name() + ": calls " + (finder.wide ? "AVX-512 " : "") +
+                           "table lookups or transposes but its target " + m.target().to_string() +
                            " has no such permutes");
   }
   m.append(Halide::ExternalCode::bitcode_wrapper(m.target(), code, "opforge.table_lookup"));

@@ -29,6 +29,17 @@ Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::
 // the index's higher bits), fp32 entries.
 Halide::Expr lookup_float(const std::vector<float>& table, const Halide::Expr& index);
 
+// Row j of the transpose of a 16 x 16 block, for AVX-512 targets (the matmul's pack of a
+// transposed B): `rows` the block's 16 rows, each a dense vector when vectorized 16-wide (lane l
+// of rows[i] is element (i, l)), and `self` the caller's Expr for lane l's result, element
+// (l, j), which is what a scalar evaluation returns. Vectorized 16-wide with j = 0 .. 15 constant
+// in one block (an unrolled loop), LLVM shares one transpose network among the 16 calls: 64
+// shuffles per 256 elements, where Halide emits a gather or 16 scalar stores per vector. Wider
+// vectors must hold whole blocks (Halide splits them into 16-lane calls); narrower ones return
+// `self` (its gather).
+Halide::Expr transposed_lane(const Halide::Expr& j, const Halide::Expr& self,
+                             const std::vector<Halide::Expr>& rows);
+
 // Appends the lookups' bitcode to a module that calls them (a no-op for one that does not);
 // throws std::logic_error if its target lacks the permutes the calls need.
 void link_table_lookups(Halide::Module& m);

@@ -61,15 +61,22 @@ struct PackedGemm {
   Halide::Var n{"n"}, m{"m"}, bt{"bt"};
   Halide::Func prod;  // prod(n, m, bt): the product, computed per tile of its consumer
   Halide::Func acc, apack, bpack;
+  // Where defined, bpack transposes 16 x 16 blocks of a k-contiguous op(b) when this holds
+  // (define_packed_gemm's opb_rows on AVX-512); its schedule specializes on it.
+  Halide::Expr b_transposed_blocks;
   // For the schedule: the packs' and the register block's vars, the K chunk and chunks.
   Halide::Var k{"k"}, ko{"ko"}, ni{"ni"}, no{"no"}, mi{"mi"}, mo{"mo"};
   Halide::RDom r, rko;
 };
 // a_batched false: op(a) is the same for every batch (opa read at bt = 0), so the A panel has
 // no batch dim and a tile over several batches packs it once (conv2d's weights).
+// opb_rows: op(b) without the clamp of k, given where op(b)'s columns are contiguous along k
+// in memory (b transposed): with AVX-512 the B pack then transposes 16 x 16 blocks
+// (dsl::transposed_lane), each read as 16 dense row vectors, where the K chunks are whole
+// blocks (K a multiple of 16 and of the chunk: every block lies within K).
 PackedGemm define_packed_gemm(const Halide::Func& opa, const Halide::Func& opb,
                               const Halide::Expr& K, const Halide::Target& target,
-                              bool a_batched = true);
+                              bool a_batched = true, const Halide::Func& opb_rows = {});
 
 // Tile rows of at most mt rows that M rows need.
 Halide::Expr packed_gemm_tile_rows(const PackedGemm& g, const Halide::Expr& M);

@@ -87,6 +87,59 @@ TEST_CASE("table_lookup: 8 and 32 int32 or fp32 entries, lookup_float's 256, eve
   }
 }
 
+// How many of f(l, j, bx, by) = transposed_lane(j, element (l, j), the 16 rows of block (bx, by))
+// differ from element (l, j) of the block, over a 48 x 32 input of distinct values (3 x 2 blocks;
+// element (i, l) of block (bx, by) is in(16 bx + l, 16 by + i)), under `schedule`.
+int wrong_transposes(const std::function<void(Halide::Func, Halide::Var, Halide::Var)>& schedule,
+                     const Halide::Target& target) {
+  Halide::Buffer<float> in(48, 32);
+  for (int y = 0; y < 32; ++y) {
+    for (int x = 0; x < 48; ++x) in(x, y) = static_cast<float>(1000 * y + x);
+  }
+  Halide::ImageParam p(Halide::Float(32), 2, "in");
+  Halide::Var l("l"), j("j"), bx("bx"), by("by");
+  std::vector<Halide::Expr> rows;
+  for (int i = 0; i < 16; ++i) rows.push_back(p(bx * 16 + l, by * 16 + i));
+  Halide::Func f("f");
+  f(l, j, bx, by) = transposed_lane(j, p(bx * 16 + j, by * 16 + l), rows);
+  f.bound(l, 0, 16).bound(j, 0, 16);
+  schedule(f, l, j);
+  Halide::Buffer<float> out(16, 16, 3, 2);
+  testing::realize_linked(f, {p}, {in.raw_buffer()}, out.raw_buffer(), target);
+  int wrong = 0;
+  out.for_each_element([&](int l_, int j_, int bx_, int by_) {
+    wrong += out(l_, j_, bx_, by_) != in(bx_ * 16 + j_, by_ * 16 + l_);
+  });
+  return wrong;
+}
+
+TEST_CASE("transposed_lane: a 16 x 16 block's rows transposed, scalar and vectorized") {
+  using Sched = std::function<void(Halide::Func, Halide::Var, Halide::Var)>;
+  const std::vector<std::pair<const char*, Sched>> schedules = {
+      {"scalar", [](Halide::Func, Halide::Var, Halide::Var) {}},
+      // The form it is for: 16 lanes, the 16 rows of j unrolled (one shared network).
+      {"16 lanes, j unrolled",
+       [](Halide::Func f, Halide::Var l, Halide::Var j) { f.vectorize(l, 16).unroll(j); }},
+      {"16 lanes, j a loop",
+       [](Halide::Func f, Halide::Var l, Halide::Var) { f.vectorize(l, 16); }},
+      // No 8-lane form: Halide calls the scalar one per lane.
+      {"8 lanes", [](Halide::Func f, Halide::Var l, Halide::Var) { f.vectorize(l, 8); }},
+  };
+  for (const auto& [permutes, target] : testing::host_permutes()) {
+    if (permutes != Permutes::avx512) continue;
+    for (const auto& [name, schedule] : schedules) {
+      const std::string what = name;
+      CAPTURE(what);
+      CHECK(wrong_transposes(schedule, target) == 0);
+    }
+  }
+  const Halide::Expr x = Halide::Var("x"), one = 1.f;
+  CHECK_THROWS_AS(transposed_lane(x, one, std::vector<Halide::Expr>(15, one)),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(transposed_lane(x, Halide::Expr(1.0), std::vector<Halide::Expr>(16, one)),
+                  std::invalid_argument);
+}
+
 TEST_CASE("table_lookup: tables it cannot look up are refused") {
   const Halide::Expr i = Halide::Var("i");
   CHECK_THROWS_AS(table_lookup({}, i), std::invalid_argument);

@@ -33,13 +33,17 @@ std::vector<NnProblem> problems() {
   struct Case {
     int64_t ba, bb, M, N, K;
   };
+  // The last four: K a multiple of 16 and of the K chunk (64: one chunk of K; 256: two of 128;
+  // 2304: nine of 256; 384 with M at packed_b_once's), where a transposed b is packed in 16 x 16
+  // blocks on AVX-512; odd M and N.
   const std::vector<Case> cases = {
       {0, 0, 1, 1, 1},      {0, 0, 1, 17, 5},      {3, 3, 17, 1, 33},    {2, 2, 33, 65, 17},
       {0, 0, 9, 31, 300},   {2, 0, 70, 47, 513},   {0, 3, 5, 9, 7},      {1, 1, 260, 40, 7},
       {0, 0, 5, 290, 1000}, {2, 2, 9, 40, 2100},   {0, 0, 3, 17, 2049},  {0, 0, 517, 70, 13},
       {0, 0, 1, 128, 1},    {0, 0, 3, 300, 77},    {2, 0, 2, 129, 40},   {0, 2, 8, 1000, 20},
       {0, 0, 16, 200, 33},  {3, 0, 400, 270, 3},   {2, 2, 300, 300, 5},  {5, 5, 20, 40, 9},
-      {0, 0, 600, 600, 5},  {0, 0, 1024, 33, 130}, {2, 0, 1030, 70, 13}, {2, 2, 1100, 45, 2050}};
+      {0, 0, 600, 600, 5},  {0, 0, 1024, 33, 130}, {2, 0, 1030, 70, 13}, {2, 2, 1100, 45, 2050},
+      {2, 2, 33, 65, 64},   {0, 0, 70, 45, 256},   {0, 0, 9, 33, 2304},  {0, 0, 1024, 40, 384}};
   std::vector<NnProblem> out;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -82,15 +86,16 @@ NnTensors reference(const NnShapes& s, const NnTensors& in, const NnScalars&, co
 
 // linear: matmul's shapes for the algorithms it shares (one of each kind: odd sizes, a
 // batch dim, small_m's rows at 1 and 16 with N at its least 128 and beyond, packed_b_once's M
-// at 1024 with K past one chunk) and a bias of odd values, from torch.nn.functional.linear:
-// y = x weight^T + bias.
+// at 1024 with K past one chunk, K in whole 16 x 16 pack blocks) and a bias of odd values,
+// from torch.nn.functional.linear: y = x weight^T + bias.
 std::vector<NnProblem> linear_problems() {
   struct Case {
     int64_t batch, M, N, K;
   };
   const std::vector<Case> cases = {{0, 1, 1, 1},      {0, 5, 17, 33},     {3, 17, 9, 300},
                                    {0, 1, 128, 77},   {0, 16, 300, 40},   {2, 3, 130, 5},
-                                   {0, 600, 70, 513}, {0, 1024, 33, 130}, {2, 1030, 45, 2050}};
+                                   {0, 600, 70, 513}, {0, 1024, 33, 130}, {2, 1030, 45, 2050},
+                                   {0, 70, 45, 256},  {0, 1024, 40, 384}};
   std::vector<NnProblem> out;
   for (const Case& c : cases) {
     NnProblem p;
