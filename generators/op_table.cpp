@@ -211,6 +211,8 @@ std::vector<VariantSpec> optimizer_rows() {
       // weights and optimizer state, fp32 arithmetic.
       {&apply_gradient_descent(), {}, all, {}, {}, kBf16m},
       {&apply_gradient_descent(), {}, all, {}, {}, kF16m},
+      {&apply_lion(), {}, all, {}, {}, kBf16m},
+      {&apply_lion(), {}, all, {}, {}, kF16m},
       {&apply_momentum(), {}, all, {}, {}, kBf16m},
       {&apply_momentum(), {}, all, {}, {}, kF16m},
       {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kBf16m},
@@ -250,8 +252,11 @@ std::vector<VariantSpec> optimizer_rows() {
       {&apply_adamw(), {{"amsgrad", "true"}}, all, {}, {}, kBf16mQ8},
       {&apply_adamw(), kUnscaleSkip, all, {}, {}, kBf16mQ8},
       {&apply_lion(), {}, all, {}, {}, kQ8},
+      {&apply_lion(), {}, all, {}, {}, kBf16mQ8},
       {&apply_momentum(), {}, all, {}, {}, kQ8},
       {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kQ8},
+      {&apply_momentum(), {}, all, {}, {}, kBf16mQ8},
+      {&apply_momentum(), {{"use_nesterov", "true"}}, all, {}, {}, kBf16mQ8},
       // FP8 gradients: the Adam family and gradient accumulation, both formats; with loss
       // scaling's skip (NaN codes, E5M2's infinities) and with 8-bit states.
       {&apply_adam(), {}, all, {}, {}, kE4m3g},

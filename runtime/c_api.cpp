@@ -1,5 +1,6 @@
 // The C ABI over the C++ runtime: exceptions become return codes and opforge_last_error().
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -412,7 +413,13 @@ int opforge_fp8_encode(const float* x, size_t n, float scale, int dtype, uint8_t
       throw opforge::Error("opforge_fp8_encode: scale must be positive and finite, got " +
                            std::to_string(scale));
     }
-    for (size_t i = 0; i < n; ++i) bits[i] = opforge::registry::fp8_from_float(x[i] * scale, t);
+    for (size_t i = 0; i < n; ++i) {
+      // A finite x whose product overflows fp32 is a finite value past FP8's largest: it
+      // saturates as the others do (inf would become E4M3's NaN or E5M2's inf).
+      float y = x[i] * scale;
+      if (std::isinf(y) && std::isfinite(x[i])) y = std::copysign(FLT_MAX, y);
+      bits[i] = opforge::registry::fp8_from_float(y, t);
+    }
   });
 }
 

@@ -89,6 +89,11 @@ def test_codec_matches_the_spec(fmt):
     assert np.array_equal(bits.numpy(), nearest_codes(x[:3000].astype(np.float64) * 0.5,
                                                       mantissa, bias))
     assert opforge.fp8.decode(bits, fmt).dtype == torch.float32
+    # A finite value whose product with the scale overflows fp32 saturates as well.
+    huge = np.array([1e38, -1e38, 3e38], dtype=np.float32)
+    top = finite.max()  # the largest finite FP8 value
+    assert np.array_equal(opforge.fp8.encode(huge, fmt, scale=10.0),
+                          nearest_codes(np.array([top, -top, top]), mantissa, bias))
 
 
 def test_codec_refuses_bad_arguments_by_name():

@@ -129,6 +129,15 @@ def test_refusals(reg):
     with pytest.raises(ValueError, match="Nesterov momentum requires"):
         oo.SGD(model.parameters(), lr=0.1, nesterov=True)
 
+    # fused=False updates parameters in place: a non-contiguous one is refused before the
+    # step changes anything (the earlier parameter included).
+    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(4, 2).t())
+    opt = oo.AdamW([a, b], fused=False)
+    a.grad, b.grad = torch.ones(3), torch.ones(2, 4)
+    with pytest.raises(RuntimeError, match="parameter 1 of group 0 is not contiguous"):
+        opt.step()
+    assert torch.equal(a.detach(), torch.ones(3)) and len(opt.state) == 0
+
     p, q = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
     opt = oo.Adam([p, q], lr=0.1)
     p.grad = torch.ones(3)

@@ -621,8 +621,7 @@ def test_sgd_8bit_state_dict_loads_into_torch_sgd_and_refusals(reg):
                        buf.abs()[512:].amax().expand(700 - 512)]) * (0.9 / 128 + 1e-6)
     assert torch.all((again - buf).abs() <= bound)
     for kwargs, what in ((dict(momentum=0.0), "momentum > 0"),
-                         (dict(momentum=0.9, dampening=0.1), "dampening 0"),
-                         (dict(momentum=0.9, master_weights=True), "master_weights")):
+                         (dict(momentum=0.9, dampening=0.1), "dampening 0")):
         with pytest.raises(ValueError, match=what):
             oo.SGD([p], lr=0.1, state_bits=8, min_8bit_size=0, **kwargs)
 
@@ -795,8 +794,8 @@ def test_bad_arguments(reg):
     for bad in (-1, "4096", 4096.0, True):
         with pytest.raises(ValueError, match=f"min_8bit_size must be an int >= 0, got {bad!r}"):
             oo.SGD(p, lr=0.1, momentum=0.9, state_bits=8, min_8bit_size=bad)
-    with pytest.raises(ValueError, match="state_bits=8 with master_weights=True: no such SGD"):
-        oo.SGD([torch.nn.Parameter(torch.zeros(3, dtype=torch.bfloat16))], lr=0.1,
+    with pytest.raises(ValueError, match="SGD: group 0 has float16 parameters .*no f16mq8s"):
+        oo.SGD([torch.nn.Parameter(torch.zeros(3, dtype=torch.float16))], lr=0.1,
                momentum=0.9, state_bits=8, min_8bit_size=0, master_weights=True)
     with pytest.raises(ValueError, match="parameter 0 of group 0 is torch.float64"):
         oo.Adam([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))], state_bits=8,
@@ -827,3 +826,38 @@ def test_bad_arguments(reg):
                                          "has 700 elements, the parameter 3"):
         opt.load_state_dict(sd)
     assert not opt.state
+
+
+@pytest.mark.parametrize("cls,keys", [(oo.Adam8bit, ["exp_avg", "exp_avg_sq"]),
+                                      (oo.Lion8bit, ["exp_avg"]),
+                                      (oo.SGD8bit, ["momentum_buffer"])])
+def test_bitsandbytes_checkpoints_load_through_their_own_map(reg, cls, keys):
+    """A bitsandbytes 8-bit optimizer's state dict (state1/state2 codes, qmap1/qmap2,
+    absmax1/absmax2 per 256, an int step, its own param group keys): each state dequantized
+    with the checkpoint's map and absmaxes, then held in opforge's codes, within half of the
+    map's widest step of each block's absmax; a per-tensor (non-blockwise) one is refused."""
+    n = 5000
+    g = torch.Generator().manual_seed(11)
+    kwargs = dict(lr=0.1, momentum=0.9) if cls is oo.SGD8bit else {}
+    opt = cls([torch.nn.Parameter(torch.randn(n, generator=g))], **kwargs)
+    saved, want = {"step": 5}, {}
+    for k, key in enumerate(keys):
+        table = torch.from_numpy(ref_map("dynamic", k == 0)).float()
+        codes = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)
+        absmax = torch.rand(math.ceil(n / BLOCK), generator=g) + 0.1
+        saved.update({f"state{k + 1}": codes, f"qmap{k + 1}": table, f"absmax{k + 1}": absmax})
+        want[key] = (table[codes.long()] * absmax.repeat_interleave(BLOCK)[:n], table, absmax)
+    group = dict(opt.param_groups[0], params=[0], optim_bits=32, percentile_clipping=100,
+                 block_wise=True, max_unorm=0.0, skip_zeros=False, is_paged=False)
+    opt.load_state_dict({"state": {0: saved}, "param_groups": [group]})
+    assert "optim_bits" not in opt.param_groups[0] and "is_paged" not in opt.param_groups[0]
+    got = opt.state_dict()["state"][0]
+    for key, (values, table, absmax) in want.items():
+        half_step = float((table[1:] - table[:-1]).max()) / 2
+        bound = absmax.repeat_interleave(BLOCK)[:n] * (half_step + 1e-6)
+        assert bool(((got[key] - values).abs() <= bound).all()), key
+    if "step" in got:
+        assert float(got["step"]) == 5
+    saved["max1"] = torch.ones(1)
+    with pytest.raises(ValueError, match="'max1'.*per-tensor"):
+        opt.load_state_dict({"state": {0: saved}, "param_groups": [group]})

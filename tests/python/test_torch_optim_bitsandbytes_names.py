@@ -50,16 +50,37 @@ def test_each_name_is_its_opforge_optimizer_with_8bit_states(reg, name):
 @pytest.mark.parametrize("bad, what", [
     (dict(percentile_clipping=5), "percentile_clipping=5 is not implemented"),
     (dict(block_wise=False), "block_wise=False"),
-    (dict(is_paged=True), "is_paged=True"),
     (dict(args=object()), "args"),
 ])
 def test_unimplemented_bitsandbytes_arguments_are_refused(bad, what):
     p = [torch.nn.Parameter(torch.zeros(3))]
     with pytest.raises(ValueError, match=f"Adam8bit: {what}"):
         oo.Adam8bit(p, **bad)
-    if "is_paged" not in bad:
-        with pytest.raises(ValueError, match=f"SGD8bit: {what}"):
-            oo.SGD8bit(p, lr=0.1, momentum=0.9, **bad)
+    with pytest.raises(ValueError, match=f"SGD8bit: {what}"):
+        oo.SGD8bit(p, lr=0.1, momentum=0.9, **bad)
+    # Taken at their do-nothing values, however spelled (block_wise=1 is block-wise).
+    oo.Adam8bit(p, block_wise=1, percentile_clipping=100.0)
     # bitsandbytes' SGD8bit needs momentum: opforge's 8-bit SGD refuses it likewise
     with pytest.raises(ValueError, match="needs momentum > 0"):
         oo.SGD8bit(p, lr=0.1)
+
+
+@pytest.mark.parametrize("paged, plain", [("PagedAdam8bit", "Adam8bit"),
+                                          ("PagedAdamW8bit", "AdamW8bit"),
+                                          ("PagedLion8bit", "Lion8bit")])
+def test_paged_classes_are_the_plain_ones_on_the_cpu(reg, paged, plain):
+    """Paging moves GPU states to host memory: on the CPU it changes nothing, step for step
+    (is_paged=True taken by the plain classes too)."""
+    torch.manual_seed(7)
+    start = torch.randn(5000)
+    runs = []
+    for cls, kwargs in ((getattr(oo, paged), {}), (getattr(oo, plain), dict(is_paged=True))):
+        p = torch.nn.Parameter(start.clone())
+        opt = cls([p], lr=1e-3, **kwargs)
+        g = torch.Generator().manual_seed(8)
+        for _ in range(3):
+            p.grad = torch.randn(5000, generator=g)
+            opt.step()
+        runs.append(p.detach())
+    assert torch.equal(runs[0], runs[1])
+    assert isinstance(getattr(oo, paged)([torch.nn.Parameter(start)]), getattr(oo, plain))

@@ -100,3 +100,48 @@ def test_refusals(reg):
     with pytest.raises(RuntimeError, match="parameter 0 of group 0 has a sparse gradient"):
         opt.step()
     assert len(opt.state) == 0
+
+
+# Lion (no torch.optim class) and SGD with momentum, whose bf16 parameters with 8-bit states
+# run the bf16mq8s kernels: against opforge's own fp32-parameter runs fed the same gradients
+# (bf16-representable), from the same values. The master's arithmetic is the fp32 kernel's,
+# so the masters equal the fp32 parameters bit for bit, states in 8 bits or in fp32.
+OWN_RUNS = {
+    "lion": (oo.Lion, dict(lr=1e-3, weight_decay=0.1)),
+    "sgd_momentum": (oo.SGD, dict(lr=0.01, momentum=0.9)),
+    "sgd_nesterov": (oo.SGD, dict(lr=0.01, momentum=0.9, nesterov=True)),
+}
+
+
+def run_own(cls, kwargs, dtype, state_bits, fused, steps=12):
+    """Two parameters (one of them in an 8-bit part's tail block) as fp32 or as `dtype` with
+    master weights, each step the same gradients; returns the parameters and optimizer."""
+    g = torch.Generator().manual_seed(5)
+    start = [torch.randn(n, generator=g).to(dtype).float() for n in (3001, 17)]
+    out = []
+    for low in (None, dtype):
+        params = [torch.nn.Parameter(s.clone() if low is None else s.to(low)) for s in start]
+        opt = cls(params, master_weights=low is not None, fused=fused, state_bits=state_bits,
+                  min_8bit_size=0, **kwargs)
+        grads = torch.Generator().manual_seed(6)
+        for _ in range(steps):
+            for p in params:
+                low_grad = torch.randn(p.shape, generator=grads).to(dtype)
+                p.grad = low_grad if low is not None else low_grad.float()
+            opt.step()
+        out.append((params, opt))
+    return out
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_tensor"])
+@pytest.mark.parametrize("state_bits,dtype", [(8, torch.bfloat16), (32, torch.bfloat16),
+                                              (32, torch.float16)],
+                         ids=["bf16_8bit", "bf16", "f16"])
+@pytest.mark.parametrize("config", list(OWN_RUNS))
+def test_lion_and_sgd_masters_are_their_fp32_runs(reg, config, state_bits, dtype, fused):
+    cls, kwargs = OWN_RUNS[config]
+    (ref, _), (params, opt) = run_own(cls, kwargs, dtype, state_bits, fused)
+    for p, q in zip(ref, params):
+        master = opt.state[q]["master_param"]
+        assert master.dtype == torch.float32 and torch.equal(master, p.detach())
+        assert q.dtype == dtype and torch.equal(q.detach(), master.to(dtype))

@@ -313,6 +313,10 @@ class OpforgeOptimizer(torch.optim.Optimizer):
             g = p.grad
             if g is None:
                 continue
+            if not self._fused and not g.is_sparse and not p.is_contiguous():
+                raise RuntimeError(f"{type(self).__name__}: parameter {pi} of group {gi} is not "
+                                   "contiguous (fused=False updates parameters in place; "
+                                   "fused=True takes it)")
             if g.is_sparse:
                 if p.dtype != torch.float32:
                     raise _sparse.refusal(self, gi, pi, f"and the parameter is {p.dtype} "

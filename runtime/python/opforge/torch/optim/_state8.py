@@ -160,6 +160,66 @@ class EightBitStates:
         self._parts = {}
         self._q8_ids = set()  # ids of the parameters in 8-bit parts
 
+    # bitsandbytes' blockwise states: codes `state1` / `state2` of maps `qmap1` / `qmap2`,
+    # absmaxes `absmax1` / `absmax2`; and its param group keys that opforge has no use for.
+    _BNB_STATES = (("state1", "qmap1", "absmax1", True), ("state2", "qmap2", "absmax2", False))
+    _BNB_GROUP_KEYS = ("optim_bits", "percentile_clipping", "block_wise", "max_unorm",
+                       "skip_zeros", "is_paged", "alpha", "t_alpha", "t_beta3")
+
+    def _from_bitsandbytes(self, state_dict):
+        """state_dict with a bitsandbytes 8-bit optimizer's states (bnb.optim.Adam8bit, ...)
+        as fp32 states in torch's layout, each dequantized with the checkpoint's own map and
+        absmaxes (blocks of the power of two that many absmaxes cover): state1 is the first 8-bit
+        state (exp_avg, SGD's momentum_buffer), state2 the second (exp_avg_sq). Others
+        unchanged. What cannot be read that way (per-tensor maxima, clipping) is refused."""
+        states = state_dict.get("state", {})
+        if not any("state1" in s for s in states.values()):
+            return state_dict
+        name = f"{type(self).__name__}.load_state_dict"
+        torch_keys = [key for _, key in self.q8_slots(self.param_groups[0])]
+        converted = {}
+        for i, s in states.items():
+            s = dict(s)
+            if "max1" in s or "new_max1" in s:
+                raise ValueError(f"{name}: state of parameter {i} holds 'max1' (bitsandbytes' "
+                                 "per-tensor, not blockwise, 8-bit states): not taken")
+            for slot, (codes, qmap, absmax, signed) in enumerate(self._BNB_STATES):
+                if codes not in s:
+                    continue
+                if slot >= len(torch_keys):
+                    raise ValueError(f"{name}: state of parameter {i} has '{codes}', which "
+                                     f"{type(self).__name__} has no state for")
+                c = s.pop(codes).reshape(-1).long()
+                table = s.pop(qmap, None)
+                table = (quant_map("dynamic", signed) if table is None
+                         else table.detach().to(torch.float32).reshape(-1))
+                m = s.pop(absmax, None)
+                n = c.numel()
+                # bitsandbytes' blocks: a power of two (256 for its optimizers' states)
+                block = next((2 ** k for k in range(6, 17)
+                              if m is not None and math.ceil(n / 2 ** k) == m.numel()), 0)
+                if not block or table.numel() != 256:
+                    raise ValueError(f"{name}: state of parameter {i}: '{codes}' ({n} codes) "
+                                     f"needs its 256-value '{qmap}' and one '{absmax}' per "
+                                     "block")
+                scale = m.detach().to(torch.float32).reshape(-1).repeat_interleave(block)[:n]
+                s[torch_keys[slot]] = table[c] * scale
+            s.pop("unorm_vec", None)
+            if "step" in s and not torch.is_tensor(s["step"]):
+                s["step"] = torch.tensor(float(s["step"]))
+            converted[i] = s
+        groups = []
+        for g in state_dict["param_groups"]:
+            g = dict(g)
+            if g.get("percentile_clipping", 100) != 100 or g.get("max_unorm") or \
+                    g.get("block_wise", True) is False:
+                raise ValueError(f"{name}: a bitsandbytes param group with "
+                                 "percentile_clipping, max_unorm or block_wise=False: not taken")
+            for key in self._BNB_GROUP_KEYS:
+                g.pop(key, None)
+            groups.append(g)
+        return {"state": converted, "param_groups": groups}
+
     def eight_bit(self, p, group):
         """Whether parameter p of param group `group` has its states in 8 bits: state_bits=8
         and at least min_8bit_size elements (as bitsandbytes: biases and norm weights keep fp32
@@ -387,8 +447,11 @@ class EightBitStates:
         return sd
 
     def load_state_dict(self, state_dict):
-        """A torch-layout state dict (torch's optimizer's, or an 8-bit opforge one's); with
-        state_bits=8 its fp32 states are quantized blockwise."""
+        """A torch-layout state dict (torch's optimizer's, or an 8-bit opforge one's), or a
+        bitsandbytes 8-bit optimizer's (its blockwise codes read with its own map and
+        absmaxes: _from_bitsandbytes); with state_bits=8 the fp32 states are quantized
+        blockwise."""
+        state_dict = self._from_bitsandbytes(state_dict)
         if self._state_bits == 8:
             # checked before anything is loaded: a state must cover its parameter
             saved = [i for g in state_dict["param_groups"] for i in g["params"]]

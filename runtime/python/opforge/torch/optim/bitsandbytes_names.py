@@ -4,9 +4,11 @@ written for bitsandbytes runs by changing the import. What they compute is opfor
 AdamW, Lion and SGD with 8-bit states (torch.optim's update rules and state_dict layout; the
 dynamic map, blocks of 256, min_8bit_size 4096 as bitsandbytes). The bitsandbytes arguments
 opforge does not implement are taken at their do-nothing values only (percentile_clipping=100,
-block_wise=True, is_paged=False, args=None) and refused otherwise; optim_bits is ignored, as
-bitsandbytes' 8-bit classes ignore it. Further keyword arguments go to the opforge class
-(fused, registry, isa, quant_map, master_weights, ...)."""
+block_wise true, args=None) and refused otherwise; optim_bits is ignored, as bitsandbytes'
+8-bit classes ignore it. Paging (is_paged=True, the Paged* classes) moves GPU states to host
+memory under pressure: on the CPU the states are in host memory already, so it is taken and
+changes nothing. Further keyword arguments go to the opforge class (fused, registry, isa,
+quant_map, master_weights, ...)."""
 
 from .adam import Adam
 from .adamw import AdamW
@@ -14,18 +16,16 @@ from .lion import Lion
 from .sgd import SGD
 
 
-def _check_bnb_args(name, args, percentile_clipping, block_wise, is_paged):
+def _check_bnb_args(name, args, percentile_clipping, block_wise):
     if args is not None:
         raise ValueError(f"{name}: args (bitsandbytes' GlobalOptimManager config) is not "
                          f"taken; pass the arguments themselves")
     if percentile_clipping != 100:
         raise ValueError(f"{name}: percentile_clipping={percentile_clipping!r} is not "
                          f"implemented (only 100: no clipping)")
-    if block_wise is not True:
+    if not block_wise:
         raise ValueError(f"{name}: block_wise={block_wise!r} (one absmax per tensor) is not "
                          f"implemented: the 8-bit kernels quantize in blocks of 256")
-    if is_paged:
-        raise ValueError(f"{name}: is_paged=True (paged GPU memory) has no CPU meaning")
 
 
 class Adam8bit(Adam):
@@ -35,7 +35,7 @@ class Adam8bit(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, optim_bits=32, args=None, min_8bit_size=4096,
                  percentile_clipping=100, block_wise=True, is_paged=False, **kwargs):
-        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise, is_paged)
+        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, state_bits=8, min_8bit_size=min_8bit_size, **kwargs)
 
@@ -47,7 +47,7 @@ class AdamW8bit(AdamW):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, optim_bits=32, args=None, min_8bit_size=4096,
                  percentile_clipping=100, block_wise=True, is_paged=False, **kwargs):
-        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise, is_paged)
+        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, state_bits=8, min_8bit_size=min_8bit_size, **kwargs)
 
@@ -58,7 +58,7 @@ class Lion8bit(Lion):
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0, optim_bits=32,
                  args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True,
                  is_paged=False, **kwargs):
-        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise, is_paged)
+        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise)
         super().__init__(params, lr=lr, betas=betas, weight_decay=weight_decay, state_bits=8,
                          min_8bit_size=min_8bit_size, **kwargs)
 
@@ -70,7 +70,28 @@ class SGD8bit(SGD):
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True,
                  **kwargs):
-        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise, False)
+        _check_bnb_args(type(self).__name__, args, percentile_clipping, block_wise)
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, state_bits=8,
                          min_8bit_size=min_8bit_size, **kwargs)
+
+
+class PagedAdam8bit(Adam8bit):
+    """bnb.optim.PagedAdam8bit: Adam8bit (paging changes nothing on the CPU)."""
+
+    def __init__(self, params, *args, is_paged=True, **kwargs):
+        super().__init__(params, *args, is_paged=is_paged, **kwargs)
+
+
+class PagedAdamW8bit(AdamW8bit):
+    """bnb.optim.PagedAdamW8bit: AdamW8bit (paging changes nothing on the CPU)."""
+
+    def __init__(self, params, *args, is_paged=True, **kwargs):
+        super().__init__(params, *args, is_paged=is_paged, **kwargs)
+
+
+class PagedLion8bit(Lion8bit):
+    """bnb.optim.PagedLion8bit: Lion8bit (paging changes nothing on the CPU)."""
+
+    def __init__(self, params, *args, is_paged=True, **kwargs):
+        super().__init__(params, *args, is_paged=is_paged, **kwargs)

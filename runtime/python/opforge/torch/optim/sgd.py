@@ -35,9 +35,11 @@ class SGD(EightBitStates, ElementwiseOptimizer):
     opforge.torch.optim.Adam. state_bits=8 (bitsandbytes' SGD8bit): the momentum buffer in 8
     bits, blockwise (q8s kernel, the signed dynamic map; see opforge.torch.optim.Adam), for
     momentum > 0 and dampening 0 (torch's first step copies the gradient into the buffer,
-    which dampening would make a different first step; no such kernel is built)."""
+    which dampening would make a different first step; no such kernel is built); with
+    master_weights=True and bf16 parameters, the bf16mq8s kernels."""
 
     step_type = None
+    q8_master = True  # bf16 parameters with 8-bit states: the bf16mq8s kernels
 
     def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
@@ -136,4 +138,4 @@ class SGD(EightBitStates, ElementwiseOptimizer):
 
     def q8_call(self, kernel, var, grad, codes, absmax, group, step, model=None):
         sgd(kernel, var, grad, lr=group["lr"], momentum_buffer=codes["accum"],
-            momentum=group["momentum"], momentum_buffer_absmax=absmax["accum"])
+            momentum=group["momentum"], momentum_buffer_absmax=absmax["accum"], model=model)
