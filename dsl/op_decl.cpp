@@ -457,6 +457,8 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
   if (s.quant && !has_quantizable_states()) fail("8-bit storage: no state is quantizable()");
   if (s.quant && (multi_tensor_ || s.block < 16 || s.block % 16))
     fail("8-bit storage: dense single-tensor ops, blocks a multiple of 16 elements");
+  // Before the model copy, which then copies the kept master.
+  if (s.quant) d.skip_nonfinite_gradient_elements();
   if (!s.model) return s.quant ? d.quantize_states(*s.quant, s.block) : d;
   size_t last_state = 0;
   std::string master;
@@ -519,6 +521,39 @@ void OptimizerDecl::scale_fp8_gradients() {
     std::map<std::string, Expr> scaled;
     for (const auto& g : grads) scaled[g] = c[g] * c[kFp8ScaleInvArg];
     return inner(c.with_values(scaled));
+  };
+}
+
+void OptimizerDecl::skip_nonfinite_gradient_elements() {
+  // An inf or NaN new state would make its block's absmax non-finite, and every code of the
+  // block would decode to NaN from then on; bitsandbytes' 8-bit Adam skips such an element
+  // instead (its kernel: states 0, parameter unchanged), here for every 8-bit rule. Outermost:
+  // the gradients as stored (FP8 ones decoded; a finite positive scale keeps them finite).
+  std::vector<std::string> grads, quantized, kept;
+  for (const auto& a : args_) {
+    if (a.role == Input::Role::gradient) grads.push_back(a.name);
+    if (a.role != Input::Role::state) continue;
+    (quantizable_.count(a.name) ? quantized : kept).push_back(a.name);
+  }
+  if (grads.empty()) fail("8-bit storage needs a gradient argument");
+  update_ = [inner = std::move(update_), grads, quantized, kept,
+             scaling = grad_scaling_](const UpdateContext& c) {
+    // skip_if_nonfinite: such a gradient skips the whole step (grad_scaling()) already.
+    if (scaling && c.attr_bool(kSkip)) return inner(c);
+    Expr finite;
+    for (const auto& g : grads) {
+      const Expr f = dsl::is_finite(c[g]);
+      finite = finite.defined() ? finite && f : f;
+    }
+    Updates u = inner(c);
+    for (auto& [name, e] : u) {
+      if (std::find(quantized.begin(), quantized.end(), name) != quantized.end()) {
+        e = dsl::select(finite, e, Halide::cast(e.type(), 0));
+      } else if (std::find(kept.begin(), kept.end(), name) != kept.end()) {
+        e = dsl::select(finite, e, c[name]);
+      }
+    }
+    return u;
   };
 }
 

@@ -861,3 +861,32 @@ def test_bitsandbytes_checkpoints_load_through_their_own_map(reg, cls, keys):
     saved["max1"] = torch.ones(1)
     with pytest.raises(ValueError, match="'max1'.*per-tensor"):
         opt.load_state_dict({"state": {0: saved}, "param_groups": [group]})
+
+
+@pytest.mark.parametrize("cls", [oo.AdamW8bit, oo.Adam8bit, oo.Lion8bit, oo.SGD8bit])
+def test_a_nonfinite_gradient_element_is_skipped_not_its_block(reg, cls):
+    """Without loss scaling's skip, an inf or NaN gradient element leaves its parameter as it
+    was and its 8-bit states at 0 (bitsandbytes' 8-bit Adam); its block's absmax stays finite,
+    so the other 255 elements of the block train on (they would decode to NaN for good)."""
+    kwargs = dict(lr=0.01, momentum=0.9) if cls is oo.SGD8bit else {}
+    g = torch.Generator().manual_seed(12)
+    p = torch.nn.Parameter(torch.randn(600, generator=g))
+    opt = cls([p], min_8bit_size=0, **kwargs)
+    p.grad = torch.randn(600, generator=g)
+    opt.step()
+    before = p.detach().clone()
+    bad = torch.randn(600, generator=g)
+    bad[10], bad[300] = float("nan"), float("-inf")
+    p.grad = bad
+    opt.step()
+    assert p[10] == before[10] and p[300] == before[300]
+    assert bool((p.detach() != before).sum() >= 590)
+    p.grad = torch.randn(600, generator=g)
+    opt.step()
+    assert bool(torch.isfinite(p).all())
+    state = opt.state[p]
+    for key in [k for k in state if k.endswith("_absmax")]:
+        assert bool(torch.isfinite(state[key]).all()), key
+    for key, value in opt.state_dict()["state"][0].items():
+        if torch.is_tensor(value) and value.numel() == 600:
+            assert bool(torch.isfinite(value).all()), key
