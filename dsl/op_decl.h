@@ -265,9 +265,8 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   OptimizerDecl& quantize_states(QuantMap map, int block);
   // with_storage's FP8 part: adds grad_scale_inv and multiplies every gradient by it.
   void scale_fp8_gradients();
-  // with_storage's 8-bit part: an element whose gradient is not finite keeps its states and
-  // has its quantizable ones set to 0 (bitsandbytes' 8-bit Adam), so that its block's absmax
-  // stays finite.
+  // with_storage's 8-bit part: a gradient element that is not finite counts as 0, so that
+  // its block's absmax stays finite.
   void skip_nonfinite_gradient_elements();
   std::vector<ArgDecl> args_;
   std::map<std::string, bool> quantizable_;  // state -> signed map

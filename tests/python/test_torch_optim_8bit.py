@@ -865,25 +865,25 @@ def test_bitsandbytes_checkpoints_load_through_their_own_map(reg, cls, keys):
 
 @pytest.mark.parametrize("cls", [oo.AdamW8bit, oo.Adam8bit, oo.Lion8bit, oo.SGD8bit])
 def test_a_nonfinite_gradient_element_is_skipped_not_its_block(reg, cls):
-    """Without loss scaling's skip, an inf or NaN gradient element leaves its parameter as it
-    was and its 8-bit states at 0 (bitsandbytes' 8-bit Adam); its block's absmax stays finite,
-    so the other 255 elements of the block train on (they would decode to NaN for good)."""
+    """Without loss scaling's skip, an inf or NaN gradient element counts as 0 (as
+    torch.nan_to_num(grad, 0, 0, 0)): its block's absmax stays finite, so the block's other
+    255 elements train on (they would decode to NaN for good), and so does that element,
+    exactly as a twin fed 0 there."""
     kwargs = dict(lr=0.01, momentum=0.9) if cls is oo.SGD8bit else {}
     g = torch.Generator().manual_seed(12)
-    p = torch.nn.Parameter(torch.randn(600, generator=g))
-    opt = cls([p], min_8bit_size=0, **kwargs)
-    p.grad = torch.randn(600, generator=g)
-    opt.step()
-    before = p.detach().clone()
-    bad = torch.randn(600, generator=g)
-    bad[10], bad[300] = float("nan"), float("-inf")
-    p.grad = bad
-    opt.step()
-    assert p[10] == before[10] and p[300] == before[300]
-    assert bool((p.detach() != before).sum() >= 590)
-    p.grad = torch.randn(600, generator=g)
-    opt.step()
-    assert bool(torch.isfinite(p).all())
+    start = torch.randn(600, generator=g)
+    grads = [torch.randn(600, generator=g) for _ in range(3)]
+    p, twin = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
+    opt, twin_opt = (cls([x], min_8bit_size=0, **kwargs) for x in (p, twin))
+    for step, grad in enumerate(grads):
+        bad, zeroed = grad.clone(), grad.clone()
+        if step == 1:
+            bad[10], bad[300] = float("nan"), float("-inf")
+            zeroed[10] = zeroed[300] = 0.0
+        p.grad, twin.grad = bad, zeroed
+        opt.step()
+        twin_opt.step()
+    assert torch.equal(p.detach(), twin.detach()) and bool(torch.isfinite(p).all())
     state = opt.state[p]
     for key in [k for k in state if k.endswith("_absmax")]:
         assert bool(torch.isfinite(state[key]).all()), key
