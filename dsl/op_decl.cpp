@@ -457,8 +457,7 @@ OptimizerDecl OptimizerDecl::with_storage(const Storage& s, const std::string& n
   if (s.quant && !has_quantizable_states()) fail("8-bit storage: no state is quantizable()");
   if (s.quant && (multi_tensor_ || s.block < 16 || s.block % 16))
     fail("8-bit storage: dense single-tensor ops, blocks a multiple of 16 elements");
-  // Before the model copy, which then copies the kept master.
-  if (s.quant) d.skip_nonfinite_gradient_elements();
+  if (s.quant) d.zero_nonfinite_gradients();
   if (!s.model) return s.quant ? d.quantize_states(*s.quant, s.block) : d;
   size_t last_state = 0;
   std::string master;
@@ -524,15 +523,15 @@ void OptimizerDecl::scale_fp8_gradients() {
   };
 }
 
-void OptimizerDecl::skip_nonfinite_gradient_elements() {
+void OptimizerDecl::zero_nonfinite_gradients() {
   // An inf or NaN gradient element would make its new states inf/NaN, its block's absmax NaN,
   // and every code of the block decode to NaN from then on. It counts as 0 instead (its states
   // decay, its block stays finite), as torch.nan_to_num(grad, 0, 0, 0) would give; bitsandbytes'
   // 8-bit Adam skips such an element. On the gradient rather than on each new state: the
   // quantized states' new values stay the expressions the other states' updates read, so the
   // blockwise pass still computes them once (selects on the states made the decoded states a
-  // per-block buffer of their own: 8-bit Adam 1.09-1.38x the time). Outermost: the gradients as
-  // stored (FP8 ones decoded; a finite positive scale keeps them finite).
+  // per-block buffer of their own: 8-bit Adam 1.09-1.38x the time). Around the FP8 scaling: the
+  // gradients as stored (FP8 ones decoded; a finite positive scale keeps them finite).
   std::vector<std::string> grads;
   for (const auto& a : args_) {
     if (a.role == Input::Role::gradient) grads.push_back(a.name);

@@ -267,7 +267,7 @@ class OptimizerDecl : public DeclBuilder<OptimizerDecl> {
   void scale_fp8_gradients();
   // with_storage's 8-bit part: a gradient element that is not finite counts as 0, so that
   // its block's absmax stays finite.
-  void skip_nonfinite_gradient_elements();
+  void zero_nonfinite_gradients();
   std::vector<ArgDecl> args_;
   std::map<std::string, bool> quantizable_;  // state -> signed map
   UpdateFn update_;
