@@ -123,25 +123,15 @@ TR16_SELF(2)
 TR16_SELF(4)
 TR16_SELF(8)
 
-/* Within each 128-bit lane: 32-bit then 64-bit interleaves (unpck{l,h}ps, unpck{l,h}pd). */
-#define UNPACKLO_32(a, b) \
-  __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29)
-#define UNPACKHI_32(a, b) \
-  __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31)
-#define UNPACKLO_64(a, b) \
-  __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
-#define UNPACKHI_64(a, b) \
-  __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)
-/* 128-bit lanes (vshuff32x4): [a.0 a.1 b.0 b.1], [a.2 a.3 b.2 b.3], [a.0 a.2 b.0 b.2],
- * [a.1 a.3 b.1 b.3]. */
-#define LANES_01(a, b) \
-  __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
-#define LANES_23(a, b) \
-  __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
-#define LANES_EVEN(a, b) \
-  __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27)
-#define LANES_ODD(a, b) \
-  __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31)
+/* Within each 128-bit lane L (floats 4L .. 4L+3 of a, 16 + 4L .. of b), from offset o: the
+ * 32-bit interleave (unpck{l,h}ps: o = 0, 2) and the 64-bit one (unpck{l,h}pd: o = 0, 2). */
+#define I32(L, o) 4 * (L) + (o), 16 + 4 * (L) + (o), 4 * (L) + (o) + 1, 17 + 4 * (L) + (o)
+#define I64(L, o) 4 * (L) + (o), 4 * (L) + (o) + 1, 16 + 4 * (L) + (o), 17 + 4 * (L) + (o)
+#define UNPACK_32(a, b, o) __builtin_shufflevector(a, b, I32(0, o), I32(1, o), I32(2, o), I32(3, o))
+#define UNPACK_64(a, b, o) __builtin_shufflevector(a, b, I64(0, o), I64(1, o), I64(2, o), I64(3, o))
+/* Four 128-bit lanes of the pair (vshuff32x4): lanes 0-3 are a's, 4-7 b's. */
+#define Q(l) 4 * (l), 4 * (l) + 1, 4 * (l) + 2, 4 * (l) + 3
+#define LANES(a, b, l0, l1, l2, l3) __builtin_shufflevector(a, b, Q(l0), Q(l1), Q(l2), Q(l3))
 
 HIDDEN f32x16 opforge_tr16fx16(i32x16 j, f32x16 self, ARGS16(f32x16)) {
   (void)self;
@@ -149,23 +139,24 @@ HIDDEN f32x16 opforge_tr16fx16(i32x16 j, f32x16 self, ARGS16(f32x16)) {
   /* u[g][c], 128-bit lane L: rows 4g .. 4g+3 of column 4L + c. */
   f32x16 u[4][4];
   for (int g = 0; g < 4; ++g) {
-    const f32x16 a0 = UNPACKLO_32(r[4 * g], r[4 * g + 1]), a1 = UNPACKHI_32(r[4 * g], r[4 * g + 1]);
-    const f32x16 a2 = UNPACKLO_32(r[4 * g + 2], r[4 * g + 3]),
-                 a3 = UNPACKHI_32(r[4 * g + 2], r[4 * g + 3]);
-    u[g][0] = UNPACKLO_64(a0, a2);
-    u[g][1] = UNPACKHI_64(a0, a2);
-    u[g][2] = UNPACKLO_64(a1, a3);
-    u[g][3] = UNPACKHI_64(a1, a3);
+    const f32x16 a0 = UNPACK_32(r[4 * g], r[4 * g + 1], 0),
+                 a1 = UNPACK_32(r[4 * g], r[4 * g + 1], 2);
+    const f32x16 a2 = UNPACK_32(r[4 * g + 2], r[4 * g + 3], 0),
+                 a3 = UNPACK_32(r[4 * g + 2], r[4 * g + 3], 2);
+    u[g][0] = UNPACK_64(a0, a2, 0);
+    u[g][1] = UNPACK_64(a0, a2, 2);
+    u[g][2] = UNPACK_64(a1, a3, 0);
+    u[g][3] = UNPACK_64(a1, a3, 2);
   }
   /* Column 4L + c: lane L of u[0][c], u[1][c], u[2][c], u[3][c]. */
   f32x16 out[16];
   for (int c = 0; c < 4; ++c) {
-    const f32x16 x = LANES_01(u[0][c], u[1][c]), y = LANES_23(u[0][c], u[1][c]);
-    const f32x16 z = LANES_01(u[2][c], u[3][c]), w = LANES_23(u[2][c], u[3][c]);
-    out[c] = LANES_EVEN(x, z);
-    out[4 + c] = LANES_ODD(x, z);
-    out[8 + c] = LANES_EVEN(y, w);
-    out[12 + c] = LANES_ODD(y, w);
+    const f32x16 x = LANES(u[0][c], u[1][c], 0, 1, 4, 5), y = LANES(u[0][c], u[1][c], 2, 3, 6, 7);
+    const f32x16 z = LANES(u[2][c], u[3][c], 0, 1, 4, 5), w = LANES(u[2][c], u[3][c], 2, 3, 6, 7);
+    out[c] = LANES(x, z, 0, 2, 4, 6);
+    out[4 + c] = LANES(x, z, 1, 3, 5, 7);
+    out[8 + c] = LANES(y, w, 0, 2, 4, 6);
+    out[12 + c] = LANES(y, w, 1, 3, 5, 7);
   }
   return out[j[0] & 15];
 }

@@ -416,12 +416,10 @@ def _sdpa_broadcast_mask(q, k, v, mask, scale, registry):
     [L, S] slice (batches or heads the mask broadcasts over share a call)."""
     (b, h, length, _), s_len = q.shape, k.shape[2]
     try:
-        full = mask.expand(b, h, length, s_len) if mask.dim() <= 4 else None
+        full = mask.expand(b, h, length, s_len)  # also refuses more than 4 dims
     except RuntimeError:
-        full = None
-    if full is None:
         raise ValueError(f"scaled_dot_product_attention: attn_mask {tuple(mask.shape)} does "
-                         f"not broadcast to [B, H, L, S] = {(b, h, length, s_len)}")
+                         f"not broadcast to [B, H, L, S] = {(b, h, length, s_len)}") from None
     m4 = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     per_batch, per_head = m4.shape[0] != 1, m4.shape[1] != 1
     if h % k.shape[1]:

@@ -76,22 +76,5 @@ class SGD8bit(SGD):
                          min_8bit_size=min_8bit_size, **kwargs)
 
 
-class PagedAdam8bit(Adam8bit):
-    """bnb.optim.PagedAdam8bit: Adam8bit (paging changes nothing on the CPU)."""
-
-    def __init__(self, params, *args, is_paged=True, **kwargs):
-        super().__init__(params, *args, is_paged=is_paged, **kwargs)
-
-
-class PagedAdamW8bit(AdamW8bit):
-    """bnb.optim.PagedAdamW8bit: AdamW8bit (paging changes nothing on the CPU)."""
-
-    def __init__(self, params, *args, is_paged=True, **kwargs):
-        super().__init__(params, *args, is_paged=is_paged, **kwargs)
-
-
-class PagedLion8bit(Lion8bit):
-    """bnb.optim.PagedLion8bit: Lion8bit (paging changes nothing on the CPU)."""
-
-    def __init__(self, params, *args, is_paged=True, **kwargs):
-        super().__init__(params, *args, is_paged=is_paged, **kwargs)
+# bnb.optim's paged classes: the plain ones (paging changes nothing on the CPU).
+PagedAdam8bit, PagedAdamW8bit, PagedLion8bit = Adam8bit, AdamW8bit, Lion8bit
