@@ -84,3 +84,71 @@ def test_paged_classes_are_the_plain_ones_on_the_cpu(reg, paged, plain):
         runs.append(p.detach())
     assert torch.equal(runs[0], runs[1])
     assert isinstance(getattr(oo, paged)([torch.nn.Parameter(start)]), getattr(oo, plain))
+
+
+def bnb_adam_reference(p, grads, lr, betas, eps, weight_decay):
+    """bitsandbytes' Adam step in fp64, written from its published kernels (32-bit and 8-bit
+    blockwise alike): correction1 = 1 - b1^t, correction2 = sqrt(1 - b2^t),
+    p += -lr*correction2/correction1 * m / (sqrt(v) + correction2*eps), then
+    p *= 1 - lr*weight_decay. fp32 states (every parameter under min_8bit_size). Also
+    returns how far decaying before the update (AdamW's order) can move from it: the sum
+    over steps of lr*weight_decay times the largest |step|."""
+    b1, b2 = betas
+    p = p.double().clone()
+    m, v = torch.zeros_like(p), torch.zeros_like(p)
+    order = 0.0
+    for t, g in enumerate(grads, 1):
+        g = g.double()
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        c1, c2 = 1 - b1 ** t, (1 - b2 ** t) ** 0.5
+        step = lr * c2 / c1 * m / (v.sqrt() + c2 * eps)
+        order = order * (1 - lr * weight_decay) + lr * weight_decay * float(step.abs().max())
+        p = (p - step) * (1 - lr * weight_decay)
+    return p, order
+
+
+@pytest.mark.parametrize("n", [1, 17, 1000])
+def test_adam8bit_decays_the_parameter_as_bitsandbytes(reg, n):
+    """bitsandbytes' Adam8bit decays the parameter (decoupled), not the gradient (torch's
+    L2): against its rule in fp64 within the order term (decay before or after the update)
+    plus fp32 rounding, and away from torch.optim.Adam's L2 rule by over 10x that bound (the
+    check the L2 term cannot pass)."""
+    torch.manual_seed(11)
+    start = torch.randn(n)
+    grads = [torch.randn(n) * 1e-2 for _ in range(6)]
+    hyper = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.5)
+    p = torch.nn.Parameter(start.clone())
+    opt = oo.Adam8bit([p], min_8bit_size=1 << 30, **hyper)  # fp32 states: an exact reference
+    q = torch.nn.Parameter(start.clone())
+    l2 = torch.optim.Adam([q], **hyper)
+    for g in grads:
+        p.grad, q.grad = g.clone(), g.clone()
+        opt.step()
+        l2.step()
+    want, order = bnb_adam_reference(start, grads, **hyper)
+    bound = order + 1e-6 * float(want.abs().max())
+    err = float((p.detach().double() - want).abs().max())
+    assert err <= bound, (err, bound)
+    apart = float((q.detach().double() - want).abs().max())
+    assert apart > 10 * bound, (apart, bound)
+
+
+def test_adam8bit_with_weight_decay_is_adamw8bit(reg):
+    """With 8-bit states too: Adam8bit(weight_decay=w) steps as AdamW8bit(weight_decay=w),
+    bit for bit (the same decoupled kernel), and keeps no folded-gradient buffer."""
+    torch.manual_seed(12)
+    start = [torch.randn(n) for n in SIZES]
+    a = [torch.nn.Parameter(t.clone()) for t in start]
+    b = [torch.nn.Parameter(t.clone()) for t in start]
+    opt, twin = oo.Adam8bit(a, weight_decay=0.1), oo.AdamW8bit(b, weight_decay=0.1)
+    for _ in range(3):
+        grads = [torch.randn(n) for n in SIZES]
+        for ps in (a, b):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        opt.step()
+        twin.step()
+    for pa, pb in zip(a, b):
+        assert torch.equal(pa, pb)
+    assert "exp_avg_codes" in opt.state[a[0]]

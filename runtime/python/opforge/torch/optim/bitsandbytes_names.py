@@ -2,7 +2,9 @@
 opforge optimizers with state_bits=8: their constructor arguments and defaults, so that code
 written for bitsandbytes runs by changing the import. What they compute is opforge's Adam,
 AdamW, Lion and SGD with 8-bit states (torch.optim's update rules and state_dict layout; the
-dynamic map, blocks of 256, min_8bit_size 4096 as bitsandbytes). The bitsandbytes arguments
+dynamic map, blocks of 256, min_8bit_size 4096 as bitsandbytes), except where bitsandbytes'
+rule differs: its Adam8bit decays the parameter itself (decoupled, as AdamW8bit), not
+through torch.optim.Adam's L2 gradient term. The bitsandbytes arguments
 opforge does not implement are taken at their do-nothing values only (percentile_clipping=100,
 block_wise true, args=None) and refused otherwise; optim_bits is ignored, as bitsandbytes'
 8-bit classes ignore it. Paging (is_paged=True, the Paged* classes) moves GPU states to host
@@ -29,8 +31,14 @@ def _check_bnb_args(name, args, percentile_clipping, block_wise):
 
 
 class Adam8bit(Adam):
-    """bnb.optim.Adam8bit: opforge's Adam (torch.optim.Adam's rule, the L2 weight_decay
-    term) with state_bits=8."""
+    """bnb.optim.Adam8bit: opforge's Adam with state_bits=8 and bitsandbytes' weight decay.
+    bitsandbytes' Adam kernels (8-bit and 32-bit alike) multiply the parameter by
+    1 - lr*weight_decay after the update instead of adding weight_decay*param to the
+    gradient as torch.optim.Adam does; here the decay is AdamW's, applied before the update:
+    the two differ by lr^2*weight_decay times the update, far below the 8-bit states'
+    rounding. With weight_decay=0 (the default) it is opforge's Adam bit for bit."""
+
+    _decoupled = True  # bitsandbytes' rule; also keeps no folded-gradient copy
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, optim_bits=32, args=None, min_8bit_size=4096,
