@@ -303,6 +303,10 @@ void ElementwiseSchedule::apply_blockwise(Halide::Func out, Halide::Func absmax_
         .store_in(Halide::MemoryType::Stack)
         .vectorize(f.args()[0], vec, TailStrategy::GuardWithIf);
   }
+  // The maxima in a pass of their own (32 vector loads per block from L1). Fused into the new
+  // values' loop instead (compute_with, the new values as an update over (lane, vector) that
+  // the maxima recompute and LLVM merges; scripts/BENCHMARKS.md): 0.97-0.99x the time with
+  // AVX-512, 0.99-1.09x with AVX2 (Zen 5, in cache); not kept.
   const Var l = lanes.args()[0];
   lanes.compute_at(out, bi).store_in(Halide::MemoryType::Stack).vectorize(l);
   lanes.update().vectorize(l);
