@@ -11,6 +11,7 @@ import math
 import torch
 
 from ._base import FlatGroup, fold_grad, folds
+from .global_optim_manager import GlobalOptimManager
 
 BLOCK = 256
 
@@ -224,10 +225,17 @@ class EightBitStates:
         """Whether parameter p of param group `group` has its states in 8 bits: state_bits=8
         and at least min_8bit_size elements (as bitsandbytes: biases and norm weights keep fp32
         states, updated by the fp32 kernels). A group's own 'state_bits' (32: its parameters
-        in fp32 states, as bitsandbytes' override_config for an embedding) and
-        'min_8bit_size' keys override the optimizer's."""
-        return (self._state_bits == 8 and group.get("state_bits", 8) == 8
-                and p.numel() >= group.get("min_8bit_size", self._min_8bit_size))
+        in fp32 states) and 'min_8bit_size' keys override the optimizer's, and the
+        parameter's GlobalOptimManager overrides (optim_bits, min_8bit_size) the group's."""
+        config = GlobalOptimManager.get_instance().config(p)
+        bits = config.get("optim_bits", group.get("state_bits", self._state_bits))
+        if bits == 8 and self._state_bits != 8:
+            raise ValueError(f"{type(self).__name__}: a parameter of {tuple(p.shape)} asks for "
+                             f"optim_bits=8 (GlobalOptimManager); this optimizer keeps fp32 "
+                             f"states (make it with state_bits=8)")
+        return (self._state_bits == 8 and bits == 8
+                and p.numel() >= config.get("min_8bit_size",
+                                            group.get("min_8bit_size", self._min_8bit_size)))
 
     def _split(self, group):
         """The group's 8-bit and fp32 parts (None where it has no such parameter): param
@@ -261,6 +269,10 @@ class EightBitStates:
             raise ValueError(f"{name}: group {gi} asks for state_bits=8, the optimizer has "
                              f"{self._state_bits} (a group can only keep fp32 states)")
         _check_min_8bit_size(param_group.get("min_8bit_size", 0), f"{name}: group {gi}'s ")
+        if self._state_bits == 32:  # refuses an optim_bits=8 override it cannot honour
+            for p in params:
+                if isinstance(p, torch.Tensor):
+                    self.eight_bit(p, param_group)
         # No float16 master-weight 8-bit kernel is built.
         if any(isinstance(p, torch.Tensor) and p.dtype == torch.float16
                and self.eight_bit(p, param_group) for p in params):
