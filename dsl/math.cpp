@@ -23,6 +23,9 @@ namespace {
 // The placeholder reciprocal() leaves for lower_fp32_math.
 constexpr const char* kReciprocal = "opforge_reciprocal_f32";
 
+// dsl/table_lookup.c's AVX-512 form of the estimate below (vrcp14ps, vfpclassps).
+constexpr const char* kReciprocal14 = "opforge_rcp14";
+
 Expr estimated_reciprocal(const Expr& x) {
   Expr r0 = Halide::fast_inverse(x);
   Expr r1 = r0 * (2.0f - x * r0);
@@ -35,7 +38,7 @@ Expr estimated_reciprocal(const Expr& x) {
 
 class LowerFp32Math : public Halide::Internal::IRMutator {
  public:
-  explicit LowerFp32Math(bool divide) : divide_(divide) {}
+  explicit LowerFp32Math(Fp32Math how) : how_(how) {}
 
  protected:
   using IRMutator::visit;
@@ -44,7 +47,9 @@ class LowerFp32Math : public Halide::Internal::IRMutator {
     if (op->call_type != Call::PureExtern || op->args.size() != 1) return IRMutator::visit(op);
     if (op->name == kReciprocal) {
       Expr x = mutate(op->args[0]);
-      return divide_ ? 1.0f / x : estimated_reciprocal(x);
+      if (how_.divide) return 1.0f / x;
+      return how_.rcp14 ? Call::make(Halide::Float(32), kReciprocal14, {x}, Call::PureExtern)
+                        : estimated_reciprocal(x);
     }
     if (op->name == "sqrt_f32")
       return Call::make(op->type, "llvm.sqrt.f32", {mutate(op->args[0])}, Call::PureExtern);
@@ -52,7 +57,7 @@ class LowerFp32Math : public Halide::Internal::IRMutator {
   }
 
  private:
-  bool divide_;
+  Fp32Math how_;
 };
 
 }  // namespace
@@ -63,8 +68,8 @@ Expr reciprocal(const Expr& x) {
   return Call::make(Halide::Float(32), kReciprocal, {x}, Call::PureExtern);
 }
 
-Expr lower_fp32_math(const Expr& e, bool divide) {
-  return e.defined() ? LowerFp32Math(divide).mutate(e) : e;
+Expr lower_fp32_math(const Expr& e, Fp32Math how) {
+  return e.defined() ? LowerFp32Math(how).mutate(e) : e;
 }
 
 namespace {

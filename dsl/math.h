@@ -35,9 +35,20 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 //    was split into two ymm halves with an extract and an insert each; full width took Adam
 //    from 2.60 to 2.10 us at N = 1e4 and 25.0 to 20.0 us at 1e5 (one thread, same run, same
 //    EPYC). Same values: both are the correctly rounded sqrt.
+//  - with `rcp14` (AVX-512 targets at the skylake level, the schedule's `divide` false): the
+//    estimate is vrcp14ps and the special inputs are found by vfpclassps, through
+//    dsl/table_lookup.c's opforge_rcp14 (linked as the lookups are): the same contract, one
+//    instruction for the estimate where Halide's fast_inverse takes two 8-lane vrcpps, an
+//    extract and an insert, and two for the special-input select where the exponent test
+//    takes six. Measured, 8-bit Adam in cache (one thread, 5e4, preview / registered): see
+//    scripts/BENCHMARKS.md ("The reciprocal by vrcp14ps").
 // Every fp32 update must pass through it (the optimizer pipeline does): an unresolved
 // reciprocal would be an undefined extern call.
-Halide::Expr lower_fp32_math(const Halide::Expr& e, bool divide);
+struct Fp32Math {
+  bool divide = false;
+  bool rcp14 = false;
+};
+Halide::Expr lower_fp32_math(const Halide::Expr& e, Fp32Math how);
 
 // exp and log for update rules: Halide::exp / Halide::log with the special values Halide 14
 // gets wrong (its fp32 versions, measured): exp(+inf), exp(x >= 2^31 ln 2) and exp(NaN) give

@@ -75,15 +75,15 @@ struct NewValues {
 // copies specialized on `exact` keep one form each.
 NewValues state_updates(const ResolvedOp& op, const std::map<std::string, Expr>& values,
                         Reducer reducer, std::vector<Expr>* fast_paths = nullptr,
-                        Halide::Type compute = Halide::Float(32), bool divide = false,
+                        Halide::Type compute = Halide::Float(32), Fp32Math how = {},
                         const Expr& exact = Expr()) {
   const OptimizerDecl& decl = op.as_optimizer();
   const bool fp32 = compute == Halide::Float(32);
   auto lower = [&](const Expr& e) {
     if (!fp32) return e;
-    const Expr chosen = lower_fp32_math(e, divide);
+    const Expr chosen = lower_fp32_math(e, how);
     if (!exact.defined() || !chosen.defined()) return chosen;
-    const Expr divided = lower_fp32_math(e, true);
+    const Expr divided = lower_fp32_math(e, Fp32Math{true, false});
     return Halide::Internal::equal(divided, chosen) ? chosen
                                                     : Halide::select(exact, divided, chosen);
   };
@@ -492,6 +492,11 @@ bool divides(const std::map<std::string, int64_t>& sched) {
   return it != sched.end() && it->second != 0;
 }
 
+// How the update's fp32 math lowers: the schedule's divide param, the target's vrcp14ps.
+Fp32Math math_of(const std::map<std::string, int64_t>& sched, const Bindings& in) {
+  return Fp32Math{divides(sched), in.rcp14};
+}
+
 Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
                         const std::map<std::string, int64_t>& sched) {
   const OptimizerDecl& decl = op.as_optimizer();
@@ -516,7 +521,7 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   Reductions red;
   std::vector<Expr> fast_paths;
   NewValues new_values =
-      state_updates(op, values, red.collector(), &fast_paths, in.compute, divides(sched));
+      state_updates(op, values, red.collector(), &fast_paths, in.compute, math_of(sched, in));
   // The update's two forms (divide_below) where every copy of it is one loop nest that
   // apply() specializes: not the 8-bit blockwise pass, the reduction pass, nor results.
   Expr exact;
@@ -525,7 +530,7 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     if (exact.defined()) {
       fast_paths.clear();
       new_values = state_updates(op, values, red.collector(), &fast_paths, in.compute,
-                                 divides(sched), exact);
+                                 math_of(sched, in), exact);
     }
   }
   // new_values_first(): the new values are computed whole into a buffer before `out`
@@ -545,11 +550,11 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
     red.define_sum(total, {}, {}, [&](size_t k) { return red.element(term, k, {r}); });
     size_t next = 0;
     Reducer read = [&](const Expr&, bool, bool) { return red.element(total, next++, {}); };
-    new_values = state_updates(op, update_values, read, nullptr, in.compute, divides(sched));
+    new_values = state_updates(op, update_values, read, nullptr, in.compute, math_of(sched, in));
     def.reduction_reads = red.reads(in);
   } else if (quantized) {
     new_values =
-        state_updates(op, update_values, red.collector(), nullptr, in.compute, divides(sched));
+        state_updates(op, update_values, red.collector(), nullptr, in.compute, math_of(sched, in));
   }
   Func values_func = exact_func("new_values");
   if (values_first && !new_values.states.empty()) {
@@ -638,8 +643,9 @@ Definition define_sparse(const ResolvedOp& op, const Bindings& in, Func out,
   }
   std::vector<Expr> fast_paths;
   if (!op.results.empty()) fail(decl.name(), "the sparse form has no results");
-  define_values(out, {c, r},
-                state_updates(op, values, nullptr, &fast_paths, in.compute, divides(sched)).states);
+  define_values(
+      out, {c, r},
+      state_updates(op, values, nullptr, &fast_paths, in.compute, math_of(sched, in)).states);
   Definition def;
   def.algorithm = algorithm_text(out);
   if (in.scheduled) ElementwiseSchedule::apply_sparse(out, c, sched, fast_paths);
@@ -663,7 +669,7 @@ Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func ou
   Reductions red;
   std::vector<Expr> fast_paths;
   NewValues new_values =
-      state_updates(op, values, red.collector(), &fast_paths, in.compute, divides(sched));
+      state_updates(op, values, red.collector(), &fast_paths, in.compute, math_of(sched, in));
   Definition def;
   def.per_tensor_reductions = red.per_tensor();
   Func lanes = exact_func("chunk_lanes"), chunk = exact_func("chunk_sum"),
@@ -686,7 +692,7 @@ Definition define_multi_tensor(const ResolvedOp& op, const Bindings& in, Func ou
       const size_t j = next++;
       return red.whole_call[j] ? red.element(all, j, {}) : red.element(per_tensor, j, {seg_k});
     };
-    new_values = state_updates(op, values, read, nullptr, in.compute, divides(sched));
+    new_values = state_updates(op, values, read, nullptr, in.compute, math_of(sched, in));
     def.reduction_reads = red.reads(in);
   }
   define_values(out, {c, k}, new_values.states);
@@ -785,6 +791,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   in.scheduled = scheduled;
   in.mask_compares = target.has_feature(Halide::Target::AVX512);
   in.permutes = permutes_of(target);
+  in.rcp14 = has_rcp14(target);
   for (const auto& [a, dims] : argument_layout(op)) {
     const Halide::Type t = halide_type(a.dtype);
     if (a.role == Input::Role::scalar) {

@@ -55,6 +55,9 @@ struct Bindings {
   // The target's permutes: the 8-bit states' dynamic map is looked up with them (dsl/quant8.h;
   // kernels that do link dsl/table_lookup.c's bitcode).
   Permutes permutes = Permutes::none;
+  // The target has vrcp14ps and vfpclassps (AVX-512 at the skylake level): the update's
+  // reciprocal estimate uses them (dsl/math.h lower_fp32_math).
+  bool rcp14 = false;
 };
 
 struct Definition {

@@ -1,8 +1,10 @@
-/* Table lookups as permutes, for dsl/table_lookup.h: Halide 14 emits no variable permute on
- * x86 and compiles a lookup into a small table as a gather (16 scalar loads per AVX-512
- * vector). Compiled to LLVM bitcode once per ISA (dsl/CMakeLists.txt) and linked into the
- * kernels that call these functions: Halide calls NAMExL for an L-lane vector call of NAME
- * when the module defines it (NAME itself for scalars and tails), and LLVM inlines them.
+/* x86 instructions Halide 14 does not emit, as functions its kernels call: table lookups as
+ * permutes and the 16 x 16 transpose for dsl/table_lookup.h, and AVX-512's reciprocal estimate
+ * for dsl/math.cpp (at the end). Halide 14 emits no variable permute on x86 and compiles a
+ * lookup into a small table as a gather (16 scalar loads per AVX-512 vector). Compiled to LLVM
+ * bitcode once per ISA (dsl/CMakeLists.txt) and linked into the kernels that call these functions:
+ * Halide calls NAMExL for an L-lane vector call of NAME when the module defines it (NAME itself for
+ * scalars and tails), and LLVM inlines them.
  *
  * The table comes as arguments, one value per entry: the kernels pass constants, which LLVM
  * folds into one constant vector loaded once outside the loop, so a lookup is one vpermps /
@@ -159,5 +161,40 @@ HIDDEN f32x16 opforge_tr16fx16(i32x16 j, f32x16 self, ARGS16(f32x16)) {
     out[12 + c] = LANES(y, w, 1, 3, 5, 7);
   }
   return out[j[0] & 15];
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+
+typedef float f32x4 __attribute__((vector_size(16)));
+
+/* 1/x as dsl/math.cpp's estimate on AVX-512 (skylake level): vrcp14ps (relative error below
+ * 2^-14) and one Newton step, r0 (2 - x r0); where that step gives NaN (x zero, denormal,
+ * infinite or NaN, found by vfpclassps) the estimate itself, which is exact there. Halide's
+ * fast_inverse is two 8-lane vrcpps with an extract and an insert, and its exponent test six
+ * instructions more. The scalar form is lane 0 of the 4-lane one, so tails round alike. */
+#define RCP_EXACT 0xBF /* vfpclassps: QNaN, +0, -0, +inf, -inf, denormal, SNaN */
+
+HIDDEN f32x16 opforge_rcp14x16(f32x16 x) {
+  const __m512 v = (__m512)x, r0 = _mm512_rcp14_ps(v);
+  const __m512 r1 = _mm512_mul_ps(r0, _mm512_fnmadd_ps(v, r0, _mm512_set1_ps(2.0f)));
+  return (f32x16)_mm512_mask_mov_ps(r1, _mm512_fpclass_ps_mask(v, RCP_EXACT), r0);
+}
+
+HIDDEN f32x8 opforge_rcp14x8(f32x8 x) {
+  const __m256 v = (__m256)x, r0 = _mm256_rcp14_ps(v);
+  const __m256 r1 = _mm256_mul_ps(r0, _mm256_fnmadd_ps(v, r0, _mm256_set1_ps(2.0f)));
+  return (f32x8)_mm256_mask_mov_ps(r1, _mm256_fpclass_ps_mask(v, RCP_EXACT), r0);
+}
+
+HIDDEN f32x4 opforge_rcp14x4(f32x4 x) {
+  const __m128 v = (__m128)x, r0 = _mm_rcp14_ps(v);
+  const __m128 r1 = _mm_mul_ps(r0, _mm_fnmadd_ps(v, r0, _mm_set1_ps(2.0f)));
+  return (f32x4)_mm_mask_mov_ps(r1, _mm_fpclass_ps_mask(v, RCP_EXACT), r0);
+}
+
+HIDDEN float opforge_rcp14(float x) {
+  return opforge_rcp14x4((f32x4){x, x, x, x})[0];
 }
 #endif

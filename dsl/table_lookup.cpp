@@ -15,13 +15,14 @@ namespace {
 
 const char kPrefix[] = "opforge_lut";
 const char kTransposePrefix[] = "opforge_tr16";
+const char kReciprocalPrefix[] = "opforge_rcp14";  // dsl/math.cpp's AVX-512 estimate
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-// Does a lowered function call a lookup or transpose, and one that only AVX-512 has (32-entry
-// lookups, the 16 x 16 transpose)?
+// Does a lowered function call a lookup, transpose or reciprocal, and one that only AVX-512
+// has (32-entry lookups, the 16 x 16 transpose, the reciprocal)?
 class FindsLookups : public Halide::Internal::IRVisitor {
  public:
   bool found = false, wide = false;
@@ -29,10 +30,11 @@ class FindsLookups : public Halide::Internal::IRVisitor {
  private:
   using IRVisitor::visit;
   void visit(const Halide::Internal::Call* op) override {
-    const bool transpose = starts_with(op->name, kTransposePrefix);
-    if (transpose || starts_with(op->name, kPrefix)) {
+    const bool avx512_only =
+        starts_with(op->name, kTransposePrefix) || starts_with(op->name, kReciprocalPrefix);
+    if (avx512_only || starts_with(op->name, kPrefix)) {
       found = true;
-      wide = wide || transpose || starts_with(op->name, std::string(kPrefix) + "32");
+      wide = wide || avx512_only || starts_with(op->name, std::string(kPrefix) + "32");
     }
     IRVisitor::visit(op);
   }
@@ -53,6 +55,11 @@ Permutes permutes_of(const Halide::Target& t) {
   }
   if (t.has_feature(Halide::Target::AVX2)) return Permutes::avx2;
   return Permutes::none;
+}
+
+bool has_rcp14(const Halide::Target& t) {
+  return t.arch == Halide::Target::X86 && t.bits == 64 &&
+         t.has_feature(Halide::Target::AVX512_Skylake);
 }
 
 Halide::Expr table_lookup(const std::vector<Halide::Expr>& table, const Halide::Expr& index) {
@@ -133,8 +140,8 @@ void link_table_lookups(Halide::Module& m) {
   // lookup).
   if (code.empty() || (finder.wide && permutes_of(m.target()) != Permutes::avx512)) {
     throw std::logic_error(m.name() + ": calls " + (finder.wide ? "AVX-512 " : "") +
-                           "table lookups or transposes but its target " + m.target().to_string() +
-                           " has no such permutes");
+                           "table lookups, transposes or reciprocals but its target " +
+                           m.target().to_string() + " has no such instructions");
   }
   m.append(Halide::ExternalCode::bitcode_wrapper(m.target(), code, "opforge.table_lookup"));
 }

@@ -18,6 +18,10 @@ enum class Permutes { none, avx2, avx512 };
 
 Permutes permutes_of(const Halide::Target& t);
 
+// Whether t has AVX-512 at the skylake level (VL, DQ), which dsl/table_lookup.c's reciprocal
+// estimate (opforge_rcp14, called by dsl/math.cpp's lower_fp32_math) needs.
+bool has_rcp14(const Halide::Target& t);
+
 // table[index] for an Int(32) index, any lane count. Float or int32 entries (every Expr one
 // constant of the same type). Up to 8 entries with Permutes::avx2, up to 32 with avx512 (larger
 // tables: split by the caller, see lookup_float). Only the index's low 3 bits (up to 8 entries)

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "dsl/math.h"
+#include "dsl/table_lookup.h"
 #include "dsl/ulp.h"
 #include "ieee_half.h"
 
@@ -45,13 +46,13 @@ std::vector<float> realize(Halide::Expr (*f)(const Halide::Expr&), const std::ve
 }
 
 Halide::Expr estimated_reciprocal(const Halide::Expr& x) {
-  return lower_fp32_math(reciprocal(x), false);
+  return lower_fp32_math(reciprocal(x), Fp32Math{});
 }
 Halide::Expr divided_reciprocal(const Halide::Expr& x) {
-  return lower_fp32_math(reciprocal(x), true);
+  return lower_fp32_math(reciprocal(x), Fp32Math{true, false});
 }
 Halide::Expr lowered_sqrt(const Halide::Expr& x) {
-  return lower_fp32_math(Halide::sqrt(x), false);
+  return lower_fp32_math(Halide::sqrt(x), Fp32Math{});
 }
 
 std::vector<float> special_and_random(int count, int lowest_exponent) {
@@ -209,31 +210,80 @@ TEST_CASE("pow for rules: C99's special values exactly, others within a few ulp 
   }
 }
 
-TEST_CASE("reciprocal, estimate: within 2 ulp of 1/x for normal x, exact for 0, inf, NaN") {
-  // Denormal x gives +-inf (documented), so the random values stay normal.
+// The estimate's contract: within 2 ulp of 1/x for normal x; exact for +-0, +-inf and NaN;
+// +-inf for denormal x (1/x overflows there anyway).
+void check_estimate(const std::vector<float>& x, const std::vector<float>& got) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1.0f, -3.0f, 1e-30f, 3e37f};
+  int64_t worst = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const float want =
+        std::fpclassify(x[k]) == FP_SUBNORMAL ? std::copysign(inf, x[k]) : 1.0f / x[k];
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got[k]));
+    } else if (std::isinf(want) || want == 0) {
+      CHECK_MESSAGE(got[k] == want, "x=" << x[k] << " got " << got[k]);
+      CHECK(std::signbit(got[k]) == std::signbit(want));
+    } else {
+      worst = std::max(worst, ulp_distance(got[k], want));
+    }
+  }
+  CHECK(worst <= 2);
+  MESSAGE("worst " << worst << " ulp");
+}
+
+std::vector<float> estimate_inputs() {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Normal results only (1/x below FLT_MIN, x above 8.5e37, is outside the contract: rcpps
+  // flushes it to 0).
+  std::vector<float> x = {0.0f,  -0.0f,  inf,   -inf,   std::nanf(""), 1.0f,
+                          -3.0f, 1e-30f, 3e37f, 1e-40f, -1e-40f};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
   std::uniform_int_distribution<int> expo(-100, 100);
   for (int k = 0; k < 4000; ++k) x.push_back(std::ldexp(mant(rng), expo(rng)) * (k % 2 ? 1 : -1));
+  return x;
+}
+
+TEST_CASE("reciprocal, estimate: within 2 ulp of 1/x for normal x, exact for 0, inf, NaN") {
+  const std::vector<float> x = estimate_inputs();
   for (int width : {1, 8, 16}) {
     CAPTURE(width);
-    const std::vector<float> got = realize(estimated_reciprocal, x, width);
-    int64_t worst = 0;
-    for (size_t k = 0; k < x.size(); ++k) {
-      const float want = 1.0f / x[k];
-      if (std::isnan(want)) {
-        CHECK(std::isnan(got[k]));
-      } else if (std::isinf(want) || want == 0) {
-        CHECK_MESSAGE(got[k] == want, "x=" << x[k] << " got " << got[k]);
-        CHECK(std::signbit(got[k]) == std::signbit(want));
-      } else {
-        worst = std::max(worst, ulp_distance(got[k], want));
-      }
-    }
-    CHECK(worst <= 2);
-    MESSAGE("width " << width << ": worst " << worst << " ulp");
+    check_estimate(x, realize(estimated_reciprocal, x, width));
+  }
+}
+
+Halide::Expr estimated_reciprocal14(const Halide::Expr& x) {
+  return lower_fp32_math(reciprocal(x), Fp32Math{false, true});
+}
+
+TEST_CASE("reciprocal, estimate by vrcp14ps (AVX-512): the same contract at every width") {
+  const Halide::Target host = Halide::get_host_target();
+  if (host.arch != Halide::Target::X86 || !host.has_feature(Halide::Target::AVX512_Skylake)) {
+    MESSAGE("skipped: the host lacks AVX-512 (Skylake's set)");
+    return;
+  }
+  const Halide::Target target =
+      Halide::Target("x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake")
+          .with_feature(Halide::Target::JIT);
+  REQUIRE(has_rcp14(target));
+  const std::vector<float> x = estimate_inputs();
+  // 1: the scalar form; 4, 8, 16: the vector forms; 5, 32: a tail and a split vector.
+  for (int width : {1, 4, 5, 8, 16, 32}) {
+    CAPTURE(width);
+    Halide::Buffer<float> b(const_cast<float*>(x.data()), static_cast<int>(x.size()));
+    Halide::ImageParam p(Halide::Float(32), 1, "x");
+    Halide::Var i("i");
+    Halide::Func out("out");
+    out(i) = estimated_reciprocal14(p(i));
+    if (width > 1) out.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
+    Halide::Buffer<float> r(static_cast<int>(x.size()));
+    // Linked as the kernels are (tests/dsl/linked_jit.h does the same for the lookups).
+    Halide::Module m = out.compile_to_module({p}, "linked", target);
+    link_table_lookups(m);
+    Halide::Internal::JITModule jit(m, m.get_function_by_name("linked"), {});
+    std::vector<const void*> argv = {b.raw_buffer(), r.raw_buffer()};
+    REQUIRE(jit.argv_function()(argv.data()) == 0);
+    check_estimate(x, std::vector<float>(r.data(), r.data() + x.size()));
   }
 }
 
