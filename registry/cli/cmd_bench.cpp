@@ -187,10 +187,11 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
                            const std::map<std::string, double>& given) {
   const registry::Descriptor& d = op.descriptor();
   if (!op.splittable()) {
-    throw UsageError(
-        "--split: " + d.op + " is not splittable (" +
-        (d.shape.elementwise ? "its update reads whole-tensor reductions" : "a sparse op") +
-        "): it cannot be updated in chunks");
+    throw UsageError("--split: " + d.op + " is not splittable (" +
+                     (d.kind == "nn"        ? "an NN op"
+                      : d.shape.elementwise ? "its update reads whole-tensor reductions"
+                                            : "a sparse op") +
+                     "): it cannot be updated in chunks");
   }
   const int64_t n = a.get_int("n", 1000000);
   const int threads = static_cast<int>(a.get_int("threads", 2, 1, kMaxThreads));
@@ -240,6 +241,7 @@ nlohmann::json bench_split(const Args& a, Registry& reg, Kernel& op,
     const int64_t calls =
         series[k] == 0 ? (n > limit ? (n + step - 1) / step : 1) : (n + c - 1) / c;
     nlohmann::json j = {{"chunk", c},
+                        {"requested", series[k] == 0 ? n : series[k]},
                         {"calls", calls},
                         {"us", m * 1e6},
                         {"min_us", *std::min_element(t[k].begin(), t[k].end()) * 1e6},
@@ -281,19 +283,12 @@ void print_split(const nlohmann::json& j) {
   for (const auto& r : j["chunked"]) {
     const std::string label = "chunk " + std::to_string(r["chunk"].get<long long>());
     line(label.c_str(), r);
-    const double pct = r["speedup_pct"].get<double>();
-    std::printf("   %.3fx the whole call's time: %.1f%% %s\n", r["time_ratio"].get<double>(),
-                std::fabs(pct), pct >= 0 ? "faster" : "slower");
-  }
-}
-
-// --scalar names must be scalar arguments of the op.
-void check_scalar_names(const registry::Descriptor& d, const std::map<std::string, double>& given) {
-  for (const auto& [name, v] : given) {
-    const registry::Input* in = d.find_input(name);
-    if (!in || in->role != registry::Input::Role::scalar) {
-      throw UsageError("--scalar '" + name + "': " + d.op + " has no such scalar argument");
-    }
+    const double ratio = r["time_ratio"].get<double>();
+    std::printf("   %.3fx the whole call's time (%.1f%% %s)", ratio, std::fabs(ratio - 1) * 100,
+                ratio > 1 ? "longer" : "shorter");
+    if (r["requested"].get<long long>() != r["chunk"].get<long long>())
+      std::printf("  [--split %lld clamped]", r["requested"].get<long long>());
+    std::printf("\n");
   }
 }
 

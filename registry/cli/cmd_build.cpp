@@ -40,7 +40,7 @@ int cmd_build(const Args& a) {
   o.cache_from = a.get("cache-from", "");
   o.jobs = static_cast<int>(a.get_int("jobs", 0, 1, kMaxThreads));
   o.only = a.all("only");
-  o.rules = a.all("rules");
+  o.rules = absolute_paths(a.all("rules"));
   o.tuning = a.get("tuning", "auto");
   const char* disable = std::getenv("OPFORGE_CACHE_DISABLE");
   if (disable && *disable && std::string(disable) != "0") {

@@ -1,6 +1,7 @@
 // opforge cache stats|verify|prune|clear|config
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -89,7 +90,17 @@ int cmd_cache(const Args& a) {
     throw UsageError(std::string("--") + (a.has("max-size") ? "max-size" : "max-age") +
                      " is an option of cache prune (persistent: cache config max-size SIZE)");
   }
-  cache::CompileCache c(cache_dir(a));
+  const std::string dir = cache_dir(a);
+  // Reading or removing a cache that is not there is a typo's likelier cause than an empty
+  // cache: said, not reported as done (config makes the directory: it sets a setting). Checked
+  // after the action's own options.
+  auto require_cache = [&] {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw UsageError("no compile cache at " + dir + " (nothing to " + verb + ")");
+  };
+  if (verb == "stats" || verb == "verify" || verb == "clear") require_cache();
+  cache::CompileCache c(dir);
   if (verb == "stats") return stats(c, a);
   if (verb == "config") return config(c, a);
   no_more_words(a, 1);
@@ -106,6 +117,7 @@ int cmd_cache(const Args& a) {
                            : a.has("max-age") ? 0
                                               : cache::effective_max_size(c.root()).bytes;
     const uint64_t age = static_cast<uint64_t>(a.get_int("max-age", 0, 0, 36500)) * 86400;
+    require_cache();
     std::printf("removed %llu entries\n", (unsigned long long)c.prune(bytes, age));
     return 0;
   }

@@ -97,6 +97,7 @@ void make_inputs(const Args& a, const registry::Descriptor& d, CheckData& c) {
     throw UsageError("--n, --rows, --cols must be positive");
   }
   const std::map<std::string, double> given = scalar_options(a);
+  check_scalar_names(d, given);
   const std::string how = a.get("scalars", "typical");
   if (how != "typical" && how != "random")
     throw UsageError("--scalars " + how + ": expected typical or random");

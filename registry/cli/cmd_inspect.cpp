@@ -119,7 +119,9 @@ int cmd_inspect(const Args& a) {
   }
 
   registry::ScheduleEnv env;
-  for (const auto& [name, v] : scalar_options(a)) env.values[name] = v;
+  const std::map<std::string, double> given = scalar_options(a);
+  check_scalar_names(k.descriptor, given, true);
+  for (const auto& [name, v] : given) env.values[name] = v;
   const bool one_size = a.has("n");
   if (one_size) {
     const int64_t n = a.get_int("n", 0);

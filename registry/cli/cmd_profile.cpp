@@ -235,6 +235,12 @@ std::vector<Call> resolve(Registry& reg, const ProfileSpec& p, const std::string
       fail(s.where, e.what());
     }
     const registry::Descriptor& d = c.op->descriptor();
+    // The workload below is the optimizers' (dense or sparse); NN ops take shapes (bench).
+    if (d.kind != "optimizer") {
+      fail(s.where, s.op + " is " + (d.kind == "nn" ? "an NN op" : "a " + d.kind + " kernel") +
+                        ": profile replays optimizer calls (time NN ops with `opforge bench " +
+                        s.op + " --shape ...`)");
+    }
     for (const auto& [name, v] : s.scalars) {
       const registry::Input* in = d.find_input(name);
       if (!in || in->role != registry::Input::Role::scalar) {

@@ -454,7 +454,21 @@ int cmd_report(const Args& a) {
   std::set<std::string> scalar_names;
   for (const auto& op : ops) {
     for (const auto& in : reg->variants(op).front().inputs) {  // unknown op: error, suggestion
-      if (in.role == registry::Input::Role::scalar) scalar_names.insert(in.name);
+      if (in.role != registry::Input::Role::scalar) continue;
+      scalar_names.insert(in.name);
+      // Checked now, as bench does: a value outside an op's domain would leave its page
+      // unmeasured with the reason only in the HTML.
+      auto given = o.scalars.find(in.name);
+      if (given == o.scalars.end() || in.domain.empty()) continue;
+      const double seen = in.dtype == registry::DType::f32
+                              ? static_cast<double>(static_cast<float>(given->second))
+                              : given->second;
+      if (!registry::ScalarDomain::parse(in.domain).contains(seen)) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%.9g", given->second);
+        throw UsageError("--scalar " + in.name + "=" + text + ": outside " + op + "'s domain " +
+                         in.domain + " for it");
+      }
     }
   }
   for (const auto& [name, v] : o.scalars) {

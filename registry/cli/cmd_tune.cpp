@@ -134,7 +134,20 @@ int cmd_tune(const Args& a) {
   if (families.empty()) throw Error("no tunable variants in " + reg->dir() + " for these ISAs/ops");
   const builder::Machine here = builder::this_machine();
   const std::string out = a.get("out", builder::tuning_path(reg->dir(), here));
+  check_writable_file("--out", out, !a.has("dry-run"));  // before a half-hour search
   if (a.has("dry-run")) {
+    if (a.has("json")) {
+      nlohmann::json fams = nlohmann::json::array();
+      for (const auto& f : families)
+        fams.push_back({{"family", f.family}, {"isa", f.isa}, {"variants", f.variants.size()}});
+      std::cout << nlohmann::json{{"tuning_file", out},
+                                  {"machine", here.fingerprint()},
+                                  {"machine_description", here.canonical()},
+                                  {"families", fams}}
+                       .dump(2)
+                << "\n";
+      return 0;
+    }
     for (const auto& f : families) {
       std::printf("%s %s: %zu variants\n", f.family.c_str(), f.isa.c_str(), f.variants.size());
     }

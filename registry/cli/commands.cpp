@@ -1,5 +1,7 @@
 #include "registry/cli/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -73,6 +75,56 @@ std::string host_summary() {
          (hidden.empty() ? " (hides nothing)" : " (hides" + hidden + ")");
   }
   return s;
+}
+
+void check_writable_file(const std::string& what, const std::string& path, bool make_dirs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  if (ec || path.empty()) throw UsageError(what + " '" + path + "': not a file path");
+  if (fs::is_directory(p, ec)) throw UsageError(what + " " + path + ": is a directory, not a file");
+  fs::path dir = p.parent_path();
+  if (make_dirs) {
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw UsageError(what + " " + path + ": cannot make " + dir.string() + ": " + ec.message());
+    // A file made and removed beside it: the write at the end will succeed (root passes access()).
+    std::string probe = (dir / ".opforge-probe-XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0) throw UsageError(what + " " + path + ": cannot write in " + dir.string());
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return;
+  }
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
+    throw UsageError(what + " " + path + ": cannot write in " + dir.string());
+  }
+}
+
+void check_scalar_names(const registry::Descriptor& d, const std::map<std::string, double>& given,
+                        bool extents) {
+  for (const auto& [name, v] : given) {
+    const registry::Input* in = d.find_input(name);
+    if (in && in->role == registry::Input::Role::scalar) continue;
+    const size_t dot = name.find(".extent.");
+    if (extents && dot != std::string::npos && name.size() > dot + 8 &&
+        name.find_first_not_of("0123456789", dot + 8) == std::string::npos) {
+      const std::string arg = name.substr(0, dot);
+      const bool output = std::any_of(d.outputs.begin(), d.outputs.end(),
+                                      [&](const auto& o) { return o.name == arg; });
+      if (d.find_input(arg) || output) continue;
+    }
+    std::vector<std::string> known;
+    for (const auto& x : d.inputs) {
+      if (x.role == registry::Input::Role::scalar) known.push_back(x.name);
+    }
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw UsageError("--scalar '" + name + "': " + d.op + " has no such scalar argument" +
+                     (extents ? " or input extent (NAME.extent.D)" : "") +
+                     " (its scalars: " + (list.empty() ? "none" : list) + ")");
+  }
 }
 
 std::string tuning_text(const registry::Descriptor& d) {

@@ -2,6 +2,7 @@
 // --help come from that declaration. Each returns the process exit code.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ std::string cache_dir(const Args& a);
 // `dir`, when it does not exist or is a directory; a UsageError "WHAT DIR: not a directory"
 // otherwise. For every directory option, checked before any work.
 std::string checked_dir(const std::string& what, const std::string& dir);
+// A UsageError "WHAT PATH: ..." unless PATH can be written as a file: not a directory, its
+// directory made (make_dirs) and a file written and removed there; without make_dirs, its
+// nearest existing ancestor a writable directory (a dry run changes nothing).
+void check_writable_file(const std::string& what, const std::string& path, bool make_dirs);
 // Where `opforge autoschedule` writes: the source tree's generators/schedules.
 std::string default_schedules_dir();
 
@@ -70,6 +75,11 @@ OptionSpec variant_option();
 // "host: <cpu model>, CPU features: ...[, masked by OPFORGE_CPU_FEATURES=... (hides ...)]":
 // what variant selection sees on this machine.
 std::string host_summary();
+
+// --scalar names must be scalar arguments of the op (with `extents`, also an input's extent,
+// "NAME.extent.D", which inspect's schedule cases may depend on); a UsageError otherwise.
+void check_scalar_names(const registry::Descriptor& d, const std::map<std::string, double>& given,
+                        bool extents = false);
 
 // Which params a variant was built with: "machine tuning <fingerprint> (family <f>)" from a
 // tuning file (`opforge tune`), or "recipe defaults".

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -25,6 +26,13 @@ std::vector<std::string> library_ops(const std::string& library_dir) {
 
 }  // namespace
 
+std::vector<std::string> absolute_paths(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths)
+    out.push_back(std::filesystem::absolute(p).lexically_normal().string());
+  return out;
+}
+
 OptionSpec rules_option() {
   return {"rules", "PATH",
           "a rule file (or directory of *.rule) declaring the op: built into the user registry "
@@ -39,7 +47,7 @@ builder::BuildReport build_user_rules(builder::BuildOptions o,
   if (o.registry_dir.empty()) {
     throw UsageError("no user registry: set OPFORGE_USER_REGISTRY (or HOME)");
   }
-  o.rules = rules;
+  o.rules = absolute_paths(rules);
   o.rules_only = true;
   o.only.clear();
   for (const auto& op : library_ops(library_dir))

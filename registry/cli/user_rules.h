@@ -24,6 +24,10 @@ builder::BuildReport build_user_rules(builder::BuildOptions o,
 // unchanged), saying on stderr what was compiled. Nothing when --rules is absent.
 void build_rule_op_if_missing(const Args& a, const std::string& op);
 
+// Rule file paths made absolute: a rule op's descriptor records where its rule file is, and
+// later commands run from other directories find it there.
+std::vector<std::string> absolute_paths(const std::vector<std::string>& paths);
+
 // The --rules option of run/bench.
 OptionSpec rules_option();
 

@@ -128,6 +128,15 @@ TEST_CASE("profile: errors name the file, the call and the field") {
     CHECK_MESSAGE(contains(r.err, "did you mean 'apply_adam'"), r.err);
     CHECK(r.out.empty());
   }
+  SUBCASE("an NN op: profile replays optimizer calls") {
+    const std::string f =
+        write_profile(dir, "nn_op.json", R"({"calls": [{"op": "layer_norm", "n": 100}]})");
+    const Result r = opforge_reg({"profile", f});
+    CHECK(r.rc != 0);
+    CHECK_MESSAGE(contains(r.err, "calls[0]"), r.err);
+    CHECK_MESSAGE(contains(r.err, "layer_norm is an NN op: profile replays optimizer calls"),
+                  r.err);
+  }
   SUBCASE("missing n") {
     const std::string f = write_profile(
         dir, "missing_n.json",

@@ -119,5 +119,45 @@ TEST_CASE("option values: a file given as a directory is named at once") {
   CHECK_FALSE(fs::exists(dir / "reg"));
 }
 
+// Found by a QA pass as a new user: each is refused with the offending thing named, before any
+// work, and nothing is written.
+TEST_CASE("option values: what would be ignored or found out late is refused at once") {
+  TempDir dir;
+  const Result scalar = opforge_reg({"check", "apply_adam", "--n", "5", "--scalar", "nope=1"});
+  CAPTURE(scalar.all());
+  CHECK(scalar.rc == 2);
+  CHECK(contains(scalar.err, "--scalar 'nope': apply_adam has no such scalar argument"));
+
+  const Result cache = opforge({"cache", "clear", "--cache-dir", dir / "nope"});
+  CAPTURE(cache.all());
+  CHECK(cache.rc == 2);
+  CHECK(contains(cache.err, "no compile cache at " + (dir / "nope")));
+  CHECK_FALSE(fs::exists(dir / "nope"));
+
+  const Result domain = opforge_reg({"report", "--html", dir / "rep", "--only", "apply_adam",
+                                     "--scalar", "beta1=5", "--sizes", "1e3"});
+  CAPTURE(domain.all());
+  CHECK(domain.rc == 2);
+  CHECK(contains(domain.err, "--scalar beta1=5: outside apply_adam's domain"));
+  CHECK_FALSE(fs::exists(dir / "rep"));
+
+  // --out under a regular file: refused before any family is timed.
+  const std::string file = dir / "afile";
+  std::ofstream(file) << "x";
+  const Result out = opforge_reg({"tune", "--ops", "apply_gradient_descent", "--params", "tasks",
+                                  "--sizes", "1e3", "--threads", "1", "--out", file + "/t.json"});
+  CAPTURE(out.all());
+  CHECK(out.rc == 2);
+  CHECK(contains(out.err, "--out " + file + "/t.json: cannot make"));
+  CHECK_FALSE(contains(out.out + out.err, "candidates"));
+
+  const Result dry = opforge_reg({"tune", "--dry-run", "--json"});
+  CAPTURE(dry.all());
+  REQUIRE(dry.rc == 0);
+  const json j = json::parse(dry.out);
+  CHECK(j.at("families").size() > 0);
+  CHECK(j.at("tuning_file").get<std::string>().size() > 0);
+}
+
 }  // namespace
 }  // namespace opforge::testing
