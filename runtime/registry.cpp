@@ -399,15 +399,14 @@ void* Registry::runtime_handle() {
     }
   }
   // Parallel loops on the caller's OpenMP team unless OPFORGE_THREAD_POOL=halide; serial in a
-  // forked child (thread_pool.h).
-  if (thread_pool::from_environment() == thread_pool::Kind::openmp) {
-    using thread_pool::ParFor;
-    auto set_par_for =
-        reinterpret_cast<ParFor (*)(ParFor)>(dlsym(h, "halide_set_custom_do_par_for"));
-    if (!set_par_for) throw Error(path + ": Halide runtime lacks halide_set_custom_do_par_for");
+  // forked child with either pool (thread_pool.h): Halide's too, whose mutex a worker may hold
+  // at the fork, locked for good in the child (its fork test hung once under a loaded ctest).
+  using thread_pool::ParFor;
+  auto set_par_for = reinterpret_cast<ParFor (*)(ParFor)>(dlsym(h, "halide_set_custom_do_par_for"));
+  if (!set_par_for) throw Error(path + ": Halide runtime lacks halide_set_custom_do_par_for");
+  if (thread_pool::from_environment() == thread_pool::Kind::openmp)
     set_par_for(thread_pool::openmp_do_par_for);
-    thread_pool::run_serially_after_fork(set_par_for);
-  }
+  thread_pool::run_serially_after_fork(set_par_for);
   runtime_ = h;
   return h;
 }

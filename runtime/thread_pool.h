@@ -36,11 +36,12 @@ void set_openmp_threads(int n);
 int openmp_threads();  // what a region gets now; 1 in a forked child
 
 // A forked child does not inherit libgomp's team: after the parent's parallel calls, a kernel's
-// parallel loop in the child waited for the parent's workers forever (Halide's own pool
-// recovers; torch's own ops hang in such a child too, GNU libgomp's known limit). Registers,
-// once, a pthread_atfork child handler that makes openmp_do_par_for serial and reinstalls it
-// through `set_par_for` (halide_set_custom_do_par_for), so the child's kernels run on the
-// calling thread.
+// parallel loop in the child waited for the parent's workers forever (torch's own ops hang in
+// such a child too, GNU libgomp's known limit). Halide's own pool mostly recovers, but a worker
+// holding its mutex at the fork leaves it locked in the child. Registers, once, a
+// pthread_atfork child handler that makes openmp_do_par_for serial and installs it through
+// `set_par_for` (halide_set_custom_do_par_for), with either pool, so the child's kernels run
+// on the calling thread.
 using ParFor = int (*)(void*, Task, int, int, uint8_t*);
 void run_serially_after_fork(ParFor (*set_par_for)(ParFor));
 

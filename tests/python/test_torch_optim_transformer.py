@@ -22,8 +22,13 @@ from optim_refs import RefLAMB, RefLion  # noqa: E402
 # largest |weight| after 200 steps, against at most 0.075 for any update).
 CASES = {
     "Adam": (torch.optim.Adam, oo.Adam, dict(lr=1e-3), 1e-4),
+    # This one's trajectory has a tipping point: torch against torch with every weight
+    # started 1 ulp higher ends 5.2e-4 of linear1.bias's largest |value| apart (any rounding
+    # difference does the same; opforge's AVX-512 reciprocal, vrcp14ps, met it). 2e-3 still
+    # fails the wrong rules: without amsgrad 5.6e-3, weight_decay 0.0099 3.5e-2, without L2
+    # or decoupled 1.4.
     "Adam_l2_amsgrad": (torch.optim.Adam, oo.Adam, dict(lr=1e-3, weight_decay=0.01,
-                                                        amsgrad=True), 1e-4),
+                                                        amsgrad=True), 2e-3),
     "AdamW": (torch.optim.AdamW, oo.AdamW, dict(lr=1e-3), 1e-4),
     "SGD_nesterov": (torch.optim.SGD, oo.SGD, dict(lr=0.01, momentum=0.9, nesterov=True),
                      1e-4),
