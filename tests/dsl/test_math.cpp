@@ -32,16 +32,27 @@ uint32_t f32_bits(float x) {
   return u;
 }
 
+// f over `in`, JIT-compiled for the host, or with `linked` for that target through a module
+// that links dsl/table_lookup.c's bitcode, as the kernels are built.
 std::vector<float> realize(Halide::Expr (*f)(const Halide::Expr&), const std::vector<float>& in,
-                           int vector_width) {
+                           int vector_width, const Halide::Target* linked = nullptr) {
   Halide::Buffer<float> b(const_cast<float*>(in.data()), static_cast<int>(in.size()));
   Halide::ImageParam p(Halide::Float(32), 1, "x");
   Halide::Var i("i");
   Halide::Func out("out");
   out(i) = f(p(i));
   if (vector_width > 1) out.vectorize(i, vector_width, Halide::TailStrategy::GuardWithIf);
-  p.set(b);
-  Halide::Buffer<float> r = out.realize({static_cast<int>(in.size())});
+  Halide::Buffer<float> r(static_cast<int>(in.size()));
+  if (linked) {
+    Halide::Module m = out.compile_to_module({p}, "linked", *linked);
+    link_table_lookups(m);
+    Halide::Internal::JITModule jit(m, m.get_function_by_name("linked"), {});
+    std::vector<const void*> argv = {b.raw_buffer(), r.raw_buffer()};
+    REQUIRE(jit.argv_function()(argv.data()) == 0);
+  } else {
+    p.set(b);
+    out.realize(r);
+  }
   return std::vector<float>(r.data(), r.data() + in.size());
 }
 
@@ -270,20 +281,7 @@ TEST_CASE("reciprocal, estimate by vrcp14ps (AVX-512): the same contract at ever
   // 1: the scalar form; 4, 8, 16: the vector forms; 5, 32: a tail and a split vector.
   for (int width : {1, 4, 5, 8, 16, 32}) {
     CAPTURE(width);
-    Halide::Buffer<float> b(const_cast<float*>(x.data()), static_cast<int>(x.size()));
-    Halide::ImageParam p(Halide::Float(32), 1, "x");
-    Halide::Var i("i");
-    Halide::Func out("out");
-    out(i) = estimated_reciprocal14(p(i));
-    if (width > 1) out.vectorize(i, width, Halide::TailStrategy::GuardWithIf);
-    Halide::Buffer<float> r(static_cast<int>(x.size()));
-    // Linked as the kernels are (tests/dsl/linked_jit.h does the same for the lookups).
-    Halide::Module m = out.compile_to_module({p}, "linked", target);
-    link_table_lookups(m);
-    Halide::Internal::JITModule jit(m, m.get_function_by_name("linked"), {});
-    std::vector<const void*> argv = {b.raw_buffer(), r.raw_buffer()};
-    REQUIRE(jit.argv_function()(argv.data()) == 0);
-    check_estimate(x, std::vector<float>(r.data(), r.data() + x.size()));
+    check_estimate(x, realize(estimated_reciprocal14, x, width, &target));
   }
 }
 

@@ -22,6 +22,20 @@ CASES = {
 }
 
 
+def step_together(opt, twin, a, b, steps):
+    """`steps` steps of opt (over parameters a) and twin (over b) on the same random
+    gradients; then a and b must be equal bit for bit."""
+    for _ in range(steps):
+        grads = [torch.randn(p.shape) for p in a]
+        for ps in (a, b):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        opt.step()
+        twin.step()
+    for pa, pb in zip(a, b):
+        assert torch.equal(pa, pb)
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_each_name_is_its_opforge_optimizer_with_8bit_states(reg, name):
     cls, twin_cls, defaults, args = CASES[name]
@@ -33,15 +47,7 @@ def test_each_name_is_its_opforge_optimizer_with_8bit_states(reg, name):
     twin = twin_cls(b, state_bits=8, **dict(defaults, **args))
     for key, value in defaults.items():
         assert opt.defaults[key] == value, (name, key)
-    for _ in range(4):
-        grads = [torch.randn(n) for n in SIZES]
-        for ps in (a, b):
-            for p, g in zip(ps, grads):
-                p.grad = g.clone()
-        opt.step()
-        twin.step()
-    for pa, pb in zip(a, b):
-        assert torch.equal(pa, pb), name
+    step_together(opt, twin, a, b, 4)
     key = "momentum_buffer" if name == "SGD8bit" else "exp_avg"
     assert key + "_codes" in opt.state[a[0]]  # 8-bit at 4096 elements and above
     assert key + "_codes" not in opt.state[a[2]]  # fp32 states under min_8bit_size
@@ -136,19 +142,11 @@ def test_adam8bit_decays_the_parameter_as_bitsandbytes(reg, n):
 
 def test_adam8bit_with_weight_decay_is_adamw8bit(reg):
     """With 8-bit states too: Adam8bit(weight_decay=w) steps as AdamW8bit(weight_decay=w),
-    bit for bit (the same decoupled kernel), and keeps no folded-gradient buffer."""
+    bit for bit (the same decoupled kernel)."""
     torch.manual_seed(12)
     start = [torch.randn(n) for n in SIZES]
     a = [torch.nn.Parameter(t.clone()) for t in start]
     b = [torch.nn.Parameter(t.clone()) for t in start]
     opt, twin = oo.Adam8bit(a, weight_decay=0.1), oo.AdamW8bit(b, weight_decay=0.1)
-    for _ in range(3):
-        grads = [torch.randn(n) for n in SIZES]
-        for ps in (a, b):
-            for p, g in zip(ps, grads):
-                p.grad = g.clone()
-        opt.step()
-        twin.step()
-    for pa, pb in zip(a, b):
-        assert torch.equal(pa, pb)
+    step_together(opt, twin, a, b, 3)
     assert "exp_avg_codes" in opt.state[a[0]]
