@@ -39,8 +39,8 @@ Halide::Expr reciprocal(const Halide::Expr& x);
 //    estimate is vrcp14ps and the special inputs are found by vfpclassps, through
 //    dsl/table_lookup.c's opforge_rcp14 (linked as the lookups are): the same contract, one
 //    instruction for the estimate where Halide's fast_inverse takes two 8-lane vrcpps, an
-//    extract and an insert, and two for the special-input select where the exponent test
-//    takes six. Measured, 8-bit Adam in cache (one thread, 5e4, preview / registered): see
+//    extract and an insert on AVX-512, and a vfpclassps for the special inputs where the
+//    bits test takes three. Measured (one thread, 5e4, in cache, preview / registered):
 //    scripts/BENCHMARKS.md ("The reciprocal by vrcp14ps").
 // Every fp32 update must pass through it (the optimizer pipeline does): an unresolved
 // reciprocal would be an undefined extern call.

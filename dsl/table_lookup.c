@@ -172,8 +172,8 @@ typedef float f32x4 __attribute__((vector_size(16)));
 /* 1/x as dsl/math.cpp's estimate on AVX-512 (skylake level): vrcp14ps (relative error below
  * 2^-14) and one Newton step, r0 (2 - x r0); where that step gives NaN (x zero, denormal,
  * infinite or NaN, found by vfpclassps) the estimate itself, which is exact there. Halide's
- * fast_inverse is two 8-lane vrcpps with an extract and an insert, and its exponent test six
- * instructions more. The scalar form is lane 0 of the 4-lane one, so tails round alike. */
+ * fast_inverse is two 8-lane vrcpps with an extract and an insert, and dsl/math.cpp's bits test
+ * three instructions more. The scalar form is lane 0 of the 4-lane one, so tails round alike. */
 #define RCP_EXACT 0xBF /* vfpclassps: QNaN, +0, -0, +inf, -inf, denormal, SNaN */
 
 HIDDEN f32x16 opforge_rcp14x16(f32x16 x) {
