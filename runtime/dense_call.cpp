@@ -150,7 +150,7 @@ DenseCall::Outcome DenseCall::prepare(const TensorView* tensors, size_t n_tensor
     const int64_t extent = kind == Kind::result ? 1 : kind == Kind::block_scale ? elements[k] : n;
     f.dims[k] = {0, static_cast<int32_t>(extent), 1, 0};
     f.bufs[k] = halide_buffer_t{};
-    f.bufs[k].host = static_cast<uint8_t*>(t_at[k]->data);
+    f.bufs[k].host = host_of(t_at[k]->data);
     f.bufs[k].type = halide_type_of(tensors_[k].dtype);
     f.bufs[k].dimensions = 1;
     f.bufs[k].dim = &f.dims[k];

@@ -213,7 +213,7 @@ void named_buffer(const Descriptor& d, const Input& in, const TensorView& t, con
     dims[hd] = {0, static_cast<int32_t>(extent), static_cast<int32_t>(s), 0};
   }
   buf = halide_buffer_t{};
-  buf.host = static_cast<uint8_t*>(t.data);
+  buf.host = host_of(t.data);
   buf.type = halide_type_of(t.dtype);
   buf.dimensions = rank;
   buf.dim = dims;
@@ -324,7 +324,7 @@ void Kernel::call_impl(const TensorView* tensors, size_t n_tensors, const Scalar
   void* argv[3 * kMaxArgs];
   for (size_t k = 0; k < tensor_inputs_.size(); ++k) {
     bufs[k] = halide_buffer_t{};
-    bufs[k].host = static_cast<uint8_t*>(a.t_at[k]->data);
+    bufs[k].host = host_of(a.t_at[k]->data);
     bufs[k].type = halide_type_of(a.t_at[k]->dtype);
     bufs[k].dimensions = l.rank[k];
     bufs[k].dim = l.dims[k];

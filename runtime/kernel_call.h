@@ -58,6 +58,16 @@ inline int64_t call_limit(const registry::Descriptor& d) {
 
 extern const char* const kNotSplittable;
 
+// A tensor's data as a halide_buffer_t host. Never null: Halide reads a null host as a bounds
+// query, computes nothing and returns 0, and a zero-size numpy array or torch tensor has a
+// null data pointer (`linear` with K = 0 returned zeros instead of its bias). A zero-element
+// tensor gets a valid address no kernel may read (a kernel that reads it fails its bounds
+// check, loudly).
+inline uint8_t* host_of(void* data) {
+  alignas(64) static uint8_t empty[64];
+  return data ? static_cast<uint8_t*>(data) : empty;
+}
+
 inline std::vector<int64_t> shape_of(const TensorView& t) {
   return std::vector<int64_t>(t.shape, t.shape + t.rank);
 }

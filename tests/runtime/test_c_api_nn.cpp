@@ -59,3 +59,28 @@ TEST_CASE("C API: a shape expression evaluated for a call (matmul's cost.flops)"
   CHECK(std::string(opforge_last_error()).find("col") != std::string::npos);
   opforge_close(reg);
 }
+
+// A zero-size array (numpy's, torch's) has a null data pointer, which Halide reads as a bounds
+// query: the kernel computed nothing and the call returned 0, so `linear` with K = 0 left
+// zeros where its output is the bias. Now the kernel runs: the bias, or a bounds error.
+TEST_CASE("C API: an input with no elements (a null pointer) is not a silent no-op") {
+  opforge_registry* reg = nullptr;
+  REQUIRE(opforge_open(opforge::testing::test_registry_dir().c_str(), &reg) == 0);
+  std::vector<float> bias = {1, 2, 3, 4, 5};
+  const int64_t xs[] = {4, 0}, ws[] = {5, 0}, bs[] = {5}, ys[] = {4, 5};
+  std::vector<opforge_tensor> t = {{"x", nullptr, OPFORGE_F32, 2, xs},
+                                   {"weight", nullptr, OPFORGE_F32, 2, ws},
+                                   {"bias", bias.data(), OPFORGE_F32, 1, bs}};
+  opforge_kernel* k = nullptr;
+  REQUIRE(opforge_select_for(reg, "linear", nullptr, nullptr, t.data(), t.size(), nullptr, 0, &k) ==
+          0);
+  std::vector<float> y(20, 0.f);
+  t.push_back({"y", y.data(), OPFORGE_F32, 2, ys});
+  if (opforge_call(k, t.data(), t.size(), nullptr, 0) == 0) {
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 5; ++c) CHECK(y[r * 5 + c] == bias[c]);
+  } else {
+    CHECK(std::string(opforge_last_error()).find("Halide error") != std::string::npos);
+  }
+  opforge_close(reg);
+}
