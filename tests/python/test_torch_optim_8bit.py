@@ -858,6 +858,9 @@ def test_bitsandbytes_checkpoints_load_through_their_own_map(reg, cls, keys):
         assert bool(((got[key] - values).abs() <= bound).all()), key
     if "step" in got:
         assert float(got["step"]) == 5
+    clipped = dict(group, percentile_clipping=5)
+    with pytest.raises(ValueError, match="param group 0's percentile_clipping=5 is not impl"):
+        opt.load_state_dict({"state": {0: dict(saved)}, "param_groups": [clipped]})
     saved["max1"] = torch.ones(1)
     with pytest.raises(ValueError, match="'max1'.*per-tensor"):
         opt.load_state_dict({"state": {0: saved}, "param_groups": [group]})

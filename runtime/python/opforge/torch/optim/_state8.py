@@ -11,6 +11,7 @@ import math
 import torch
 
 from ._base import FlatGroup, fold_grad, folds
+from ._bnb_checks import DO_NOTHING, check_do_nothing, check_min_8bit_size
 from .global_optim_manager import GlobalOptimManager
 
 BLOCK = 256
@@ -104,11 +105,6 @@ def dequantize(codes, absmax, table, shape=None):
     return out.view(shape) if shape is not None else out
 
 
-def _check_min_8bit_size(value, where):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{where}min_8bit_size must be an int >= 0, got {value!r}")
-
-
 # Every torch state key an 8-bit optimizer may hold, and whether its map is signed.
 SIGNED = {"exp_avg": True, "exp_avg_sq": False, "max_exp_avg_sq": False,
           "momentum_buffer": True}
@@ -146,7 +142,7 @@ class EightBitStates:
             raise ValueError(f"state_bits must be 32 or 8, got {state_bits!r}")
         if quant_map not in STORAGE:
             raise ValueError(f"quant_map must be 'dynamic' or 'linear', got {quant_map!r}")
-        _check_min_8bit_size(min_8bit_size, "")
+        check_min_8bit_size(min_8bit_size, "")
         if state_bits == 8 and master_weights and not self.q8_master:
             raise ValueError(f"state_bits=8 with master_weights=True: no such "
                              f"{type(self).__name__} kernel is built (8-bit states take float32 "
@@ -210,12 +206,11 @@ class EightBitStates:
                 s["step"] = torch.tensor(float(s["step"]))
             converted[i] = s
         groups = []
-        for g in state_dict["param_groups"]:
+        for gi, g in enumerate(state_dict["param_groups"]):
             g = dict(g)
-            if g.get("percentile_clipping", 100) != 100 or g.get("max_unorm") or \
-                    g.get("block_wise", True) is False:
-                raise ValueError(f"{name}: a bitsandbytes param group with "
-                                 "percentile_clipping, max_unorm or block_wise=False: not taken")
+            for key in DO_NOTHING:  # what the checkpoint's optimizer did that opforge does not
+                if key in g:
+                    check_do_nothing(key, g[key], f"{name}: bitsandbytes param group {gi}'s ")
             for key in self._BNB_GROUP_KEYS:
                 g.pop(key, None)
             groups.append(g)
@@ -268,7 +263,7 @@ class EightBitStates:
         if bits == 8 and "state_bits" in param_group and self._state_bits != 8:
             raise ValueError(f"{name}: group {gi} asks for state_bits=8, the optimizer has "
                              f"{self._state_bits} (a group can only keep fp32 states)")
-        _check_min_8bit_size(param_group.get("min_8bit_size", 0), f"{name}: group {gi}'s ")
+        check_min_8bit_size(param_group.get("min_8bit_size", 0), f"{name}: group {gi}'s ")
         if self._state_bits == 32:  # refuses an optim_bits=8 override it cannot honour
             for p in params:
                 if isinstance(p, torch.Tensor):

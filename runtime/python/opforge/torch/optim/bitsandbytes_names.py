@@ -12,6 +12,7 @@ memory under pressure: on the CPU the states are in host memory already, so it i
 changes nothing. Further keyword arguments go to the opforge class (fused, registry, isa,
 quant_map, master_weights, ...)."""
 
+from ._bnb_checks import check_do_nothing
 from .adam import Adam
 from .adamw import AdamW
 from .lion import Lion
@@ -22,12 +23,8 @@ def _check_bnb_args(name, args, percentile_clipping, block_wise):
     if args is not None:
         raise ValueError(f"{name}: args (bitsandbytes' GlobalOptimManager config) is not "
                          f"taken; pass the arguments themselves")
-    if percentile_clipping != 100:
-        raise ValueError(f"{name}: percentile_clipping={percentile_clipping!r} is not "
-                         f"implemented (only 100: no clipping)")
-    if not block_wise:
-        raise ValueError(f"{name}: block_wise={block_wise!r} (one absmax per tensor) is not "
-                         f"implemented: the 8-bit kernels quantize in blocks of 256")
+    check_do_nothing("percentile_clipping", percentile_clipping, f"{name}: ")
+    check_do_nothing("block_wise", block_wise, f"{name}: ")
 
 
 class Adam8bit(Adam):

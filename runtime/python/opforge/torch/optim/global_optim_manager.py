@@ -20,8 +20,7 @@ import weakref
 
 import torch
 
-_DO_NOTHING = {"percentile_clipping": 100, "block_wise": True, "max_unorm": 0}
-
+from ._bnb_checks import DO_NOTHING, check_do_nothing, check_min_8bit_size
 
 def _checked(config, where):
     if not isinstance(config, dict):
@@ -32,17 +31,14 @@ def _checked(config, where):
             if isinstance(value, bool) or value not in (8, 32):
                 raise ValueError(f"{where}: optim_bits must be 8 or 32, got {value!r}")
         elif key == "min_8bit_size":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}: min_8bit_size must be an int >= 0, got {value!r}")
-        elif key in _DO_NOTHING:
-            if not (bool(value) if key == "block_wise" else value == _DO_NOTHING[key]):
-                raise ValueError(f"{where}: {key}={value!r} is not implemented (only "
-                                 f"{_DO_NOTHING[key]!r})")
+            check_min_8bit_size(value, f"{where}: ")
+        elif key in DO_NOTHING:
+            check_do_nothing(key, value, f"{where}: ")
         else:
             raise ValueError(f"{where}: overriding {key!r} per parameter is not implemented "
                              f"(optim_bits and min_8bit_size are); put the parameters in a param "
                              f"group of their own with that {key}")
-    return {k: v for k, v in config.items() if k not in _DO_NOTHING}
+    return {k: v for k, v in config.items() if k not in DO_NOTHING}
 
 
 def _tensors(params, where):
