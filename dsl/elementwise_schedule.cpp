@@ -14,7 +14,7 @@ using Halide::Var;
 
 const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
   static const std::vector<ScheduleParamDecl> p = {
-      {"vector", 0, 1, 64,
+      {"vector", 0, 0, 64,
        "vector width in elements (0: the target's natural fp32 width, 16 on AVX-512, 8 on AVX2)"},
       {"unroll", 1, 1, 8, "vectors per inner loop iteration"},
       // Adam, 2 threads, tasks 2 / 8 / 32: 17.2 / 17.6 / 19.8 us at 1e5, 192 / 225 / 217 us at

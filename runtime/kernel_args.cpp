@@ -181,7 +181,8 @@ void check_domain(const Descriptor& d, const registry::Input& in,
   const bool overflow = std::isfinite(value) && !std::isfinite(seen);
   throw op_error(d, "scalar " + in.name + " = " + text + (overflow ? " overflows float32" : "") +
                         " is outside its domain " + in.domain +
-                        " (scalar checks: set_scalar_checks, run --unchecked-scalars)");
+                        " (to pass it anyway: set_scalar_checks(false), or opforge run / bench "
+                        "--unchecked-scalars)");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "registry/cli/args.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -34,10 +35,28 @@ int64_t Args::get_int(const std::string& o, int64_t def) const {
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(s.c_str(), &end);  // accepts 1e6
-  if (s.empty() || *end || errno || v != static_cast<double>(static_cast<int64_t>(v))) {
+  if (s.empty() || *end || std::isnan(v)) {
     throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
   }
+  // Beyond int64 (1e99, inf): a range error, not "not an integer" (and no undefined cast).
+  if (errno == ERANGE || std::fabs(v) >= 9.2e18) {
+    throw UsageError("--" + o + ": " + s + " is too large (at most about 9.2e18)");
+  }
+  if (v != std::trunc(v)) throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
   return static_cast<int64_t>(v);
+}
+
+void Args::at_most_one_of(std::initializer_list<const char*> names) const {
+  std::vector<std::string> given;
+  for (const char* o : names) {
+    if (has(o)) given.push_back(std::string("--") + o);
+  }
+  if (given.size() < 2) return;
+  std::string list;
+  for (size_t k = 0; k < given.size(); ++k) {
+    list += (k == 0 ? "" : k + 1 == given.size() ? " and " : ", ") + given[k];
+  }
+  throw UsageError(list + " each ask for a different output: give one");
 }
 
 Args parse(const CommandSpec& spec, int argc, char** argv, int first) {

@@ -33,6 +33,13 @@ namespace opforge::cli {
 namespace {
 
 // Rows updated per second for a sparse op.
+// Options that do not apply to what is benched: an error, never silently ignored.
+void refuse_options(const Args& a, std::initializer_list<const char*> names, const char* why) {
+  for (const char* o : names) {
+    if (a.has(o)) throw UsageError(std::string("--") + o + " does not apply here: " + why);
+  }
+}
+
 nlohmann::json bench_sparse(const Args& a, Registry& reg, Kernel& op,
                             const std::map<std::string, double>& given) {
   const registry::Descriptor& d = op.descriptor();
@@ -96,15 +103,18 @@ nlohmann::json bench_dense(const Args& a, Registry& reg, Kernel& op,
   std::unique_ptr<Workload> wt(twin ? new Workload(twin->descriptor(), n, given) : nullptr);
   const int rounds = 5;  // thread-count switches happen between rounds, never inside timing
   for (int r = 0; r < rounds; ++r) {
+    // Exactly `reps` timed calls in all (--reps 2 times two, not one per round).
+    const int64_t count = reps * (r + 1) / rounds - reps * r / rounds;
+    if (count == 0) continue;
     reg.set_num_threads(threads);
     time_call(op, wo), time_call(bw, wb);  // wake the pool
-    for (int64_t i = 0; i < (reps + rounds - 1) / rounds; ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       t_op.push_back(time_call(op, wo));
       t_bw.push_back(time_call(bw, wb));
     }
     reg.set_num_threads(1);
     time_call(bw, wb);
-    for (int64_t i = 0; i < (reps + rounds - 1) / rounds; ++i) t_bw1.push_back(time_call(bw, wb));
+    for (int64_t i = 0; i < count; ++i) t_bw1.push_back(time_call(bw, wb));
   }
   if (twin) {
     reg.set_num_threads(threads);
@@ -335,7 +345,9 @@ void print_one(const nlohmann::json& j) {
   std::printf("  bandwidth (%d thr)   %10.2f us  %7.2f GB/s   op at %.1f%% of its GB/s\n",
               j["threads"].get<int>(), j["bw_us"].get<double>(), j["bw_gbps"].get<double>(),
               j["pct_of_bw"].get<double>());
-  std::printf("  bandwidth (1 thr)   %10.2f us\n", j["bw_1thread_us"].get<double>());
+  if (j["threads"].get<int>() != 1) {  // at one thread the row above is the same kernel
+    std::printf("  bandwidth (1 thr)   %10.2f us\n", j["bw_1thread_us"].get<double>());
+  }
   if (j.contains("side_by_side")) {
     std::printf("  side by side (same run, %% of the %d-thread bandwidth kernel's GB/s):\n",
                 j["threads"].get<int>());
@@ -357,10 +369,14 @@ void print_one(const nlohmann::json& j) {
               j["ratio_to_best_bw"].get<double>(),
               j["bytes_per_call"].get<double>() / j["n"].get<double>());
   if (j.value("fits_in_l3", false)) {
+    const double footprint = j["footprint_bytes"].get<double>();
+    char reads[32];  // below 1 MB in kB: "reads 0 MB" read as nothing
+    std::snprintf(reads, sizeof reads, footprint < 1e6 ? "%.0f kB" : "%.0f MB",
+                  footprint < 1e6 ? footprint / 1e3 : footprint / 1e6);
     std::printf(
-        "  note: one call reads %.0f MB and this CPU's L3 holds %.0f MB (as the OS reports it):\n"
+        "  note: one call reads %s and this CPU's L3 holds %.0f MB (as the OS reports it):\n"
         "        back-to-back calls run partly from cache; --n 1e%ld or more measures memory\n",
-        j["footprint_bytes"].get<double>() / 1e6, j["l3_bytes"].get<double>() / 1e6,
+        reads, j["l3_bytes"].get<double>() / 1e6,
         std::lround(std::log10(j["dram_n"].get<double>())));
   }
 }
@@ -373,8 +389,9 @@ void print_host() {
               thread_pool::name(thread_pool::from_environment()));
 }
 
-// The regime, in every JSON result.
+// The machine and the regime, in every JSON result.
 nlohmann::json with_regime(nlohmann::json j) {
+  j["host"] = host_json();
   j["regime"] = regime().idle ? "idle" : "awake";
   if (regime().idle) j["idle_gap_us"] = regime().gap_us;
   return j;
@@ -406,7 +423,8 @@ int cmd_bench(const Args& a) {
   }
   if (a.has("model")) {
     if (target == "all") throw UsageError("--model takes one op, not all");
-    for (const char* o : {"n", "split", "rows", "cols", "indices"}) {
+    refuse_options(a, {"warm"}, "optimizer ops are timed warm");
+    for (const char* o : {"n", "split", "rows", "cols", "indices", "shape"}) {
       if (a.has(o)) {
         throw UsageError(std::string("--model sets the tensors and their sizes: drop --") + o);
       }
@@ -427,6 +445,7 @@ int cmd_bench(const Args& a) {
     if (a.has("rows") || a.has("cols") || a.has("indices")) {
       throw UsageError("--split is for dense ops: give --n, not --rows/--cols/--indices");
     }
+    refuse_options(a, {"shape", "warm"}, "--split times dense optimizer ops");
     Kernel& k = op_kernel(*reg, a, target);
     check_scalar_names(k.descriptor(), given);
     const nlohmann::json j = with_regime(bench_split(a, *reg, k, given));
@@ -438,8 +457,11 @@ int cmd_bench(const Args& a) {
     }
     return 0;
   }
+  const bool nn =
+      target == "nn" || (target != "all" && reg->variants(target).front().shape.named_dims);
+  if (nn) refuse_options(a, {"n", "rows", "cols", "indices"}, "NN ops take their sizes by --shape");
   if (target == "nn") return bench_nn_all(a, *reg);
-  if (target != "all" && reg->variants(target).front().shape.named_dims) {
+  if (nn) {
     const nlohmann::json j = with_regime(bench_nn(a, *reg, target, given));
     if (a.has("json")) {
       std::cout << j.dump(2) << "\n";
@@ -450,9 +472,15 @@ int cmd_bench(const Args& a) {
     return 0;
   }
   if (a.has("shape")) throw UsageError("--shape is for NN ops");
+  refuse_options(a, {"warm"}, "optimizer ops are timed warm; --n 1e7 or more measures memory");
   if (a.has("set") && target == "all") throw UsageError("--set takes one op, not all");
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);
+    if (k.descriptor().shape.elementwise) {
+      refuse_options(a, {"rows", "cols", "indices"}, "they size sparse ops; dense ops take --n");
+    } else {
+      refuse_options(a, {"n"}, "sparse ops take --rows, --cols and --indices");
+    }
     nlohmann::json j;
     if (a.has("set")) {
       // The preview against the registered variant, side by side in the same run.

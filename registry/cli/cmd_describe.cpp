@@ -35,8 +35,11 @@ void print_variants_and_run(const std::vector<registry::Descriptor>& vs) {
   const registry::Descriptor& d = vs.front();
   std::printf("variants:\n");
   for (const auto& v : vs) {
+    // Optimizer ops select their storage (f32, bf16s, q8ls, ...) by --attr storage=TAG too.
+    std::map<std::string, std::string> attrs = v.attr_values();
+    if (!v.shape.named_dims) attrs["storage"] = storage_tag(v);
     std::printf("  %-50s %-7s attrs %s\n      %s\n", v.variant.c_str(), v.target.isa.c_str(),
-                attrs_text(v.attr_values()).c_str(), v.schedule.summary.c_str());
+                attrs_text(attrs).c_str(), v.schedule.summary.c_str());
     if (!v.schedule.tuning_machine.empty()) std::printf("      %s\n", tuning_text(v).c_str());
   }
   std::printf("\nrun it: opforge run %s", d.op.c_str());

@@ -74,6 +74,7 @@ std::string sample_choices(const nlohmann::json& schedule, const registry::Sched
 }  // namespace
 
 int cmd_inspect(const Args& a) {
+  a.at_most_one_of({"stmt", "asm", "llvm", "header", "loop-nest", "schedule", "html", "json"});
   const std::map<std::string, int64_t> set = set_options(a);
   // OP --variant ID names one variant of OP by id, as in run/check/bench.
   const std::string name = a.has("variant") ? a.get("variant") : a.positional.at(0);

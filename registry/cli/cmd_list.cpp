@@ -13,6 +13,7 @@
 namespace opforge::cli {
 
 int cmd_list(const Args& a) {
+  a.at_most_one_of({"names", "json", "markdown"});
   auto reg = Registry::open(registry_dir(a));
   if (a.has("names")) {  // for shell completion
     for (const auto& op : reg->ops()) std::printf("%s\n", op.c_str());

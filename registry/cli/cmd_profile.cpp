@@ -576,11 +576,17 @@ int cmd_profile(const Args& a) {
   sort_rows(call_rows);
   ojson total = summarize(calls, everything, med_op, med_bw, step_s);
   total["median_step_us"] = median(step_totals) * 1e6;  // whole steps, for comparison
-  const ojson out = {{"name", spec.name},      {"file", file},
-                     {"registry", reg->dir()}, {"isa", isas},
-                     {"threads", threads},     {"steps", steps},
-                     {"warmup_steps", 1},      {"alloc_bytes", alloc_bytes},
-                     {"ops", op_rows},         {"calls", call_rows},
+  const ojson out = {{"name", spec.name},
+                     {"host", ojson::parse(host_json().dump())},
+                     {"file", file},
+                     {"registry", reg->dir()},
+                     {"isa", isas},
+                     {"threads", threads},
+                     {"steps", steps},
+                     {"warmup_steps", 1},
+                     {"alloc_bytes", alloc_bytes},
+                     {"ops", op_rows},
+                     {"calls", call_rows},
                      {"total", total}};
   if (a.has("json")) {
     std::cout << out.dump(2) << "\n";

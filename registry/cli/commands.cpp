@@ -77,6 +77,14 @@ std::string host_summary() {
   return s;
 }
 
+nlohmann::json host_json() {
+  const CpuFeatures& c = cpu_features();
+  nlohmann::json j = {{"cpu_model", builder::this_machine().cpu_model},
+                      {"cpu_features", c.visible}};
+  if (!c.mask.empty()) j["features_mask"] = c.mask;
+  return j;
+}
+
 void check_writable_file(const std::string& what, const std::string& path, bool make_dirs) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,8 @@ OptionSpec variant_option();
 // "host: <cpu model>, CPU features: ...[, masked by OPFORGE_CPU_FEATURES=... (hides ...)]":
 // what variant selection sees on this machine.
 std::string host_summary();
+// The same as JSON, in every timing result: {"cpu_model", "cpu_features"[, "features_mask"]}.
+nlohmann::json host_json();
 
 // --scalar names must be scalar arguments of the op (with `extents`, also an input's extent,
 // "NAME.extent.D", which inspect's schedule cases may depend on); a UsageError otherwise.

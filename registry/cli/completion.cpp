@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "generators/isa.h"
+
 namespace opforge::cli {
 
 namespace {
@@ -11,18 +13,6 @@ std::string join(const std::vector<std::string>& words) {
   std::string s;
   for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
   return s;
-}
-
-// What a value or positional word completes to, from its name in the table: op names (from
-// the registry), directories, files, or the alternatives it lists ("stats|verify|...").
-std::string completer(std::string what) {
-  if (what.find('=') != std::string::npos) return "";  // NAME=VALUE: bash splits at '='
-  if (!what.empty() && what[0] == '[') what.erase(0, 1);
-  if (what.rfind("OP", 0) == 0) return "ops";
-  if (what.find("DIR") != std::string::npos) return "dirs";
-  if (what.find("FILE") != std::string::npos || what.find("PATH") != std::string::npos)
-    return "files";
-  return "";
 }
 
 // The alternatives of a positional like "stats|verify|prune|clear|config [NAME] [VALUE]" or
@@ -37,6 +27,24 @@ std::vector<std::string> literal_words(const std::string& positional) {
     if (literal) out.push_back(w);
   }
   return out;
+}
+
+// What a value or positional word completes to, from its name in the table: op names (from
+// the registry), directories, files, or the alternatives it lists ("stats|verify|...").
+std::string completer(std::string what) {
+  if (what.find('=') != std::string::npos) return "";  // NAME=VALUE: bash splits at '='
+  if (!what.empty() && what[0] == '[') what.erase(0, 1);
+  if (what.rfind("OP", 0) == 0) return "ops";
+  if (what.find("DIR") != std::string::npos) return "dirs";
+  if (what.find("FILE") != std::string::npos || what.find("PATH") != std::string::npos)
+    return "files";
+  if (what == "ISA") {  // the ISAs kernels are compiled for
+    std::vector<std::string> isas;
+    for (const auto& i : generators::isas()) isas.push_back(i.name);
+    return join(isas);
+  }
+  if (what.find('|') != std::string::npos) return join(literal_words(what));  // awake|idle
+  return "";
 }
 
 }  // namespace

@@ -58,7 +58,11 @@ int main(int argc, char** argv) {
     const char* pool = std::getenv("OPFORGE_THREAD_POOL");
     const bool halide_pool = pool && std::string(pool) == "halide";
     setenv("OMP_WAIT_POLICY", regime == "awake" && !halide_pool ? "active" : "passive", 1);
-    if (!std::getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    // Only a valid count: libgomp warns about OMP_NUM_THREADS=0 before --threads' own error.
+    const bool count = !threads.empty() && threads.size() < 5 &&
+                       threads.find_first_not_of("0123456789") == std::string::npos &&
+                       std::stoi(threads) >= 1;
+    if (count && !std::getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads.c_str(), 1);
     execv("/proc/self/exe", argv);  // on failure, run as we are
   }
   if (argc == 2 && std::string(argv[1]) == "--version") {

@@ -161,8 +161,8 @@ void print_model(const nlohmann::json& j) {
                 r["gbps"].get<double>(), r["pct_of_bw"].get<double>());
   };
   line("one call", j["one_call"]);
-  line(std::to_string(j["per_tensor"]["calls"].get<long long>()) + " calls, per tensor",
-       j["per_tensor"]);
+  const long long calls = j["per_tensor"]["calls"].get<long long>();
+  line(std::to_string(calls) + (calls == 1 ? " call" : " calls") + ", per tensor", j["per_tensor"]);
   if (j["per_tensor_variant"] != j["variant"])
     std::printf("  %-22s %s\n", "(per tensor: variant)",
                 j["per_tensor_variant"].get<std::string>().c_str());

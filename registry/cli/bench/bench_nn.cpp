@@ -353,6 +353,7 @@ int bench_nn_all(const Args& a, Registry& reg) {
   for (const auto& op : reg.ops()) {
     if (reg.variants(op).front().kind != "nn") continue;
     nlohmann::json j = bench_nn(a, reg, op, {});
+    j["host"] = host_json();
     j["regime"] = regime().idle ? "idle" : "awake";
     all.push_back(j);
     if (a.has("json")) continue;

@@ -548,6 +548,11 @@ TEST_CASE("completion bash: valid bash, every command and option of the table, a
   const auto ops = complete(
       r.out, {opforge_exe(), "describe", "--registry", test_registry_dir(), "apply_adam_w"});
   CHECK(ops == std::vector<std::string>{"apply_adam_with_amsgrad"});
+  // Values: the ISAs, and an option's listed alternatives.
+  CHECK(complete(r.out, {opforge_exe(), "bench", "--isa", "avx5"}) ==
+        std::vector<std::string>{"avx512"});
+  CHECK(complete(r.out, {opforge_exe(), "bench", "--regime", "i"}) ==
+        std::vector<std::string>{"idle"});
   CHECK(opforge({"completion", "zsh"}).rc == 2);
 }
 

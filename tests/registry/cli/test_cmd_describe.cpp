@@ -21,6 +21,8 @@ TEST_CASE("describe apply_adam: formula and every argument in TF order") {
   // A string attr's choices, under it (rule choice attrs are string attrs too).
   CHECK(contains(r.out, "\n  epsilon_mode   string default tf "));
   CHECK(contains(r.out, "\n                 choices tf | torch\n"));
+  // Each variant line names its storage, which --attr storage=TAG selects.
+  CHECK(contains(r.out, "attrs epsilon_mode=tf,skip_if_nonfinite=false,storage=f32,"));
   // The "arguments (in order):" section, one argument per line.
   const size_t start = r.out.find("arguments (in order):\n");
   REQUIRE(start != std::string::npos);

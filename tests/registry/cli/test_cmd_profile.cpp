@@ -43,6 +43,7 @@ TEST_CASE("profile --json: one row per op, counts from the repeats, shares add u
   CHECK(j.at("name") == file.at("name"));
   CHECK(j.at("steps") == 2);
   CHECK(j.at("threads") == 2);
+  CHECK(j.at("host").at("cpu_model").get<std::string>().size() > 0);  // the machine it ran on
   const json& ops = j.at("ops");
   REQUIRE(ops.is_array());
   CHECK(ops.size() == expected.size());

@@ -87,6 +87,57 @@ TEST_CASE("option values: an empty value and an out-of-range number are usage er
   CHECK_FALSE(fs::exists(dir / "cache"));
 }
 
+// From a QA pass: options that did nothing were accepted silently, and some messages misled.
+TEST_CASE("options that do not apply are errors; numbers beyond int64 are named so") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"bench", "apply_adam", "--warm"}, "--warm does not apply here"},
+      {{"bench", "apply_adam", "--rows", "5"}, "--rows does not apply here"},
+      {{"bench", "layer_norm", "--n", "5"}, "--n does not apply here: NN ops take"},
+      {{"bench", "nn", "--n", "5"}, "--n does not apply here"},
+      {{"bench", "sparse_apply_adagrad", "--n", "5"}, "--n does not apply here: sparse ops"},
+      {{"bench", "apply_adam", "--model", "transformer-small", "--warm"},
+       "--warm does not apply here"},
+      {{"bench", "apply_adam", "--split", "1000000", "--shape", "x=4"},
+       "--shape does not apply here"},
+      {{"list", "--json", "--markdown"}, "--json and --markdown each ask for a different output"},
+      {{"inspect", "apply_adam", "--stmt", "--asm", "--llvm"},
+       "--stmt, --asm and --llvm each ask for a different output"},
+      {{"bench", "apply_adam", "--n", "1e99"}, "--n: 1e99 is too large"},
+      {{"bench", "apply_adam", "--n", "inf"}, "--n: inf is too large"},
+      {{"bench", "apply_adam", "--n", "2.5"}, "--n: expected an integer, got '2.5'"},
+      // 0 is the natural width, so the range says so.
+      {{"bench", "apply_adam", "--set", "vector=65"}, "'vector' = 65 is outside [0, 64]"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = opforge_reg(args);
+    CAPTURE(r.all());
+    CHECK(r.rc != 0);
+    CHECK(contains(r.err, message));
+    CHECK(r.out.empty());
+  }
+  // libgomp warned about OMP_NUM_THREADS=0 before the range error.
+  const Result zero = opforge_reg({"bench", "apply_adam", "--threads", "0"});
+  CHECK(contains(zero.err, "--threads: 0 is outside"));
+  CHECK_FALSE(contains(zero.err, "libgomp"));
+}
+
+TEST_CASE("bench: --reps is the number of timed calls; one thread has one bandwidth row") {
+  const Result r = opforge_reg(
+      {"bench", "apply_adam", "--n", "1000", "--reps", "2", "--threads", "1", "--json"});
+  CAPTURE(r.all());
+  REQUIRE(r.rc == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["reps"] == 2);  // was 5: one per round of five
+  CHECK(j["host"]["cpu_model"].get<std::string>().size() > 0);
+  CHECK(j["host"]["cpu_features"].is_array());
+  const Result text =
+      opforge_reg({"bench", "apply_adam", "--n", "1000", "--reps", "5", "--threads", "1"});
+  CAPTURE(text.all());
+  CHECK(contains(text.out, "bandwidth (1 thr)"));
+  CHECK(text.out.find("bandwidth (1 thr)") == text.out.rfind("bandwidth (1 thr)"));
+  CHECK(contains(text.out, " kB and this CPU's L3"));  // 1000 elements: kB, not "0 MB"
+  CHECK_FALSE(contains(text.out, "reads 0 MB"));
+}
+
 // A file where a directory belongs was read as an empty registry or cache ("index.json
 // missing", "entries 0"), and `report` measured for minutes before refusing its --html.
 TEST_CASE("option values: a file given as a directory is named at once") {
