@@ -188,6 +188,18 @@ Expr f32_to_bf16(Expr x) {
   return Halide::reinterpret(Halide::BFloat(16), bits);
 }
 
+Expr f32_to_bf16_computed(Expr x) {
+  const Halide::Type u32 = Halide::UInt(32), i32 = Halide::Int(32);
+  // Below the NaN bits whose rounding would carry: 0x7fff7fff as int32 (positive floats are the
+  // non-negative ints), 0xffff7fff as uint32 (negative floats are the upper half). Each min
+  // leaves the other sign's values alone; both clamped values round to 0x7fff / 0xffff, NaNs.
+  Expr s = Halide::min(Halide::reinterpret(i32, f32_bits(std::move(x))), Expr(0x7fff7fff));
+  Expr u = Halide::min(Halide::reinterpret(u32, s), Expr(static_cast<uint32_t>(0xffff7fffu)));
+  Expr lsb = (u >> 16) & Halide::cast(u32, 1);
+  Expr rounded = (u + Halide::cast(u32, 0x7fff) + lsb) >> 16;
+  return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rounded));
+}
+
 Expr f32_to_f16(Expr x) {
   if (x.type() != Halide::Float(32)) x = Halide::cast(Halide::Float(32), x);
   Expr u = f32_bits(x);

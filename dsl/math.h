@@ -98,6 +98,14 @@ Halide::Expr maximum(const Halide::Expr& a, const Halide::Expr& b);
 // A non-fp32 argument is first cast to fp32.
 Halide::Expr f32_to_bf16(Halide::Expr x);
 
+// The same rounding for computed values (the NN ops' bf16 stores), two integer min ops instead
+// of f32_to_bf16's NaN test and select: every quiet NaN stays a NaN (its sign kept, its payload
+// rounded) where the bare rounding (Halide 14's cast) carried NaN bits 0x7fff8000.. into the
+// sign and wrapped 0xffff8000.. to 0 (a NaN weight stored as 0). A signalling NaN with its
+// payload in the low 15 bits rounds to inf, as in Halide's cast; x86 arithmetic never
+// produces one (it quiets every NaN it computes). Cost: dsl/nn_op_decl.cpp's NnArgs::store.
+Halide::Expr f32_to_bf16_computed(Halide::Expr x);
+
 // fp32 -> IEEE binary16: Halide's cast (round to nearest even, overflow to +-inf, f16
 // subnormals exact; Halide 14 emits it as integer code here, not F16C's vcvtps2ph, which is
 // why f16m trails bf16m), except NaN: Halide 14 turns NaN into inf (0x7c00), so NaN is

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dsl/kernel_pipeline.h"
+#include "dsl/math.h"
 #include "opforge/scalar_domain.h"
 #include "registry/format/shape_expr.h"
 
@@ -51,7 +52,20 @@ Halide::Func NnArgs::f32(const std::string& name) const {
 Halide::Expr NnArgs::store(const std::string& output, const Halide::Expr& value) const {
   auto it = output_dtypes.find(output);
   if (it == output_dtypes.end()) throw std::invalid_argument("no output '" + output + "'");
-  return it->second == registry::DType::f32 ? value : Halide::cast(halide_type(it->second), value);
+  if (it->second == registry::DType::f32) return value;
+  if (it->second != registry::DType::bf16) return to_storage(halide_type(it->second), value);
+  // Halide 14's fp32 -> bf16 cast rounds NaN bits as numbers: a NaN with its high payload bits
+  // set and more below (0xffffffff, 0x7fffffff) carried out and was stored as 0 or -0. Only an
+  // fp32 tensor (a norm's gamma, beta) can bring such a NaN in: a bf16 input's low 16 bits
+  // are 0 and x86 arithmetic makes 0xffc00000, both rounding to NaN. So ops with one take
+  // f32_to_bf16_computed, two integer min ops a vector (the norms at 4096 x 1024, cold: within
+  // noise, 0.93-1.08x; in cache 1.05-1.09x), and the others keep the bare rounding (silu in
+  // cache took 1.12-1.15x with the mins; f32_to_bf16's NaN select 1.06-1.25x). AMD EPYC family
+  // 26, 1 thread, preview / registered per pair.
+  bool fp32_tensor = false;
+  for (const auto& [name, t] : tensors) fp32_tensor = fp32_tensor || t.type() == Halide::Float(32);
+  return fp32_tensor ? f32_to_bf16_computed(value)
+                     : Halide::cast(halide_type(registry::DType::bf16), value);
 }
 
 registry::Tolerance activation_tolerance(registry::Tolerance t, registry::DType dtype) {

@@ -83,7 +83,8 @@ struct NnArgs {
   // widening of its bf16 elements, which is exact. Algorithms over activations that may be
   // bf16 (NnOpDecl::activations) read them through this and compute in fp32.
   Halide::Func f32(const std::string& name) const;
-  // An fp32 `value` in output `name`'s dtype: itself, or rounded to nearest even bf16.
+  // An fp32 `value` in output `name`'s dtype: itself, or rounded to nearest even bf16, every
+  // NaN kept a NaN (as torch's bf16 conversion; the bare rounding stored some NaNs as 0).
   Halide::Expr store(const std::string& output, const Halide::Expr& value) const;
 };
 

@@ -116,6 +116,48 @@ def test_add_norms_bf16_and_fp32(reg, layer):
             assert torch.allclose(y.double(), want, rtol=1e-4, atol=1e-4)
 
 
+# NaN weights whose payload bits the bare fp32 -> bf16 rounding carried out of the exponent
+# (stored as 0 or -0), and ordinary quiet NaNs; torch's output is NaN at each.
+NAN_BITS = [-1, 0x7FFFFFFF, 0x7FFF8000, -32768, 0x7FC00000, -4194304]  # -1: 0xffffffff
+
+
+def nan_weight(n, seed):
+    w = randn(n, seed=seed).float()
+    for k, bits in enumerate(NAN_BITS):
+        w.view(torch.int32)[2 * k + 1] = bits
+    return w
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "group_norm", "add_layer_norm",
+                                "add_rms_norm"])
+def test_norms_bf16_nan_weights_stay_nan(reg, op):
+    n = 2 * len(NAN_BITS) + 1
+    x, res = randn(3, n, 1, 1, seed=17), randn(3, n, 1, 1, seed=18)
+    w, b = nan_weight(n, 19), randn(n, seed=20).float()
+    with torch.no_grad():
+        if op == "group_norm":
+            got, want = F.group_norm(x, 1, w, b), torch.nn.functional.group_norm(
+                x.float(), 1, w, b)
+        else:
+            x, res = x.reshape(3, n), res.reshape(3, n)
+            h = (x.float() + res.float()).to(torch.bfloat16) if op.startswith("add") else x
+            if op.endswith("layer_norm"):
+                want = torch.nn.functional.layer_norm(h.float(), (n,), w, b)
+            else:
+                want = rms_norm_ref(h, w, 1e-6).float()
+            if op == "layer_norm":
+                got = F.layer_norm(x, (n,), w, b)
+            elif op == "rms_norm":
+                got = F.rms_norm(x, (n,), w)
+            elif op == "add_layer_norm":
+                got = F.add_layer_norm(x, res, (n,), w, b)[1]
+            else:
+                got = F.add_rms_norm(x, res, (n,), w)[1]
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(torch.isnan(got), torch.isnan(want)), (got, want)
+    assert int(torch.isnan(got).sum()) == 3 * len(NAN_BITS)
+
+
 @pytest.mark.parametrize("torch_cls,opforge_cls,args", [
     (torch.nn.LayerNorm, onn.LayerNorm, (33,)),
     (torch.nn.GroupNorm, onn.GroupNorm, (4, 8)),
