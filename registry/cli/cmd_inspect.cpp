@@ -75,6 +75,15 @@ std::string sample_choices(const nlohmann::json& schedule, const registry::Sched
 
 int cmd_inspect(const Args& a) {
   a.at_most_one_of({"stmt", "asm", "llvm", "header", "loop-nest", "schedule", "html", "json"});
+  // --n and --scalar mark cases in the schedule summary; the listings print the whole kernel.
+  for (const char* out : {"stmt", "asm", "llvm", "header", "loop-nest", "schedule", "html"}) {
+    for (const char* o : {"n", "scalar"}) {
+      if (a.has(out) && a.has(o)) {
+        throw UsageError(std::string("--") + o + " marks the cases of the schedule summary; --" +
+                         out + " prints the whole kernel: drop --" + o);
+      }
+    }
+  }
   const std::map<std::string, int64_t> set = set_options(a);
   // OP --variant ID names one variant of OP by id, as in run/check/bench.
   const std::string name = a.has("variant") ? a.get("variant") : a.positional.at(0);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -380,32 +381,38 @@ TEST_CASE("reference rounding (tests/ieee_half.h) on hand-checked values") {
   CHECK(testing::f16_to_float(0xfbff) == -65504.0f);
 }
 
-TEST_CASE("f32_to_bf16 / f32_to_f16: bit-exact RNE, NaN stays a quiet NaN, on host and avx2") {
-  const std::vector<float> x = edge_values();
+// Runs `check` on the host's target and AVX2's, at 1, 8 and 16 lanes.
+void on_targets_and_widths(const std::function<void(const Halide::Target&, int)>& check) {
   for (const std::string target : {"host", kAvx2}) {
     for (int width : {1, 8, 16}) {
       CAPTURE(target);
       CAPTURE(width);
-      const Halide::Target t =
-          target == "host" ? Halide::get_jit_target_from_environment() : Halide::Target(target);
-      const std::vector<uint16_t> bf = narrow_bits(f32_to_bf16, x, width, t);
-      const std::vector<uint16_t> h = narrow_bits(f32_to_f16, x, width, t);
-      int bad_bf = 0, bad_h = 0;
-      for (size_t k = 0; k < x.size(); ++k) {
-        const uint16_t want_bf = testing::ref_bf16_bits(x[k]), want_h = testing::ref_f16_bits(x[k]);
-        if (bf[k] != want_bf && bad_bf++ < 5) {
-          FAIL_CHECK("bf16 of " << hex(f32_bits(x[k])) << ": " << hex(bf[k]) << ", want "
-                                << hex(want_bf));
-        }
-        if (h[k] != want_h && bad_h++ < 5) {
-          FAIL_CHECK("f16 of " << hex(f32_bits(x[k])) << ": " << hex(h[k]) << ", want "
-                               << hex(want_h));
-        }
-      }
-      CHECK(bad_bf == 0);
-      CHECK(bad_h == 0);
+      check(target == "host" ? Halide::get_jit_target_from_environment() : Halide::Target(target),
+            width);
     }
   }
+}
+
+TEST_CASE("f32_to_bf16 / f32_to_f16: bit-exact RNE, NaN stays a quiet NaN, on host and avx2") {
+  const std::vector<float> x = edge_values();
+  on_targets_and_widths([&](const Halide::Target& t, int width) {
+    const std::vector<uint16_t> bf = narrow_bits(f32_to_bf16, x, width, t);
+    const std::vector<uint16_t> h = narrow_bits(f32_to_f16, x, width, t);
+    int bad_bf = 0, bad_h = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      const uint16_t want_bf = testing::ref_bf16_bits(x[k]), want_h = testing::ref_f16_bits(x[k]);
+      if (bf[k] != want_bf && bad_bf++ < 5) {
+        FAIL_CHECK("bf16 of " << hex(f32_bits(x[k])) << ": " << hex(bf[k]) << ", want "
+                              << hex(want_bf));
+      }
+      if (h[k] != want_h && bad_h++ < 5) {
+        FAIL_CHECK("f16 of " << hex(f32_bits(x[k])) << ": " << hex(h[k]) << ", want "
+                             << hex(want_h));
+      }
+    }
+    CHECK(bad_bf == 0);
+    CHECK(bad_h == 0);
+  });
 }
 
 TEST_CASE("f32_to_bf16_computed: f32_to_bf16's rounding, every quiet NaN a NaN, on host and avx2") {
@@ -414,27 +421,21 @@ TEST_CASE("f32_to_bf16_computed: f32_to_bf16's rounding, every quiet NaN a NaN, 
   for (uint32_t u : {0x7fff8000u, 0x7fffffffu, 0xffff8000u, 0xffffffffu, 0x7fff7fffu}) {
     x.push_back(from_bits(u));
   }
-  for (const std::string target : {"host", kAvx2}) {
-    for (int width : {1, 8, 16}) {
-      CAPTURE(target);
-      CAPTURE(width);
-      const Halide::Target t =
-          target == "host" ? Halide::get_jit_target_from_environment() : Halide::Target(target);
-      const std::vector<uint16_t> bf = narrow_bits(f32_to_bf16_computed, x, width, t);
-      int bad = 0;
-      for (size_t k = 0; k < x.size(); ++k) {
-        const uint32_t u = f32_bits(x[k]);
-        const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-        const bool quiet = nan && (u & 0x00400000u);
-        if (nan && !quiet) continue;  // a signalling NaN: no arithmetic makes one (documented)
-        // Finite and inf: the reference's bits. A quiet NaN: a NaN of the same sign.
-        const bool ok = nan ? (bf[k] & 0x7fff) > 0x7f80 && (bf[k] >> 15) == (u >> 31)
-                            : bf[k] == testing::ref_bf16_bits(x[k]);
-        if (!ok && bad++ < 5) FAIL_CHECK("bf16 of " << hex(u) << ": " << hex(bf[k]));
-      }
-      CHECK(bad == 0);
+  on_targets_and_widths([&](const Halide::Target& t, int width) {
+    const std::vector<uint16_t> bf = narrow_bits(f32_to_bf16_computed, x, width, t);
+    int bad = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      const uint32_t u = f32_bits(x[k]);
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      const bool quiet = nan && (u & 0x00400000u);
+      if (nan && !quiet) continue;  // a signalling NaN: no arithmetic makes one (documented)
+      // Finite and inf: the reference's bits. A quiet NaN: a NaN of the same sign.
+      const bool ok = nan ? (bf[k] & 0x7fff) > 0x7f80 && (bf[k] >> 15) == (u >> 31)
+                          : bf[k] == testing::ref_bf16_bits(x[k]);
+      if (!ok && bad++ < 5) FAIL_CHECK("bf16 of " << hex(u) << ": " << hex(bf[k]));
     }
-  }
+    CHECK(bad == 0);
+  });
   // Why it exists: Halide 14's cast stores these NaNs as zeros. If a newer Halide fixes the cast
   // this documents the change.
   const std::vector<float> carry = {from_bits(0x7fffffffu), from_bits(0xffffffffu)};

@@ -102,6 +102,7 @@ TEST_CASE("options that do not apply are errors; numbers beyond int64 are named 
       {{"list", "--json", "--markdown"}, "--json and --markdown each ask for a different output"},
       {{"inspect", "apply_adam", "--stmt", "--asm", "--llvm"},
        "--stmt, --asm and --llvm each ask for a different output"},
+      {{"inspect", "apply_adam", "--asm", "--n", "1000"}, "--n marks the cases"},
       {{"bench", "apply_adam", "--n", "1e99"}, "--n: 1e99 is too large"},
       {{"bench", "apply_adam", "--n", "inf"}, "--n: inf is too large"},
       {{"bench", "apply_adam", "--n", "2.5"}, "--n: expected an integer, got '2.5'"},
