@@ -39,10 +39,13 @@ int64_t Args::get_int(const std::string& o, int64_t def) const {
     throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
   }
   // Beyond int64 (1e99, inf): a range error, not "not an integer" (and no undefined cast).
-  if (errno == ERANGE || std::fabs(v) >= 9.2e18) {
+  if (std::isinf(v) || std::fabs(v) >= 9.2e18) {
     throw UsageError("--" + o + ": " + s + " is too large (at most about 9.2e18)");
   }
-  if (v != std::trunc(v)) throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
+  // ERANGE here is an underflow (1e-400): not an integer either.
+  if (errno == ERANGE || v != std::trunc(v)) {
+    throw UsageError("--" + o + ": expected an integer, got '" + s + "'");
+  }
   return static_cast<int64_t>(v);
 }
 

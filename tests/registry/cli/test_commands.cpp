@@ -106,6 +106,7 @@ TEST_CASE("options that do not apply are errors; numbers beyond int64 are named 
       {{"bench", "apply_adam", "--n", "1e99"}, "--n: 1e99 is too large"},
       {{"bench", "apply_adam", "--n", "inf"}, "--n: inf is too large"},
       {{"bench", "apply_adam", "--n", "2.5"}, "--n: expected an integer, got '2.5'"},
+      {{"bench", "apply_adam", "--n", "1e-400"}, "--n: expected an integer, got '1e-400'"},
       // 0 is the natural width, so the range says so.
       {{"bench", "apply_adam", "--set", "vector=65"}, "'vector' = 65 is outside [0, 64]"}};
   for (const auto& [args, message] : cases) {
