@@ -178,11 +178,19 @@ Expr maximum(const Expr& a, const Expr& b) {
   return Halide::select(dsl::is_nan(a), a, Halide::select(dsl::is_nan(b), b, Halide::max(a, b)));
 }
 
+namespace {
+// fp32 bits u rounded to nearest even at bit 16, the bf16 bits in the low half (a NaN's bits
+// are rounded as a number: the callers deal with NaN).
+Expr rne_bf16_bits(const Expr& u) {
+  const Halide::Type u32 = Halide::UInt(32);
+  return (u + Halide::cast(u32, 0x7fff) + ((u >> 16) & Halide::cast(u32, 1))) >> 16;
+}
+}  // namespace
+
 Expr f32_to_bf16(Expr x) {
   const Halide::Type u32 = Halide::UInt(32);
   Expr u = f32_bits(std::move(x));
-  Expr lsb = (u >> 16) & Halide::cast(u32, 1);
-  Expr rounded = (u + Halide::cast(u32, 0x7fff) + lsb) >> 16;
+  Expr rounded = rne_bf16_bits(u);
   Expr quiet_nan = (u >> 16) | Halide::cast(u32, 0x0040);
   Expr bits = Halide::cast(Halide::UInt(16), Halide::select(is_nan_bits(u), quiet_nan, rounded));
   return Halide::reinterpret(Halide::BFloat(16), bits);
@@ -195,9 +203,7 @@ Expr f32_to_bf16_computed(Expr x) {
   // leaves the other sign's values alone; both clamped values round to 0x7fff / 0xffff, NaNs.
   Expr s = Halide::min(Halide::reinterpret(i32, f32_bits(std::move(x))), Expr(0x7fff7fff));
   Expr u = Halide::min(Halide::reinterpret(u32, s), Expr(static_cast<uint32_t>(0xffff7fffu)));
-  Expr lsb = (u >> 16) & Halide::cast(u32, 1);
-  Expr rounded = (u + Halide::cast(u32, 0x7fff) + lsb) >> 16;
-  return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rounded));
+  return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rne_bf16_bits(u)));
 }
 
 Expr f32_to_f16(Expr x) {

@@ -49,7 +49,7 @@ int64_t Args::get_int(const std::string& o, int64_t def) const {
   return static_cast<int64_t>(v);
 }
 
-void Args::at_most_one_of(std::initializer_list<const char*> names) const {
+void Args::at_most_one_of(const std::vector<const char*>& names) const {
   std::vector<std::string> given;
   for (const char* o : names) {
     if (has(o)) given.push_back(std::string("--") + o);

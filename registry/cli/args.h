@@ -2,7 +2,6 @@
 // value name, help), and the same table parses argv and prints --help.
 #pragma once
 
-#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -42,7 +41,7 @@ struct Args {
   // The same, and a UsageError naming the range when a given value is outside [lo, hi].
   int64_t get_int(const std::string& o, int64_t def, int64_t lo, int64_t hi) const;
   // A UsageError when more than one of `names` is given (each asks for a different output).
-  void at_most_one_of(std::initializer_list<const char*> names) const;
+  void at_most_one_of(const std::vector<const char*>& names) const;
 };
 
 // Parses argv[first..]; `--help` sets values["help"]. Throws UsageError naming the option.

@@ -421,10 +421,20 @@ int cmd_bench(const Args& a) {
   if (a.has("set") && (a.has("model") || a.has("split"))) {
     throw UsageError("--set times a preview against the registered variant: drop --model/--split");
   }
+  // What applies to which kind of op, once: NN ops are sized by --shape and timed cold (or
+  // --warm); optimizer ops by --n (dense) or --rows/--cols/--indices (sparse), timed warm.
+  const bool nn =
+      target == "nn" || (target != "all" && reg->variants(target).front().shape.named_dims);
+  if (nn) {
+    refuse_options(a, {"n", "rows", "cols", "indices", "model", "split", "align"},
+                   "NN ops take their sizes by --shape");
+  } else {
+    refuse_options(a, {"shape"}, "it sizes NN ops; optimizer ops take --n");
+    refuse_options(a, {"warm"}, "optimizer ops are timed warm; --n 1e7 or more measures memory");
+  }
   if (a.has("model")) {
     if (target == "all") throw UsageError("--model takes one op, not all");
-    refuse_options(a, {"warm"}, "optimizer ops are timed warm");
-    for (const char* o : {"n", "split", "rows", "cols", "indices", "shape"}) {
+    for (const char* o : {"n", "split", "rows", "cols", "indices"}) {
       if (a.has(o)) {
         throw UsageError(std::string("--model sets the tensors and their sizes: drop --") + o);
       }
@@ -445,7 +455,6 @@ int cmd_bench(const Args& a) {
     if (a.has("rows") || a.has("cols") || a.has("indices")) {
       throw UsageError("--split is for dense ops: give --n, not --rows/--cols/--indices");
     }
-    refuse_options(a, {"shape", "warm"}, "--split times dense optimizer ops");
     Kernel& k = op_kernel(*reg, a, target);
     check_scalar_names(k.descriptor(), given);
     const nlohmann::json j = with_regime(bench_split(a, *reg, k, given));
@@ -457,9 +466,6 @@ int cmd_bench(const Args& a) {
     }
     return 0;
   }
-  const bool nn =
-      target == "nn" || (target != "all" && reg->variants(target).front().shape.named_dims);
-  if (nn) refuse_options(a, {"n", "rows", "cols", "indices"}, "NN ops take their sizes by --shape");
   if (target == "nn") return bench_nn_all(a, *reg);
   if (nn) {
     const nlohmann::json j = with_regime(bench_nn(a, *reg, target, given));
@@ -471,8 +477,6 @@ int cmd_bench(const Args& a) {
     }
     return 0;
   }
-  if (a.has("shape")) throw UsageError("--shape is for NN ops");
-  refuse_options(a, {"warm"}, "optimizer ops are timed warm; --n 1e7 or more measures memory");
   if (a.has("set") && target == "all") throw UsageError("--set takes one op, not all");
   if (target != "all") {
     Kernel& k = op_kernel(*reg, a, target);

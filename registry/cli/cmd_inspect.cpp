@@ -74,9 +74,13 @@ std::string sample_choices(const nlohmann::json& schedule, const registry::Sched
 }  // namespace
 
 int cmd_inspect(const Args& a) {
-  a.at_most_one_of({"stmt", "asm", "llvm", "header", "loop-nest", "schedule", "html", "json"});
-  // --n and --scalar mark cases in the schedule summary; the listings print the whole kernel.
-  for (const char* out : {"stmt", "asm", "llvm", "header", "loop-nest", "schedule", "html"}) {
+  // The listings print the whole kernel; --n and --scalar mark cases in the schedule summary.
+  const std::vector<const char*> listings = {"stmt",      "asm",      "llvm", "header",
+                                             "loop-nest", "schedule", "html"};
+  std::vector<const char*> outputs = listings;
+  outputs.push_back("json");
+  a.at_most_one_of(outputs);
+  for (const char* out : listings) {
     for (const char* o : {"n", "scalar"}) {
       if (a.has(out) && a.has(o)) {
         throw UsageError(std::string("--") + o + " marks the cases of the schedule summary; --" +

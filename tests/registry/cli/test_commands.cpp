@@ -99,6 +99,8 @@ TEST_CASE("options that do not apply are errors; numbers beyond int64 are named 
        "--warm does not apply here"},
       {{"bench", "apply_adam", "--split", "1000000", "--shape", "x=4"},
        "--shape does not apply here"},
+      // It called layer_norm "a sparse op".
+      {{"bench", "layer_norm", "--model", "transformer-small"}, "--model does not apply here"},
       {{"list", "--json", "--markdown"}, "--json and --markdown each ask for a different output"},
       {{"inspect", "apply_adam", "--stmt", "--asm", "--llvm"},
        "--stmt, --asm and --llvm each ask for a different output"},
