@@ -62,10 +62,14 @@ Halide::Expr NnArgs::store(const std::string& output, const Halide::Expr& value)
   // noise, 0.93-1.08x; in cache 1.05-1.09x), and the others keep the bare rounding (silu in
   // cache took 1.12-1.15x with the mins; f32_to_bf16's NaN select 1.06-1.25x). AMD EPYC family
   // 26, 1 thread, preview / registered per pair.
+  // On the avx512_bf16 ISA (Halide's Sapphire Rapids feature) the cast is vcvtneps2bf16: round
+  // to nearest even, every NaN kept a (quiet) NaN, but fp32 subnormals (below 2^-126) read and
+  // stored as zero, where torch keeps them; one instruction for 16 values.
+  const Halide::Expr bare = Halide::cast(halide_type(registry::DType::bf16), value);
+  if (target.has_feature(Halide::Target::AVX512_SapphireRapids)) return bare;
   bool fp32_tensor = false;
   for (const auto& [name, t] : tensors) fp32_tensor = fp32_tensor || t.type() == Halide::Float(32);
-  return fp32_tensor ? f32_to_bf16_computed(value)
-                     : Halide::cast(halide_type(registry::DType::bf16), value);
+  return fp32_tensor ? f32_to_bf16_computed(value) : bare;
 }
 
 registry::Tolerance activation_tolerance(registry::Tolerance t, registry::DType dtype) {

@@ -14,6 +14,15 @@ namespace opforge::generators {
 namespace {
 
 const std::vector<std::string> kAllIsas = {"avx512", "avx2"};
+// The memory-bound NN ops' bf16 activation variants add the avx512_bf16 tier (vcvtneps2bf16;
+// generators/isa.cpp), and the same-traffic copy and add have it too, so that `opforge bench`
+// measures a tier variant against a yardstick of its own ISA. Tier / avx512 time, same
+// registry, three alternating rounds (AMD EPYC family 26, 2026-12-07): cold 2 threads 0.62-0.89
+// in most rounds for layer_norm, rms_norm, softmax, gelu, silu, silu_mul and add_rms_norm
+// (0.44-0.81), group_norm and add_layer_norm 0.83-1.07; warm one thread 0.58-0.99 for all,
+// most 0.7-0.85 (scripts/BENCHMARKS.md "bf16 stores by vcvtneps2bf16").
+// matmul, conv2d and attention round a few outputs per many FMAs: not built for it.
+enum class Bf16Tier { none, bf16_form, every_form };
 
 const dsl::Storage kBf16m{registry::DType::bf16, registry::DType::bf16};
 const dsl::Storage kF16m{registry::DType::f16, registry::DType::f16};
@@ -63,24 +72,28 @@ std::vector<VariantSpec> with_bandwidth_kernels(std::vector<VariantSpec> rows) {
 // `isas_of`: the algorithms shipped for some ISAs only (the rest for all).
 void add_all_algorithms(std::vector<VariantSpec>& rows, const dsl::NnOpDecl& decl,
                         const dsl::AttrValues& attrs = {},
-                        const std::map<std::string, std::vector<std::string>>& isas_of = {}) {
+                        const std::map<std::string, std::vector<std::string>>& isas_of = {},
+                        Bf16Tier tier = Bf16Tier::none) {
   std::vector<dsl::AttrValues> forms = {attrs};
   if (!decl.activation_tensors().empty()) {
     forms.push_back(attrs);
     forms.back()[dsl::kActivationDtypeAttr] = "bfloat16";
   }
-  for (const auto& f : forms) {
+  for (size_t form = 0; form < forms.size(); ++form) {
+    const bool tiered = tier == Bf16Tier::every_form || (tier == Bf16Tier::bf16_form && form == 1);
     for (const auto& a : decl.algorithms()) {
       const auto it = isas_of.find(a.name);
-      rows.push_back({&decl, f, it == isas_of.end() ? kAllIsas : it->second, {}, {}, {}, a.name});
+      std::vector<std::string> isas = it == isas_of.end() ? kAllIsas : it->second;
+      if (tiered) isas.insert(isas.begin(), "avx512_bf16");
+      rows.push_back({&decl, forms[form], isas, {}, {}, {}, a.name});
     }
   }
 }
 
 std::vector<VariantSpec> nn_rows() {
   std::vector<VariantSpec> rows;
-  add_all_algorithms(rows, bandwidth_copy());
-  add_all_algorithms(rows, bandwidth_add());
+  add_all_algorithms(rows, bandwidth_copy(), {}, {}, Bf16Tier::every_form);
+  add_all_algorithms(rows, bandwidth_add(), {}, {}, Bf16Tier::every_form);
   // direct_oc_small_14x14, direct_oc_small_8_16x16, gemm_1x1_small and gemm_1x1_s2_small on
   // AVX-512 only: AVX2 is faster with direct_oc_blocked and direct_oc_small there, except on
   // whole 16-pixel register blocks, gemm_1x1_small_16 (measured: nn_conv2d.cpp).
@@ -99,16 +112,16 @@ std::vector<VariantSpec> nn_rows() {
     }
   }
   add_all_algorithms(rows, linear());
-  add_all_algorithms(rows, layer_norm());
-  add_all_algorithms(rows, rms_norm());
-  add_all_algorithms(rows, softmax());
-  add_all_algorithms(rows, add_layer_norm());
-  add_all_algorithms(rows, add_rms_norm());
-  add_all_algorithms(rows, group_norm());
-  add_all_algorithms(rows, gelu(), {{"approximate", "none"}});
-  add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}});
-  add_all_algorithms(rows, silu());
-  add_all_algorithms(rows, silu_mul());
+  add_all_algorithms(rows, layer_norm(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, rms_norm(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, softmax(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, add_layer_norm(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, add_rms_norm(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, group_norm(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, gelu(), {{"approximate", "none"}}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, gelu(), {{"approximate", "tanh"}}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, silu(), {}, {}, Bf16Tier::bf16_form);
+  add_all_algorithms(rows, silu_mul(), {}, {}, Bf16Tier::bf16_form);
   // Attention: causal is compile-time (it removes key blocks from the loop).
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "false"}});
   add_all_algorithms(rows, scaled_dot_product_attention(), {{"causal", "true"}});

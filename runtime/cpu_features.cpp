@@ -31,12 +31,16 @@ bool host_supports(const std::string& f) {
   if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
   if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
   if (f == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (f == "avx512ifma") return __builtin_cpu_supports("avx512ifma");
+  if (f == "avx512vbmi") return __builtin_cpu_supports("avx512vbmi");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
   if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
   return false;  // unknown feature: never assume it
 }
 
-// Mask levels. avx512 is generators/isa.cpp's avx512 ISA (Skylake-server AVX-512); the test
-// suite checks that each registry ISA's features lie within its level.
+// Mask levels. avx512 is generators/isa.cpp's avx512 ISA (Skylake-server AVX-512), avx512_bf16
+// its tier with vcvtneps2bf16; the test suite checks that each registry ISA's features lie
+// within its level.
 const std::map<std::string, std::vector<std::string>>& cpu_levels() {
   static const std::map<std::string, std::vector<std::string>> levels = {
       {"none", {}},
@@ -44,6 +48,9 @@ const std::map<std::string, std::vector<std::string>>& cpu_levels() {
       {"avx512",
        {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl",
         "avx512bw", "avx512dq"}},
+      {"avx512_bf16",
+       {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl",
+        "avx512bw", "avx512dq", "avx512ifma", "avx512vbmi", "avx512vnni", "avx512bf16"}},
   };
   return levels;
 }
@@ -59,9 +66,10 @@ std::string known_names_text() {
 }  // namespace
 
 const std::vector<std::string>& known_cpu_features() {
-  static const std::vector<std::string> names = {"sse4.1",   "sse4.2",   "avx",      "avx2",
-                                                 "fma",      "f16c",     "avx512f",  "avx512cd",
-                                                 "avx512vl", "avx512bw", "avx512dq", "avx512bf16"};
+  static const std::vector<std::string> names = {
+      "sse4.1",   "sse4.2",     "avx",        "avx2",       "fma",
+      "f16c",     "avx512f",    "avx512cd",   "avx512vl",   "avx512bw",
+      "avx512dq", "avx512ifma", "avx512vbmi", "avx512vnni", "avx512bf16"};
   return names;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The NN problems of issue 18's performance goals, one after the other on both ISAs: the
-# memory-bound ops (fp32 and bf16 activations) against the same-traffic copy and oneDNN,
-# matmul, strided convolution (ResNet-50 v1.5 shapes) and attention against oneDNN. Each line
+# The NN problems of issue 18's performance goals, one after the other on both ISAs (the bf16
+# rows again on the avx512_bf16 tier where the CPU has it): the memory-bound ops (fp32 and
+# bf16 activations) against the same-traffic copy and oneDNN, matmul, strided convolution
+# (ResNet-50 v1.5 shapes) and attention against oneDNN. Each line
 # is one `opforge bench` (same-run, interleaved medians); the CPU model and ISA head the output.
 # AVX2 rows limit oneDNN to AVX2 (ONEDNN_MAX_CPU_ISA), so both sides run the same ISA.
 # Usage: scripts/bench_nn_holes.sh [BUILD_DIR]   (run on an otherwise idle machine)
@@ -11,11 +12,18 @@ B="$build/registry/cli/opforge"
 export OPFORGE_REGISTRY=${OPFORGE_REGISTRY:-$build/oplib}
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)  $(nproc) CPUs"
 show() { grep -E "opforge|oneDNN|bandwidth|%" || true; }
-for isa in avx512 avx2; do
+for isa in avx512 avx2 avx512_bf16; do
   if [[ $isa == avx512 ]] && ! grep -qw avx512f /proc/cpuinfo; then continue; fi
+  if [[ $isa == avx512_bf16 ]] && ! grep -qw avx512_bf16 /proc/cpuinfo; then continue; fi
   env=()
   [[ $isa == avx2 ]] && env=(ONEDNN_MAX_CPU_ISA=AVX2)
   bench() { echo "### ISA $isa: $*"; env "${env[@]}" "$B" bench "$@" --isa "$isa" 2>&1 | show; }
+  if [[ $isa == avx512_bf16 ]]; then  # the tier holds the bf16 activation variants only
+    for op in layer_norm rms_norm softmax gelu group_norm silu add_layer_norm; do
+      bench "$op" --attr dtype=bfloat16
+    done
+    continue
+  fi
   for op in layer_norm rms_norm softmax gelu group_norm silu add_layer_norm; do
     bench "$op"
     bench "$op" --attr dtype=bfloat16

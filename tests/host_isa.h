@@ -87,10 +87,12 @@ inline HostIsas host_isas(
   return h;
 }
 
-// The ISAs of a registry, with the features their descriptors name (first variant of each).
-inline HostIsas host_isas(const Registry& reg) {
+// The ISAs of a registry, or of one op's variants in it (a tier ISA such as avx512_bf16 holds
+// a few ops only), with the features their descriptors name (first variant of each).
+inline HostIsas host_isas(const Registry& reg, const std::string& op = "") {
   std::vector<std::pair<std::string, std::vector<std::string>>> isas;
   for (const auto& e : reg.index().variants) {
+    if (!op.empty() && e.op != op) continue;
     const bool seen =
         std::any_of(isas.begin(), isas.end(), [&](const auto& i) { return i.first == e.isa; });
     if (!seen) isas.emplace_back(e.isa, reg.descriptor(e.variant).target.cpu_features);

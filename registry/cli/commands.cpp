@@ -158,8 +158,9 @@ OptionSpec attr_option() {
 }
 OptionSpec isa_option() {
   return {"isa", "ISA",
-          "force an ISA variant (avx512, avx2); default: $OPFORGE_ISA, else the best one the CPU "
-          "(as $OPFORGE_CPU_FEATURES masks it) runs"};
+          "force an ISA variant (avx512, avx2; avx512_bf16 for the bf16 activations of the "
+          "memory-bound NN ops); default: $OPFORGE_ISA, else the best one the CPU (as "
+          "$OPFORGE_CPU_FEATURES masks it) runs"};
 }
 
 const std::vector<Command>& commands() {

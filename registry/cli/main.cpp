@@ -29,7 +29,8 @@ void print_usage() {
          "  OPFORGE_CACHE_DIR     the compile cache (as --cache-dir)\n"
          "  OPFORGE_ISA           force an ISA variant (as --isa)\n"
          "  OPFORGE_CPU_FEATURES  hide CPU features from variant selection: a level (avx2,\n"
-         "                        avx512, none), features (avx2,fma,...), -FEATURE removals;\n"
+         "                        avx512, avx512_bf16, none), features (avx2,fma,...),\n"
+         "                        -FEATURE removals;\n"
          "                        e.g. avx2 runs an AVX-512 host as an AVX2 one (opforge list\n"
          "                        shows what the runtime sees)\n";
 }

@@ -18,7 +18,9 @@ std::vector<std::string> runnable_isas() {
   std::stable_sort(table.begin(), table.end(),
                    [](const auto& a, const auto& b) { return a.priority < b.priority; });
   std::vector<std::pair<std::string, std::vector<std::string>>> isas;
-  for (const auto& i : table) isas.emplace_back(i.name, i.cpu_features);
+  for (const auto& i : table) {
+    if (i.every_op) isas.emplace_back(i.name, i.cpu_features);
+  }
   return host_isas(isas).runnable;
 }
 

@@ -30,8 +30,9 @@ struct Reference {
 
 std::map<std::string, Reference>& references();
 
-// The op table's ISAs (generators::isas()) this host runs, baseline first; the others are
-// noted once as "skipped: ..." (host_isa.h).
+// The op table's ISAs (generators::isas()) that every op ships for and this host runs, baseline
+// first; the others are noted once as "skipped: ..." (host_isa.h). The avx512_bf16 tier's few
+// variants are checked where the registry is iterated (test_nn_kernels.cpp, test_nn_bf16_tier.cpp).
 std::vector<std::string> runnable_isas();
 // Bandwidth kernels (bandwidth_s<S>_g<G>) share one generic reference.
 const Reference* find_reference(const std::string& op);

@@ -2,7 +2,8 @@
 the fp64 formula evaluated on the same bf16 values (the kernels compute in fp32 and round the
 result once to bf16: within 2^-8 relative of the exact value plus the fp32 op's own bound), and
 the modules of a model converted with .bfloat16() against the torch module they replace
-evaluated in fp64 on the same bf16 values, at odd shapes with fixed seeds."""
+evaluated in fp64 on the same bf16 values, at odd shapes with fixed seeds; on each ISA the bf16
+variants ship for that this CPU runs."""
 
 import pytest
 
@@ -12,6 +13,19 @@ from opforge.torch import nn as onn  # noqa: E402
 
 F = onn.functional
 BF16_REL = 2.0 ** -8  # one rounding to nearest bf16 (8 significant bits): <= 2^-8 relative
+
+
+@pytest.fixture(params=["avx512_bf16", "avx512", "avx2"])
+def bf16_isa(request, reg, monkeypatch):
+    """Each ISA of the bf16 variants, forced through $OPFORGE_ISA (the functional calls key
+    their kernels on it): the avx512_bf16 tier rounds with vcvtneps2bf16, the others with
+    integer ops. Skipped where this CPU or the registry lacks it."""
+    try:
+        reg.select("layer_norm", {"dtype": "bfloat16"}, request.param)
+    except Exception as e:
+        pytest.skip(f"{request.param}: {e}")
+    monkeypatch.setenv("OPFORGE_ISA", request.param)
+    return request.param
 
 
 def randn(*shape, seed=0, scale=1.0):
@@ -41,7 +55,7 @@ def rms_norm_ref(x, w, eps):
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 17), (3, 1000)])
-def test_layer_norm_bf16(reg, shape):
+def test_layer_norm_bf16(reg, bf16_isa, shape):
     x = randn(*shape, seed=1, scale=3)
     w, b = randn(shape[-1], seed=2).float(), randn(shape[-1], seed=3).float()
     with torch.no_grad():
@@ -50,7 +64,7 @@ def test_layer_norm_bf16(reg, shape):
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 17), (3, 1000)])
-def test_rms_norm_bf16(reg, shape):
+def test_rms_norm_bf16(reg, bf16_isa, shape):
     x, w = randn(*shape, seed=4), randn(shape[-1], seed=5)  # a bf16 weight is used in fp32
     with torch.no_grad():
         got = F.rms_norm(x, shape[-1:], w, 1e-6)
@@ -58,7 +72,7 @@ def test_rms_norm_bf16(reg, shape):
 
 
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_softmax_bf16(reg, dim):
+def test_softmax_bf16(reg, bf16_isa, dim):
     x = randn(7, 1001, seed=6, scale=4)
     with torch.no_grad():
         got = F.softmax(x, dim)
@@ -66,7 +80,7 @@ def test_softmax_bf16(reg, dim):
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_bf16(reg, approximate):
+def test_gelu_bf16(reg, bf16_isa, approximate):
     x = randn(5, 17, 3, seed=7, scale=4)
     with torch.no_grad():
         got = F.gelu(x, approximate)
@@ -74,7 +88,7 @@ def test_gelu_bf16(reg, approximate):
     assert_close_bf16(got, want, 1e-6)
 
 
-def test_silu_and_silu_mul_bf16(reg):
+def test_silu_and_silu_mul_bf16(reg, bf16_isa):
     a, b = randn(5, 1001, seed=8, scale=4), randn(5, 1001, seed=9)
     with torch.no_grad():
         assert_close_bf16(F.silu(a), torch.nn.functional.silu(a.double()), 1e-6)
@@ -86,7 +100,7 @@ def test_silu_and_silu_mul_bf16(reg):
             F.silu_mul(a, b.float())
 
 
-def test_group_norm_bf16(reg):
+def test_group_norm_bf16(reg, bf16_isa):
     x = randn(2, 6, 5, 7, seed=10, scale=2)
     w, b = randn(6, seed=11).float(), randn(6, seed=12).float()
     with torch.no_grad():
@@ -130,7 +144,7 @@ def nan_weight(n, seed):
 
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "group_norm", "add_layer_norm",
                                 "add_rms_norm"])
-def test_norms_bf16_nan_weights_stay_nan(reg, op):
+def test_norms_bf16_nan_weights_stay_nan(reg, bf16_isa, op):
     n = 2 * len(NAN_BITS) + 1
     x, res = randn(3, n, 1, 1, seed=17), randn(3, n, 1, 1, seed=18)
     w, b = nan_weight(n, 19), randn(n, seed=20).float()
@@ -165,7 +179,7 @@ def test_norms_bf16_nan_weights_stay_nan(reg, op):
     (torch.nn.SiLU, onn.SiLU, ()),
     (torch.nn.Softmax, onn.Softmax, (-1,)),
 ])
-def test_modules_in_a_bf16_model(reg, torch_cls, opforge_cls, args):
+def test_modules_in_a_bf16_model(reg, bf16_isa, torch_cls, opforge_cls, args):
     """A model converted with .bfloat16(): the opforge module takes the bf16 weights as they
     are and returns bf16 within one rounding of the torch module evaluated in fp64 on the same
     bf16 values. (torch 1.13's own bf16 forward is looser: its GroupNorm rounds intermediates

@@ -23,6 +23,10 @@ using Features = std::vector<std::string>;
 const Features kAvx2Level = {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c"};
 const Features kAvx512Level = {"sse4.1",  "sse4.2",   "avx",      "avx2",     "fma",     "f16c",
                                "avx512f", "avx512cd", "avx512vl", "avx512bw", "avx512dq"};
+const Features kAvx512Bf16Level = {"sse4.1",     "sse4.2",     "avx",       "avx2",
+                                   "fma",        "f16c",       "avx512f",   "avx512cd",
+                                   "avx512vl",   "avx512bw",   "avx512dq",  "avx512ifma",
+                                   "avx512vbmi", "avx512vnni", "avx512bf16"};
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -41,6 +45,7 @@ TEST_CASE("mask_cpu_features: levels, feature lists and removals, in host order"
   const Features& all = known_cpu_features();  // a host with every feature
   CHECK(mask_cpu_features("avx2", all) == kAvx2Level);
   CHECK(mask_cpu_features("avx512", all) == kAvx512Level);
+  CHECK(mask_cpu_features("avx512_bf16", all) == kAvx512Bf16Level);
   CHECK(mask_cpu_features("none", all).empty());
   // An explicit list, in any order and with spaces, is the same as the level.
   CHECK(mask_cpu_features("avx2,fma,f16c,sse4.1,sse4.2,avx", all) == kAvx2Level);
@@ -72,9 +77,9 @@ TEST_CASE("mask_cpu_features: a bad item is an Error naming it") {
   const std::string unknown = error_of([&] { mask_cpu_features("avx2,avx3", all); });
   CHECK(contains(unknown, "OPFORGE_CPU_FEATURES='avx2,avx3': "));
   CHECK(contains(unknown, "unknown CPU feature or level 'avx3' (did you mean 'avx2'?)"));
-  CHECK(contains(unknown, "known: levels avx2 avx512 none; features sse4.1"));
+  CHECK(contains(unknown, "known: levels avx2 avx512 avx512_bf16 none; features sse4.1"));
   CHECK(contains(error_of([&] { mask_cpu_features("AVX2", all); }), "'AVX2'"));
-  CHECK(contains(error_of([&] { mask_cpu_features("avx512vnni", all); }), "'avx512vnni'"));
+  CHECK(contains(error_of([&] { mask_cpu_features("avx512fp16", all); }), "'avx512fp16'"));
   CHECK(contains(error_of([&] { mask_cpu_features("-sse5", all); }),
                  "'-sse5': 'sse5' is not a CPU feature"));
   CHECK(contains(error_of([&] { mask_cpu_features("-avx512", all); }),

@@ -120,7 +120,8 @@ bool position_dependent(const std::string& variant) {
 
 // Every optimizer op's default variant on each ISA this CPU runs, fp32 and bf16m storage.
 std::vector<Kernel*> flat_callable(Registry& reg) {
-  const std::vector<std::string> isas = host_isas(reg).runnable;  // says what it skips
+  const std::vector<std::string> isas =
+      host_isas(reg, "apply_adam").runnable;  // says what it skips
   std::vector<Kernel*> out;
   for (const auto& op : reg.ops()) {
     const Descriptor first = reg.variants(op).front();

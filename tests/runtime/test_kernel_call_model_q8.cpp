@@ -63,7 +63,7 @@ Q8Buffers make(const ModelLayout& l, int64_t block) {
 TEST_CASE("call_model: 8-bit states on a block-aligned layout equal one call per tensor") {
   Registry& reg = shared_registry();
   // Both maps (the linear map's code of 0 is 127 signed and 0 unsigned, as the dynamic's).
-  for (const std::string& isa : host_isas(reg).runnable) {
+  for (const std::string& isa : host_isas(reg, "apply_adamw").runnable) {
     for (const std::string storage : {"q8s", "q8ls"}) {
       Kernel& k = reg.select("apply_adamw", {{"storage", storage}}, isa);
       const int64_t block = k.descriptor().shape.block;

@@ -88,7 +88,7 @@ def cmd_describe(reg, op, out):
         attrs = ",".join(f"{a['name']}={json.dumps(a['value']).strip(chr(34))}"
                          for a in v["attrs"]) or "-"
         tol = v.get("tolerance", {})
-        out.write(f"  {v['variant']:<60} {v['target']['isa']:<7} attrs {attrs}\n")
+        out.write(f"  {v['variant']:<60} {v['target']['isa']:<11} attrs {attrs}\n")
         out.write(f"      {v['schedule']['summary']}\n")
         if tol:
             out.write(f"      tolerance vs fp64: |err| <= {tol.get('atol')} + "

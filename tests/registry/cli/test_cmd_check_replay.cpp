@@ -30,7 +30,7 @@ std::vector<fs::path> entries(const fs::path& dir) {
 }
 
 TEST_CASE("check --replay: every call of check --all on one ISA replays green") {
-  const HostIsas host = host_isas(*Registry::open(test_registry_dir()));
+  const HostIsas host = host_isas(*Registry::open(test_registry_dir()), "apply_adam");
   REQUIRE(!host.runnable.empty());
   const std::string isa = host.runnable.front();
   TempDir dir;
