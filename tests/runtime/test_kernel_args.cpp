@@ -80,7 +80,13 @@ TEST_CASE("select: a forced ISA that no variant has is named") {
     const std::string msg = error_of([&] { shared_registry().select("apply_adam", {}, isa); });
     CHECK(contains(msg, "apply_adam"));
     CHECK(contains(msg, "'" + isa + "'"));
+    CHECK(contains(msg, "its ISAs: avx2, avx512"));
   }
+  CHECK(contains(error_of([] { shared_registry().select("apply_adam", {}, "avx51"); }),
+                 "'avx51' (did you mean 'avx512'?); its ISAs"));
+  // The avx512_bf16 tier holds the bf16 NN variants only: an optimizer op names its own ISAs.
+  CHECK(contains(error_of([] { shared_registry().select("apply_adam", {}, "avx512_bf16"); }),
+                 "no variant for ISA 'avx512_bf16'; its ISAs: avx2, avx512"));
   CHECK(shared_registry().select("apply_adam", {}, "avx2").descriptor().target.isa == "avx2");
 }
 
