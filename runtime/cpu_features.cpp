@@ -42,15 +42,19 @@ bool host_supports(const std::string& f) {
 // its tier with vcvtneps2bf16; the test suite checks that each registry ISA's features lie
 // within its level.
 const std::map<std::string, std::vector<std::string>>& cpu_levels() {
+  // Each level is the one below it plus its own features.
+  auto plus = [](std::vector<std::string> below, std::initializer_list<const char*> more) {
+    below.insert(below.end(), more.begin(), more.end());
+    return below;
+  };
+  static const std::vector<std::string> avx2 = {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c"};
+  static const std::vector<std::string> avx512 =
+      plus(avx2, {"avx512f", "avx512cd", "avx512vl", "avx512bw", "avx512dq"});
   static const std::map<std::string, std::vector<std::string>> levels = {
       {"none", {}},
-      {"avx2", {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c"}},
-      {"avx512",
-       {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl",
-        "avx512bw", "avx512dq"}},
-      {"avx512_bf16",
-       {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512vl",
-        "avx512bw", "avx512dq", "avx512ifma", "avx512vbmi", "avx512vnni", "avx512bf16"}},
+      {"avx2", avx2},
+      {"avx512", avx512},
+      {"avx512_bf16", plus(avx512, {"avx512ifma", "avx512vbmi", "avx512vnni", "avx512bf16"})},
   };
   return levels;
 }

@@ -549,16 +549,17 @@ std::vector<Descriptor> runnable_variants(std::vector<Descriptor>& matching, con
   if (out.empty() && isa.empty() && !need_cpu) out = std::move(matching);
   if (out.empty()) {
     const std::string& mask = cpu_features().mask;
-    // A forced ISA: the ones these variants have (avx512_bf16 holds a few ops only).
+    if (isa.empty()) {
+      throw Error("op '" + op + "': no variant runs on this CPU" +
+                  (mask.empty() ? "" : " (OPFORGE_CPU_FEATURES=" + mask + ")"));
+    }
+    // A forced ISA: name the ones these variants have (avx512_bf16 holds a few ops only).
     std::set<std::string> isas;
     for (const auto& d : matching) isas.insert(d.target.isa);
     std::string has;
     for (const auto& i : isas) has += (has.empty() ? "" : ", ") + i;
-    throw Error(
-        "op '" + op + "': no variant " +
-        (isa.empty() ? "runs on this CPU" : "for ISA '" + isa + "'") +
-        (isa.empty() && !mask.empty() ? " (OPFORGE_CPU_FEATURES=" + mask + ")" : "") +
-        (isa.empty() ? "" : did_you_mean(isa, {isas.begin(), isas.end()}) + "; its ISAs: " + has));
+    throw Error("op '" + op + "': no variant for ISA '" + isa + "'" +
+                did_you_mean(isa, {isas.begin(), isas.end()}) + "; its ISAs: " + has);
   }
   // Best first: the algorithm's priority (NN ops), then the ISA's.
   std::stable_sort(out.begin(), out.end(), [](const Descriptor& a, const Descriptor& b) {

@@ -12,6 +12,7 @@ B="$build/registry/cli/opforge"
 export OPFORGE_REGISTRY=${OPFORGE_REGISTRY:-$build/oplib}
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)  $(nproc) CPUs"
 show() { grep -E "opforge|oneDNN|bandwidth|%" || true; }
+memory_bound=(layer_norm rms_norm softmax gelu group_norm silu add_layer_norm)
 for isa in avx512 avx2 avx512_bf16; do
   if [[ $isa == avx512 ]] && ! grep -qw avx512f /proc/cpuinfo; then continue; fi
   if [[ $isa == avx512_bf16 ]] && ! grep -qw avx512_bf16 /proc/cpuinfo; then continue; fi
@@ -19,12 +20,10 @@ for isa in avx512 avx2 avx512_bf16; do
   [[ $isa == avx2 ]] && env=(ONEDNN_MAX_CPU_ISA=AVX2)
   bench() { echo "### ISA $isa: $*"; env "${env[@]}" "$B" bench "$@" --isa "$isa" 2>&1 | show; }
   if [[ $isa == avx512_bf16 ]]; then  # the tier holds the bf16 activation variants only
-    for op in layer_norm rms_norm softmax gelu group_norm silu add_layer_norm; do
-      bench "$op" --attr dtype=bfloat16
-    done
+    for op in "${memory_bound[@]}"; do bench "$op" --attr dtype=bfloat16; done
     continue
   fi
-  for op in layer_norm rms_norm softmax gelu group_norm silu add_layer_norm; do
+  for op in "${memory_bound[@]}"; do
     bench "$op"
     bench "$op" --attr dtype=bfloat16
   done

@@ -17,6 +17,7 @@
 #include "dsl/nn_op_decl.h"
 #include "generators/op_table.h"
 #include "host_isa.h"
+#include "ieee_half.h"
 #include "opforge/runtime.hpp"
 #include "registry/builder/nn_golden/nn_reference.h"
 #include "registry/cli/check/nn_problem.h"
@@ -33,11 +34,6 @@ bool lists(const std::vector<std::string>& isas, const std::string& isa) {
   return std::find(isas.begin(), isas.end(), isa) != isas.end();
 }
 
-uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<uint16_t>(u >> 16);  // the inputs below are bf16 values: exact
-}
 bool is_nan(uint16_t h) {
   return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
 }
@@ -66,7 +62,7 @@ Call make_call(Kernel& k, const NnProblem& p, unsigned seed) {
     const size_t n = static_cast<size_t>(elements(shape));
     if (in.dtype == registry::DType::bf16) {
       auto& h = c.bf16[in.name];
-      for (size_t i = 0; i < n; ++i) h.push_back(bf16_bits(u(rng)));
+      for (size_t i = 0; i < n; ++i) h.push_back(ref_bf16_bits(u(rng)));
       c.tensors.push_back({in.name, h.data(), registry::DType::bf16, shape});
     } else {
       REQUIRE(in.dtype == registry::DType::f32);
@@ -115,8 +111,8 @@ TEST_CASE("avx512_bf16 tier: the bf16 forms of the memory-bound NN ops, beside b
 
 TEST_CASE("avx512_bf16 tier: selected first, and what avx512 stores but for subnormals") {
   auto reg = Registry::open(test_registry_dir());
-  if (!host_isas(*reg, "layer_norm").runs(kTier)) return;  // says what it skips
-  if (!host_isas(*reg, "layer_norm").runs("avx512")) return;
+  const HostIsas host = host_isas(*reg, "layer_norm");  // says what it skips
+  if (!host.runs(kTier) || !host.runs("avx512")) return;
   int compared = 0;
   int64_t elements = 0, off_by_one = 0;
   for (const auto& e : reg->index().variants) {

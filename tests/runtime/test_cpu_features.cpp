@@ -23,10 +23,12 @@ using Features = std::vector<std::string>;
 const Features kAvx2Level = {"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c"};
 const Features kAvx512Level = {"sse4.1",  "sse4.2",   "avx",      "avx2",     "fma",     "f16c",
                                "avx512f", "avx512cd", "avx512vl", "avx512bw", "avx512dq"};
-const Features kAvx512Bf16Level = {"sse4.1",     "sse4.2",     "avx",       "avx2",
-                                   "fma",        "f16c",       "avx512f",   "avx512cd",
-                                   "avx512vl",   "avx512bw",   "avx512dq",  "avx512ifma",
-                                   "avx512vbmi", "avx512vnni", "avx512bf16"};
+const Features kAvx512Bf16Level = [] {
+  Features f = kAvx512Level;
+  for (const char* more : {"avx512ifma", "avx512vbmi", "avx512vnni", "avx512bf16"})
+    f.push_back(more);
+  return f;
+}();
 
 std::string error_of(const std::function<void()>& f) {
   try {
