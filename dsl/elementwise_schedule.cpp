@@ -46,6 +46,18 @@ const std::vector<ScheduleParamDecl>& ElementwiseSchedule::params() {
       // Floor 256: every slot costs a task pair and a semaphore wake (7-30 us measured).
       {"db_grain", 8192, 256, 1 << 20,
        "elements per double-buffer slot (rounded up to whole vectors x unroll)"},
+      // The 8-bit kernels alternate a compute-heavy pass (decode, update, block maxima) with
+      // their loads, and on one core of a 2-vCPU Xeon (family 6 model 207) they took more
+      // than their compute time plus their bandwidth kernel's at 1e7. A prefetcht0 of grad and
+      // var 512 elements ahead, from 2^21 elements: 0.80-0.91x the time there at 1e7 for
+      // Adam, AdamW and Lion, both ISAs and maps (momentum 0.97-1.03x), 1.005-1.02x in cache
+      // (the branch, the prefetch skipped), 1.03x at 1e6 (in L3) when run; prefetching the
+      // codes did not help (scripts/BENCHMARKS.md, "the wide inputs prefetched").
+      {"prefetch", 0, 0, 1 << 20,
+       "8-bit-state ops: elements ahead at which the update prefetches its inputs wider than a "
+       "byte (prefetcht0), 0: none (their default: 512)"},
+      {"prefetch_from", 1 << 21, 0, 1 << 30,
+       "8-bit-state ops: N at or above which those prefetches run"},
   };
   return p;
 }
@@ -319,7 +331,11 @@ std::string ElementwiseSchedule::blockwise_summary(const std::map<std::string, i
          std::to_string(p.at("tasks")) + " parallel runs (one below " +
          std::to_string(p.at("serial_below")) + " elements); per block new values in " +
          std::to_string(p.at("vector")) +
-         "-wide vectors, 16-lane absmax, codes and absmax stored in one pass";
+         "-wide vectors, 16-lane absmax, codes and absmax stored in one pass" +
+         (p.at("prefetch") > 0
+              ? "; inputs wider than a byte prefetched " + std::to_string(p.at("prefetch")) +
+                    " elements ahead from N = " + std::to_string(p.at("prefetch_from"))
+              : std::string());
 }
 
 void ElementwiseSchedule::apply_reduction(Halide::Func total, const Halide::RDom& r,

@@ -13,6 +13,7 @@
 #include "dsl/elementwise_schedule.h"
 #include "dsl/fp8.h"
 #include "dsl/math.h"
+#include "dsl/output_prefetch.h"
 #include "dsl/quant8.h"
 
 namespace opforge::dsl {
@@ -346,7 +347,7 @@ struct Blockwise {
 };
 Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewValues& nv,
                            const std::string& first, Func out, const Var& i, const Var& e,
-                           const Var& eb) {
+                           const Var& eb, int64_t prefetch, int64_t prefetch_from) {
   const OptimizerDecl& decl = op.as_optimizer();
   const int B = decl.storage().block;
   const Halide::Type t = in.compute;
@@ -366,6 +367,21 @@ Blockwise define_blockwise(const ResolvedOp& op, const Bindings& in, const NewVa
   for (size_t j = 0; j < q.size(); ++j) {
     slot[q[j]] = static_cast<int>(j);
     quantized.push_back(fp32 ? Halide::strict_float(nv.states[q[j]]) : nv.states[q[j]]);
+  }
+  // The schedule's prefetches ride on the first quantized state's new value, computed per
+  // vector of each block (ElementwiseSchedule's prefetch params): a line of each input wider
+  // than a byte that the update reads, `prefetch` elements ahead, clamped to the last element,
+  // where N >= prefetch_from.
+  if (prefetch > 0 && fp32) {
+    const Expr last = in.extents.at(first)[0] - 1;
+    CallNames reads;  // what the new values read directly (not the 8-bit codes, nor `model`)
+    for (const Expr& x : nv.states) x.accept(&reads);
+    for (const auto& [name, im] : in.images) {
+      if (!reads.names.count(in.tensors.at(name).name()) || im.type().bytes() == 1) continue;
+      quantized[0] = with_input_prefetch(quantized[0], im,
+                                         Halide::min(eb * B + e + static_cast<int>(prefetch), last),
+                                         last >= static_cast<int>(prefetch_from - 1));
+    }
   }
   define_values(w.quantized, {e, eb}, quantized);
   auto quantized_at = [&](int j, const Expr& at, const Expr& blk) {
@@ -568,7 +584,12 @@ Definition define_dense(const ResolvedOp& op, const Bindings& in, Func out,
   std::optional<Blockwise> blockwise;
   if (decl.storage().quant) {
     if (values_first) fail(decl.name(), "new_values_first() takes f32 ops");
-    blockwise = define_blockwise(op, in, new_values, first_tensor, out, i, qe, qb);
+    auto param = [&](const char* name) {
+      auto it = sched.find(name);
+      return in.scheduled && it != sched.end() ? it->second : int64_t{0};
+    };
+    blockwise = define_blockwise(op, in, new_values, first_tensor, out, i, qe, qb,
+                                 param("prefetch"), param("prefetch_from"));
     def.block_scales = blockwise->absmax_out;
     def.algorithm = algorithm_text(std::vector<Func>{out, blockwise->absmax_out});
   } else if (!new_values.states.empty()) {
@@ -761,6 +782,9 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
   if (decl.storage().quant && target.natural_vector_size(Halide::Float(32)) == 8 &&
       !given.count("vector"))
     given["vector"] = 32;
+  // 8-bit states: their inputs prefetched 512 elements ahead by default (the param's comment,
+  // dsl/elementwise_schedule.cpp); every other recipe has no such prefetch.
+  if (decl.storage().quant && !given.count("prefetch")) given["prefetch"] = 512;
   r.schedule_params = ElementwiseSchedule::resolve(given, target);
   if ((decl.sparse() || decl.is_multi_tensor() || decl.storage().quant) &&
       !ElementwiseSchedule::bucket_bounds(r.schedule_params).empty()) {
@@ -774,6 +798,12 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
     throw std::invalid_argument("op '" + op.name() +
                                 "': double_buffer applies to dense elementwise ops only, not "
                                 "sparse, multi-tensor or 8-bit-state ones");
+  }
+  if (!decl.storage().quant && r.schedule_params.at("prefetch")) {
+    throw std::invalid_argument("op '" + op.name() +
+                                "': prefetch applies to 8-bit-state ops only (storage q8s, "
+                                "q8ls, ...), not to this one's " +
+                                decl.storage().tag() + " storage");
   }
   r.schedule_recipe = decl.sparse()            ? "sparse_rows"
                       : decl.is_multi_tensor() ? "multi_tensor"
@@ -819,6 +849,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
       // vector's block index (i / block) folds to one scalar instead of a gather.
       if (decl.storage().quant && scheduled) im.dim(0).set_min(0);
       in.tensors[a.name] = im;
+      in.images.emplace(a.name, im);
       r.arguments.push_back(im);
     }
     r.kernel_args.push_back({a.name,
@@ -901,6 +932,7 @@ KernelPipeline build_optimizer_pipeline(const ResolvedOp& op,
     outs.push_back(def.results[k]);
   }
   r.pipeline = Halide::Pipeline(outs);
+  add_output_prefetch_pass(r.pipeline, outs, r.algorithm);
   return r;
 }
 

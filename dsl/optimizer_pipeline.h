@@ -39,6 +39,8 @@ std::vector<std::string> output_order(const ResolvedOp& op);
 // each scalar as an Expr, and each tensor's extents (innermost first).
 struct Bindings {
   std::map<std::string, Halide::Func> tensors;
+  // The tensors' ImageParams where they are ones (the kernels; not a Generator's Inputs).
+  std::map<std::string, Halide::ImageParam> images;
   std::map<std::string, Halide::Expr> scalars;
   std::map<std::string, std::vector<Halide::Expr>> extents;
   // The kernels compute in fp32 and are scheduled; the fp64 golden (opforge check) computes

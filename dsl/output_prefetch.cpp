@@ -1,5 +1,6 @@
 #include "dsl/output_prefetch.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -20,9 +21,17 @@ namespace {
 
 // The marker's name: this prefix, then the output's name.
 constexpr const char kMarker[] = "opforge_prefetch_output.";
+// An input's marker: this prefix, then the input's name; args {value, element offset, a zero of
+// the input's type, the condition}.
+constexpr const char kInputMarker[] = "opforge_prefetch_input.";
+
+bool is_input_marker(const Call* op) {
+  return op->call_type == Call::PureExtern && op->name.rfind(kInputMarker, 0) == 0;
+}
 
 bool is_marker(const Call* op) {
-  return op->call_type == Call::PureExtern && op->name.rfind(kMarker, 0) == 0;
+  return op->call_type == Call::PureExtern &&
+         (op->name.rfind(kMarker, 0) == 0 || is_input_marker(op));
 }
 
 // What the pass needs of an output buffer: element type, and per dim (innermost first) the
@@ -53,6 +62,26 @@ class TakeMarkers : public IRMutator {
 
   Expr visit(const Call* op) override {
     if (!is_marker(op)) return IRMutator::visit(op);
+    if (is_input_marker(op)) {
+      const std::string input = op->name.substr(sizeof(kInputMarker) - 1);
+      const int bytes = op->args[2].type().bytes();
+      const Expr offsets = mutate(op->args[1]);
+      Expr when = mutate(op->args[3]);
+      if (when.type().is_vector()) when = Halide::Internal::extract_lane(when, 0);
+      when = Halide::Internal::simplify(with_lets(when));
+      // One prefetch per 64-byte line the vector spans (lanes 0, 64 / bytes, ...).
+      const int lanes = offsets.type().lanes(), per_line = std::max(1, 64 / bytes);
+      for (int k = 0; k < lanes; k += per_line) {
+        const Expr offset = lanes > 1 ? Halide::Internal::extract_lane(offsets, k) : offsets;
+        const Stmt fetch = Evaluate::make(Call::make(
+            Halide::Int(32), "opforge_prefetch_t0",
+            {Variable::make(Halide::Handle(), input),
+             Halide::Internal::simplify(with_lets(Halide::cast<int64_t>(offset) * bytes))},
+            Call::Extern));
+        prefetches.push_back(Halide::Internal::IfThenElse::make(when, fetch, Stmt()));
+      }
+      return mutate(op->args[0]);
+    }
     const std::string output = op->name.substr(sizeof(kMarker) - 1);
     auto it = outputs_.find(output);
     if (it == outputs_.end()) {
@@ -73,10 +102,7 @@ class TakeMarkers : public IRMutator {
       if (c.type().is_vector()) c = Halide::Internal::extract_lane(c, 0);
       offset = offset + (c - g.mins[k]) * g.strides[k];
     }
-    for (auto l = lets_.rbegin(); l != lets_.rend(); ++l) {
-      if (Halide::Internal::expr_uses_var(offset, l->first))
-        offset = Let::make(l->first, l->second, offset);
-    }
+    offset = with_lets(offset);
     // Halide's prefetch intrinsic: one line at base + offset elements of g.type (it emits
     // prefetchnta, which also takes the line in for the store that follows: as fast as
     // prefetchw in a C model of softmax's passes, 2026-12-06).
@@ -88,6 +114,13 @@ class TakeMarkers : public IRMutator {
   }
 
  private:
+  // e inside the Let exprs around the marker that it uses.
+  Expr with_lets(Expr e) const {
+    for (auto l = lets_.rbegin(); l != lets_.rend(); ++l) {
+      if (Halide::Internal::expr_uses_var(e, l->first)) e = Let::make(l->first, l->second, e);
+    }
+    return e;
+  }
   const Geometries& outputs_;
   std::vector<std::pair<std::string, Expr>> lets_;
 };
@@ -119,9 +152,11 @@ class InjectOutputPrefetches : public IRMutator {
 
   Expr visit(const Call* op) override {
     if (is_marker(op)) {
-      throw std::invalid_argument("with_output_prefetch: a marker of '" +
-                                  op->name.substr(sizeof(kMarker) - 1) +
-                                  "' outside a store or let (not placed)");
+      const bool input = is_input_marker(op);
+      throw std::invalid_argument(
+          std::string(input ? "with_input_prefetch" : "with_output_prefetch") + ": a marker of '" +
+          op->name.substr(input ? sizeof(kInputMarker) - 1 : sizeof(kMarker) - 1) +
+          "' outside a store or let (not placed)");
     }
     return IRMutator::visit(op);
   }
@@ -144,9 +179,18 @@ Expr with_output_prefetch(const Expr& value, const std::string& output,
   return Call::make(value.type(), kMarker + output, args, Call::PureExtern);
 }
 
+Expr with_input_prefetch(const Expr& value, const Halide::ImageParam& input, const Expr& element,
+                         const Expr& when) {
+  return Call::make(value.type(), kInputMarker + input.name(),
+                    {value, element, Halide::Internal::make_zero(input.type()), when},
+                    Call::PureExtern);
+}
+
 void add_output_prefetch_pass(Halide::Pipeline& p, const std::vector<Halide::Func>& outputs,
                               const std::string& algorithm) {
-  if (algorithm.find(kMarker) == std::string::npos) return;
+  if (algorithm.find(kMarker) == std::string::npos &&
+      algorithm.find(kInputMarker) == std::string::npos)
+    return;
   Geometries g;
   for (const Halide::Func& f : outputs) {
     for (const Halide::OutputImageParam& ob : f.output_buffers()) {

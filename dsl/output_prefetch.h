@@ -11,6 +11,10 @@
 // The pass replaces each marker by its value and puts one prefetch of y(c, r) (lane 0 of a
 // vector) before the store that held it. A marker that reaches code generation (no pass,
 // or one the pass could not place) fails the compile: an unknown extern call.
+//
+// The same pass places read prefetches of an input some elements ahead (with_input_prefetch):
+// one prefetcht0 per line of the vector, for a compute-heavy loop that keeps too few of its
+// loads in flight for the hardware prefetchers alone (the 8-bit optimizer states).
 #pragma once
 
 #include <Halide.h>
@@ -24,6 +28,11 @@ namespace opforge::dsl {
 // is stored.
 Halide::Expr with_output_prefetch(const Halide::Expr& value, const std::string& output,
                                   const std::vector<Halide::Expr>& coords);
+
+// `value`, marked to prefetch element `element` (a flat offset from the buffer's start) of
+// input `input` where it is stored.
+Halide::Expr with_input_prefetch(const Halide::Expr& value, const Halide::ImageParam& input,
+                                 const Halide::Expr& element, const Halide::Expr& when);
 
 // Adds the lowering pass to `p` when a definition reachable from `outputs` holds a marker
 // (`algorithm`: the pipeline's algorithm text, where the markers show by name). Compiling

@@ -1,6 +1,6 @@
 /* x86 instructions Halide 14 does not emit, as functions its kernels call: table lookups as
- * permutes and the 16 x 16 transpose for dsl/table_lookup.h, and AVX-512's reciprocal estimate
- * for dsl/math.cpp (at the end). Halide 14 emits no variable permute on x86 and compiles a
+ * permutes and the 16 x 16 transpose for dsl/table_lookup.h, prefetcht0 for dsl/output_prefetch.h's
+ * input prefetches, and AVX-512's reciprocal estimate for dsl/math.cpp (at the end). Halide 14 emits no variable permute on x86 and compiles a
  * lookup into a small table as a gather (16 scalar loads per AVX-512 vector). Compiled to LLVM
  * bitcode once per ISA (dsl/CMakeLists.txt) and linked into the kernels that call these functions:
  * Halide calls NAMExL for an L-lane vector call of NAME when the module defines it (NAME itself for
@@ -42,6 +42,13 @@ HIDDEN f32x8 opforge_lut8fx8(i32x8 i, ARGS8(f32x8)) {
 HIDDEN i32x8 opforge_lut8ix8(i32x8 i, ARGS8(i32x8)) {
   const i32x8 t = {LANE0_8};
   return __builtin_ia32_permvarsi256(t, i);
+}
+
+/* A prefetch into every cache level (prefetcht0), which Halide's prefetch intrinsic is not
+ * (prefetchnta). */
+HIDDEN int32_t opforge_prefetch_t0(const char* base, int64_t byte_offset) {
+  __builtin_prefetch(base + byte_offset, 0, 3);
+  return 0;
 }
 
 #ifdef __AVX512F__

@@ -15,7 +15,8 @@ namespace {
 
 const char kPrefix[] = "opforge_lut";
 const char kTransposePrefix[] = "opforge_tr16";
-const char kReciprocalPrefix[] = "opforge_rcp14";  // dsl/math.cpp's AVX-512 estimate
+const char kReciprocalPrefix[] = "opforge_rcp14";      // dsl/math.cpp's AVX-512 estimate
+const char kPrefetchPrefix[] = "opforge_prefetch_t0";  // dsl/output_prefetch.cpp's inputs
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
@@ -32,7 +33,7 @@ class FindsLookups : public Halide::Internal::IRVisitor {
   void visit(const Halide::Internal::Call* op) override {
     const bool avx512_only =
         starts_with(op->name, kTransposePrefix) || starts_with(op->name, kReciprocalPrefix);
-    if (avx512_only || starts_with(op->name, kPrefix)) {
+    if (avx512_only || starts_with(op->name, kPrefix) || op->name == kPrefetchPrefix) {
       found = true;
       wide = wide || avx512_only || starts_with(op->name, std::string(kPrefix) + "32");
     }

@@ -1,9 +1,13 @@
 // dsl/output_prefetch: a scratch Func whose values carry the marker, computed per row of the
 // output and vectorized, lowers to one prefetch of the output per vector and no marker; the
 // JIT-compiled pipeline computes the same values as without the marker, at odd widths; a
-// marker naming no output or with the wrong coordinate count is refused.
+// marker naming no output or with the wrong coordinate count is refused. An input's marker
+// lowers to one prefetcht0 call per 64-byte line of the vector, under its condition, and the
+// pipeline (linked with dsl/table_lookup.c's bitcode, as the kernels are) computes the same
+// values with the condition true or false.
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "dsl/kernel_pipeline.h"
 #include "dsl/nn_op_decl.h"
 #include "dsl/output_prefetch.h"
+#include "dsl/table_lookup.h"
 #include "lowered_stmt.h"
 
 namespace opforge::dsl {
@@ -95,6 +100,72 @@ TEST_CASE("output prefetch: a marker of no output, or with the wrong coords, is 
   CHECK_THROWS_WITH_AS(lowered_stmt(three.p, {three.x}),
                        "with_output_prefetch: output 'y' has 2 dims, the marker 3 coords",
                        std::invalid_argument);
+}
+
+// y(i) = 3 x(i) - 1, 16 lanes, through a scratch e per 64-element chunk whose values carry a
+// prefetch of x at i + ahead (clamped to the last element) where `when`.
+struct InputPipeline {
+  ImageParam x{Halide::Float(32), 1, "x"};
+  Func y = output_func("y");
+  Halide::Pipeline p;
+};
+
+InputPipeline input_pipeline(int ahead, int from) {
+  InputPipeline ip;
+  Var i("i"), io("io"), ii("ii");
+  Func e("e");
+  const Expr n = ip.x.dim(0).extent();
+  e(i) = with_input_prefetch(ip.x(i) * 3.0f, ip.x, Halide::min(i + ahead, n - 1), n >= from);
+  ip.y(i) = e(i) - 1.0f;
+  ip.y.split(i, io, ii, 64, Halide::TailStrategy::GuardWithIf);
+  e.compute_at(ip.y, io).vectorize(i, 16, Halide::TailStrategy::GuardWithIf);
+  ip.p = Halide::Pipeline(ip.y);
+  add_output_prefetch_pass(ip.p, {ip.y}, algorithm_text(ip.y));
+  return ip;
+}
+
+TEST_CASE("input prefetch: one prefetcht0 per line of a vector, under its condition") {
+  InputPipeline ip = input_pipeline(512, 1000);
+  const std::string stmt = lowered_stmt(ip.p, {ip.x});
+  CHECK(stmt.find("opforge_prefetch_input") == std::string::npos);
+  // 16 fp32 lanes are one line: one call per vector (the loop and its guarded tail), each
+  // the only statement of an if on the condition (which Halide hoists into a let).
+  CHECK(count(stmt, "opforge_prefetch_t0(x, ") >= 1);
+  CHECK(stmt.find("= 1000 <= x.extent.0") != std::string::npos);
+  std::istringstream lines(stmt);
+  std::string previous, line;
+  int calls = 0;
+  while (std::getline(lines, line)) {
+    if (line.find("opforge_prefetch_t0(x, ") != std::string::npos) {
+      ++calls;
+      CHECK_MESSAGE(previous.find("if (") != std::string::npos, previous, "\n", line);
+    }
+    previous = line;
+  }
+  CHECK(calls == count(stmt, "opforge_prefetch_t0("));
+}
+
+TEST_CASE("input prefetch: values unchanged with the prefetch on or off, at odd sizes") {
+  const Halide::Target host = Halide::get_host_target();
+  if (permutes_of(host) == Permutes::none) {
+    MESSAGE("skipped: dsl/table_lookup.c's bitcode is built for x86-64 AVX2 and AVX-512 only");
+    return;
+  }
+  for (int from : {0, 1 << 30}) {
+    InputPipeline ip = input_pipeline(512, from);
+    Halide::Module m = ip.p.compile_to_module({ip.x}, "prefetched", host);
+    link_table_lookups(m);
+    Halide::Internal::JITModule jit(m, m.get_function_by_name("prefetched"), {});
+    for (int n : {1, 5, 17, 1000, 65543}) {
+      Buffer<float> X(n), Y(n);
+      for (int k = 0; k < n; ++k) X(k) = static_cast<float>((k * 7) % 31);
+      std::vector<const void*> argv = {X.raw_buffer(), Y.raw_buffer()};
+      REQUIRE(jit.argv_function()(argv.data()) == 0);
+      int wrong = 0;
+      for (int k = 0; k < n; ++k) wrong += Y(k) != 3.0f * X(k) - 1.0f;
+      CHECK_MESSAGE(wrong == 0, "n = ", n, ", from = ", from);
+    }
+  }
 }
 
 }  // namespace

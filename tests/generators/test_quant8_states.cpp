@@ -267,6 +267,30 @@ TEST_CASE("8-bit states: every q8 variant against its fp64 reference, quantized 
   CHECK(rows >= 8);
 }
 
+// The 8-bit kernels prefetch their wider inputs from the size their schedule names (2^21
+// elements by default, scripts/BENCHMARKS.md): one size above it, so that those loops run.
+TEST_CASE("8-bit states: above the prefetch size, against the reference") {
+  auto reg = Registry::open(test_registry_dir());
+  for (const std::string& isa : host_isas(*reg, "apply_adam").runnable) {
+    for (const char* storage : {"q8s", "q8ls"}) {
+      Kernel& k = reg->select("apply_adam", {{"storage", storage}}, isa);
+      CAPTURE(k.descriptor().variant);
+      const auto& params = k.descriptor().schedule.params;
+      REQUIRE(params.count("prefetch_from"));
+      CHECK(std::stoll(params.at("prefetch")) > 0);
+      const size_t n = std::stoull(params.at("prefetch_from")) + 4097;
+      const Reference& ref = *find_reference("apply_adam");
+      std::mt19937 rng(17);
+      Tensors t;
+      Scalars s;
+      ref.inputs(rng, n, k.descriptor().attr_values(), t, s);
+      int flips = 0;
+      run_q8(k, ref, t, s, n, &flips);
+      CHECK_MESSAGE(flips * 100 <= static_cast<int>(n), flips << " flipped codes");
+    }
+  }
+}
+
 // Adam with hand-made blocks: block 0 all zero (states and gradient), block 1 one huge
 // gradient among small ones, block 2 a NaN gradient, block 3 an inf one, a 5-element tail.
 Tensors edge_inputs(size_t n, bool nonfinite) {

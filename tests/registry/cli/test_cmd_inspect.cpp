@@ -144,6 +144,27 @@ TEST_CASE("inspect --set name@N: a size bucket is one more case, taken from N up
   CHECK(contains(sparse.err, "apply to dense elementwise ops only"));
 }
 
+TEST_CASE("inspect: 8-bit kernels prefetch grad and var from 2^21 elements; fp32 ones refuse it") {
+  const std::vector<std::string> q8s = {"inspect",     "apply_adam", "--attr",
+                                        "storage=q8s", "--isa",      "avx2"};
+  const Result summary = opforge_reg(with_cache(q8s));
+  REQUIRE_MESSAGE(summary.rc == 0, summary.all());
+  CHECK(contains(summary.out,
+                 "inputs wider than a byte prefetched 512 elements ahead from N = 2097152"));
+  const Result r = opforge_reg(with_cache(concat(q8s, {"--stmt"})));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "opforge_prefetch_t0(grad, "));
+  CHECK(contains(r.out, "opforge_prefetch_t0(var, "));
+  CHECK_FALSE(contains(r.out, "opforge_prefetch_t0(m, "));  // the codes: no gain measured
+  const Result off = opforge_reg(with_cache(
+      {"inspect", "apply_adam", "--attr", "storage=q8s", "--isa", "avx2", "--set", "prefetch=0"}));
+  REQUIRE_MESSAGE(off.rc == 0, off.all());
+  CHECK_FALSE(contains(off.out, "prefetched"));
+  const Result f32 = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "prefetch=64"}));
+  CHECK(f32.rc != 0);
+  CHECK(contains(f32.err, "prefetch applies to 8-bit-state ops only"));
+}
+
 TEST_CASE("inspect --set double_buffer=1: the async producers, their folded slots and levels") {
   const Result r = opforge_reg(with_cache(
       {"inspect", kAdamAvx2, "--set", "double_buffer=1", "--set", "db_grain=500", "--n", "1e6"}));
