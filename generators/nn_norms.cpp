@@ -137,6 +137,9 @@ const std::vector<dsl::ScheduleParamDecl>& row_param_decls() {
       {"prefetch_output", 1, 0, 1,
        "softmax: prefetch each output line while its exp is computed, so the output pass "
        "finds the line in cache (dsl/output_prefetch.h); replaces the next-row loads"},
+      {"prefetch_rows", 1, 0, 64,
+       "the norms: the output pass prefetches the input lines (x, and residual) of the row "
+       "this many rows ahead, one prefetcht0 per line (0: none)"},
   };
   return d;
 }
@@ -149,8 +152,10 @@ struct RowParams {
   bool double_buffer;  // stage x (and residual) per db_rows rows, async
   int db_rows;
   bool prefetch_output;  // softmax: its exp pass prefetches y's lines (build_softmax)
-  // `softmax`: with prefetch_output, which only softmax has (the norms refuse it, as a param
-  // they do not have, rather than carry a setting that does nothing).
+  int prefetch_rows;     // the norms: their output pass prefetches row r + prefetch_rows
+  // `softmax`: with prefetch_output, which only softmax has, else with the norms'
+  // prefetch_rows (each refuses the other's, as a param it does not have, rather than carry
+  // a setting that does nothing).
   std::map<std::string, int64_t> as_map(bool softmax = false) const {
     std::map<std::string, int64_t> m = {{"vector", vector},
                                         {"lanes", lanes},
@@ -158,7 +163,11 @@ struct RowParams {
                                         {"serial_below", serial_below},
                                         {"double_buffer", double_buffer},
                                         {"db_rows", db_rows}};
-    if (softmax) m["prefetch_output"] = prefetch_output;
+    if (softmax) {
+      m["prefetch_output"] = prefetch_output;
+    } else {
+      m["prefetch_rows"] = prefetch_rows;
+    }
     return m;
   }
   std::string summary() const {
@@ -169,6 +178,11 @@ struct RowParams {
     if (double_buffer) s += "; " + dsl::double_buffer_summary("input rows", db_rows, "rows");
     return s;
   }
+  std::string norm_summary() const {
+    return summary() + (prefetch_rows > 0 ? "; the output pass prefetches the input rows " +
+                                                std::to_string(prefetch_rows) + " ahead"
+                                          : std::string());
+  }
 };
 
 // `norm`: the norms take four AVX2 vectors a step where they store bf16: the output's pack to
@@ -178,16 +192,19 @@ struct RowParams {
 // rms_norm 0.88x; cold (4096 x 1024, 2 threads) layer_norm 0.95-0.97x, rms_norm 0.85-0.93x,
 // add_layer_norm 0.92-0.93x, add_rms_norm 0.84-0.92x. Not taken: softmax (1.02-1.04x in
 // cache), fp32 (0.98-1.04x), AVX-512 bf16 (0.94-1.02x).
-RowParams row_params(const NnArgs& a, bool norm = false) {
+// `rms`: rms_norm or add_rms_norm, which keep prefetch_rows 0 with fp32 activations (at 97-100%
+// of the copy without it; add_rms_norm AVX2 1.07-1.30x the time with it: with_next_rows).
+RowParams row_params(const NnArgs& a, bool norm = false, bool rms = false) {
   int natural = a.target.natural_vector_size(Halide::Float(32));
   bool bf16_out = false;
   for (const auto& [name, t] : a.output_dtypes) bf16_out = bf16_out || t == registry::DType::bf16;
   if (norm && bf16_out && natural == 8) natural = 32;
   auto given_vector = a.schedule.find("vector");
   const int64_t vector = given_vector != a.schedule.end() ? given_vector->second : natural;
-  const auto q =
-      dsl::resolve_params(row_param_decls(), a.schedule, "the row recipe",
-                          {{"vector", natural}, {"lanes", std::max<int64_t>(2 * vector, 32)}});
+  const auto q = dsl::resolve_params(row_param_decls(), a.schedule, "the row recipe",
+                                     {{"vector", natural},
+                                      {"lanes", std::max<int64_t>(2 * vector, 32)},
+                                      {"prefetch_rows", rms && !bf16_out ? 0 : 1}});
   RowParams p;
   p.vector = static_cast<int>(q.at("vector"));
   p.lanes = static_cast<int>(q.at("lanes"));
@@ -196,6 +213,7 @@ RowParams row_params(const NnArgs& a, bool norm = false) {
   p.double_buffer = q.at("double_buffer") != 0;
   p.db_rows = static_cast<int>(q.at("db_rows"));
   p.prefetch_output = q.at("prefetch_output") != 0;
+  p.prefetch_rows = static_cast<int>(q.at("prefetch_rows"));
   if (p.lanes % p.vector != 0) {
     throw std::invalid_argument("schedule param 'lanes' = " + std::to_string(p.lanes) +
                                 " is not a multiple of vector = " + std::to_string(p.vector) +
@@ -346,6 +364,32 @@ std::vector<Func> staged_rows(const RowParams& p, const std::vector<Func>& input
 // A row of the normalized ops' input, src(c, r): x, or x + residual for the fused add_* ops.
 using RowSource = std::function<Expr(const Expr& c, const Expr& r)>;
 
+// A norm's output value at (c, r), marked to prefetch the lines of x (and residual) at (c, r +
+// p.prefetch_rows), clamped to the last row (dsl/output_prefetch.h with_input_prefetch): the
+// output pass of row r is compute and stores from L1, with no load of its own in flight, and
+// one core of a 2-vCPU Xeon (family 6 model 207) fetched the next row's first pass from
+// memory only after it. 4096 x 1024, cold, 2 threads, that host, time with / without (one row
+// ahead; scripts/BENCHMARKS.md, "The norms' next rows prefetched"): bf16 activations
+// 0.72-0.85x (every norm, AVX-512, AVX2 and the avx512_bf16 tier), fp32 layer_norm 0.89-0.93x
+// (to 92-95% of the copy), add_layer_norm 0.96-0.98x, rms_norm 0.98-0.99x, add_rms_norm
+// 0.99-1.00x on AVX-512 and 1.07-1.30x on AVX2: the fp32 rms forms keep 0 (row_params).
+// Two rows ahead did as one, four 0.95x of none.
+Expr with_next_rows(const Expr& value, const NnArgs& a, const RowParams& p, const Var& c,
+                    const Var& r) {
+  if (p.prefetch_rows <= 0) return value;
+  Expr v = value;
+  for (const char* name : {"x", "residual"}) {
+    auto it = a.tensors.find(name);
+    if (it == a.tensors.end()) continue;
+    const ImageParam& im = it->second;
+    const Expr row = Halide::min(r + p.prefetch_rows, im.dim(1).extent() - 1);
+    const Expr at =
+        (c - im.dim(0).min()) * im.dim(0).stride() + (row - im.dim(1).min()) * im.dim(1).stride();
+    v = dsl::with_input_prefetch(v, im, at, Halide::Internal::const_true());
+  }
+  return v;
+}
+
 // layer_norm of the rows of src (algorithm only; the caller schedules).
 Func layer_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, ImageParam beta,
                      const Expr& eps, const RowParams& p, std::vector<RowReduce>& reductions,
@@ -369,7 +413,7 @@ Func layer_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, Imag
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(v.total(r) / Halide::cast<float>(C) + eps);
   Func y = dsl::output_func("y");
-  y(c, r) = a.store("y", dev(c, r) * rstd(r) * gamma(c) + beta(c));
+  y(c, r) = with_next_rows(a.store("y", dev(c, r) * rstd(r) * gamma(c) + beta(c)), a, p, c, r);
   // Schedule (the caller's row_schedule): mean and rstd are inlined into their per-row
   // consumers.
   reductions = {s, v};
@@ -386,7 +430,7 @@ Func rms_norm_rows(const RowSource& src, const Expr& C, ImageParam gamma, const 
   Func rstd("rstd");
   rstd(r) = 1.0f / Halide::sqrt(s.total(r) / Halide::cast<float>(C) + eps);
   Func y = dsl::output_func("y");
-  y(c, r) = a.store("y", src(c, r) * rstd(r) * gamma(c));
+  y(c, r) = with_next_rows(a.store("y", src(c, r) * rstd(r) * gamma(c)), a, p, c, r);
   reductions = {s};
   return y;
 }
@@ -399,18 +443,18 @@ NnKernel build_layer_norm(const NnArgs& a) {
                            a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                            a.tensors.at("beta"), a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
-  return NnKernel{{y}, "layer_norm: " + p.summary(), p.as_map()};
+  return NnKernel{{y}, "layer_norm: " + p.norm_summary(), p.as_map()};
 }
 
 NnKernel build_rms_norm(const NnArgs& a) {
   Func x = a.f32("x");
-  const RowParams p = row_params(a, true);
+  const RowParams p = row_params(a, true, true);
   std::vector<RowReduce> reductions;
   Func y = rms_norm_rows([x](const Expr& c, const Expr& r) { return x(c, r); },
                          a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                          a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
-  return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
+  return NnKernel{{y}, "rms_norm: " + p.norm_summary(), p.as_map()};
 }
 
 // add_layer_norm / add_rms_norm: sum = x + residual (the new residual stream) and
@@ -431,7 +475,7 @@ NnKernel build_rms_norm(const NnArgs& a) {
 NnKernel build_add_norm(const NnArgs& a, bool layer) {
   Func x = a.f32("x"), res = a.f32("residual");
   const Expr C = a.tensors.at("x").dim(0).extent();
-  const RowParams p = row_params(a, true);
+  const RowParams p = row_params(a, true, !layer);
   const RowSource src = [x, res](const Expr& c, const Expr& r) { return x(c, r) + res(c, r); };
   std::vector<RowReduce> reductions;
   Func y =
@@ -443,7 +487,7 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
   sum(c, r) = a.store("sum", src(c, r));
   row_schedule(y, reductions, {}, p, {sum}, staged_rows(p, {x, res}));
   return NnKernel{{sum, y},
-                  std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " + p.summary() +
+                  std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " + p.norm_summary() +
                       "; sum computed with y (one loop over the row)",
                   p.as_map()};
 }

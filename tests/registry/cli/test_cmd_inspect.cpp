@@ -165,6 +165,34 @@ TEST_CASE("inspect: 8-bit kernels prefetch grad and var from 2^21 elements; fp32
   CHECK(contains(f32.err, "prefetch applies to 8-bit-state ops only"));
 }
 
+TEST_CASE("inspect: the norms' output pass prefetches the next row's inputs; softmax refuses it") {
+  const Result r = opforge_reg(with_cache({"inspect", "add_layer_norm", "--isa", "avx2"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  CHECK(contains(r.out, "prefetch_rows=1"));
+  CHECK(contains(r.out, "the output pass prefetches the input rows 1 ahead"));
+  const Result stmt =
+      opforge_reg(with_cache({"inspect", "add_layer_norm", "--isa", "avx2", "--stmt"}));
+  REQUIRE_MESSAGE(stmt.rc == 0, stmt.all());
+  CHECK(contains(stmt.out, "opforge_prefetch_t0(x, "));
+  CHECK(contains(stmt.out, "opforge_prefetch_t0(residual, "));
+  const Result off = opforge_reg(
+      with_cache({"inspect", "add_layer_norm", "--isa", "avx2", "--set", "prefetch_rows=0"}));
+  REQUIRE_MESSAGE(off.rc == 0, off.all());
+  CHECK_FALSE(contains(off.out, "prefetches the input rows"));
+  // The fp32 rms forms keep it off (measured: no gain), their bf16 forms on.
+  const Result rms = opforge_reg(with_cache({"inspect", "rms_norm", "--isa", "avx2"}));
+  REQUIRE_MESSAGE(rms.rc == 0, rms.all());
+  CHECK(contains(rms.out, "prefetch_rows=0"));
+  const Result rms_bf16 =
+      opforge_reg(with_cache({"inspect", "rms_norm", "--isa", "avx2", "--attr", "dtype=bfloat16"}));
+  REQUIRE_MESSAGE(rms_bf16.rc == 0, rms_bf16.all());
+  CHECK(contains(rms_bf16.out, "prefetch_rows=1"));
+  const Result softmax =
+      opforge_reg(with_cache({"inspect", "softmax", "--set", "prefetch_rows=1"}));
+  CHECK(softmax.rc != 0);
+  CHECK(contains(softmax.err, "op 'softmax' has no schedule param 'prefetch_rows'"));
+}
+
 TEST_CASE("inspect --set double_buffer=1: the async producers, their folded slots and levels") {
   const Result r = opforge_reg(with_cache(
       {"inspect", kAdamAvx2, "--set", "double_buffer=1", "--set", "db_grain=500", "--n", "1e6"}));
