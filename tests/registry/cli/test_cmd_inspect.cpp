@@ -144,49 +144,42 @@ TEST_CASE("inspect --set name@N: a size bucket is one more case, taken from N up
   CHECK(contains(sparse.err, "apply to dense elementwise ops only"));
 }
 
+// An inspect run that must succeed: its output.
+std::string inspected(const std::vector<std::string>& args) {
+  const Result r = opforge_reg(with_cache(args));
+  REQUIRE_MESSAGE(r.rc == 0, r.all());
+  return r.out;
+}
+
 TEST_CASE("inspect: 8-bit kernels prefetch grad and var from 2^21 elements; fp32 ones refuse it") {
   const std::vector<std::string> q8s = {"inspect",     "apply_adam", "--attr",
                                         "storage=q8s", "--isa",      "avx2"};
-  const Result summary = opforge_reg(with_cache(q8s));
-  REQUIRE_MESSAGE(summary.rc == 0, summary.all());
-  CHECK(contains(summary.out,
+  CHECK(contains(inspected(q8s),
                  "inputs wider than a byte prefetched 512 elements ahead from N = 2097152"));
-  const Result r = opforge_reg(with_cache(concat(q8s, {"--stmt"})));
-  REQUIRE_MESSAGE(r.rc == 0, r.all());
-  CHECK(contains(r.out, "opforge_prefetch_t0(grad, "));
-  CHECK(contains(r.out, "opforge_prefetch_t0(var, "));
-  CHECK_FALSE(contains(r.out, "opforge_prefetch_t0(m, "));  // the codes: no gain measured
-  const Result off = opforge_reg(with_cache(
-      {"inspect", "apply_adam", "--attr", "storage=q8s", "--isa", "avx2", "--set", "prefetch=0"}));
-  REQUIRE_MESSAGE(off.rc == 0, off.all());
-  CHECK_FALSE(contains(off.out, "prefetched"));
+  const std::string stmt = inspected(concat(q8s, {"--stmt"}));
+  CHECK(contains(stmt, "opforge_prefetch_t0(grad, "));
+  CHECK(contains(stmt, "opforge_prefetch_t0(var, "));
+  CHECK_FALSE(contains(stmt, "opforge_prefetch_t0(m, "));  // the codes: no gain measured
+  CHECK_FALSE(contains(inspected(concat(q8s, {"--set", "prefetch=0"})), "prefetched"));
   const Result f32 = opforge_reg(with_cache({"inspect", kAdamAvx2, "--set", "prefetch=64"}));
   CHECK(f32.rc != 0);
   CHECK(contains(f32.err, "prefetch applies to 8-bit-state ops only"));
 }
 
 TEST_CASE("inspect: the norms' output pass prefetches the next row's inputs; softmax refuses it") {
-  const Result r = opforge_reg(with_cache({"inspect", "add_layer_norm", "--isa", "avx2"}));
-  REQUIRE_MESSAGE(r.rc == 0, r.all());
-  CHECK(contains(r.out, "prefetch_rows=1"));
-  CHECK(contains(r.out, "the output pass prefetches the input rows 1 ahead"));
-  const Result stmt =
-      opforge_reg(with_cache({"inspect", "add_layer_norm", "--isa", "avx2", "--stmt"}));
-  REQUIRE_MESSAGE(stmt.rc == 0, stmt.all());
-  CHECK(contains(stmt.out, "opforge_prefetch_t0(x, "));
-  CHECK(contains(stmt.out, "opforge_prefetch_t0(residual, "));
-  const Result off = opforge_reg(
-      with_cache({"inspect", "add_layer_norm", "--isa", "avx2", "--set", "prefetch_rows=0"}));
-  REQUIRE_MESSAGE(off.rc == 0, off.all());
-  CHECK_FALSE(contains(off.out, "prefetches the input rows"));
+  const std::vector<std::string> add = {"inspect", "add_layer_norm", "--isa", "avx2"};
+  const std::string on = inspected(add);
+  CHECK(contains(on, "prefetch_rows=1"));
+  CHECK(contains(on, "the output pass prefetches the input rows 1 ahead"));
+  const std::string stmt = inspected(concat(add, {"--stmt"}));
+  CHECK(contains(stmt, "opforge_prefetch_t0(x, "));
+  CHECK(contains(stmt, "opforge_prefetch_t0(residual, "));
+  CHECK_FALSE(
+      contains(inspected(concat(add, {"--set", "prefetch_rows=0"})), "prefetches the input rows"));
   // The fp32 rms forms keep it off (measured: no gain), their bf16 forms on.
-  const Result rms = opforge_reg(with_cache({"inspect", "rms_norm", "--isa", "avx2"}));
-  REQUIRE_MESSAGE(rms.rc == 0, rms.all());
-  CHECK(contains(rms.out, "prefetch_rows=0"));
-  const Result rms_bf16 =
-      opforge_reg(with_cache({"inspect", "rms_norm", "--isa", "avx2", "--attr", "dtype=bfloat16"}));
-  REQUIRE_MESSAGE(rms_bf16.rc == 0, rms_bf16.all());
-  CHECK(contains(rms_bf16.out, "prefetch_rows=1"));
+  const std::vector<std::string> rms = {"inspect", "rms_norm", "--isa", "avx2"};
+  CHECK(contains(inspected(rms), "prefetch_rows=0"));
+  CHECK(contains(inspected(concat(rms, {"--attr", "dtype=bfloat16"})), "prefetch_rows=1"));
   const Result softmax =
       opforge_reg(with_cache({"inspect", "softmax", "--set", "prefetch_rows=1"}));
   CHECK(softmax.rc != 0);
