@@ -172,13 +172,10 @@ struct RowParams {
                     " fp32 lanes (scalar tail), then the output in " + std::to_string(vector) +
                     "-wide vectors; serial below R*C = " + std::to_string(serial_below);
     if (double_buffer) s += "; " + dsl::double_buffer_summary("input rows", db_rows, "rows");
+    if (prefetch_rows > 0)
+      s +=
+          "; the output pass prefetches the input rows " + std::to_string(prefetch_rows) + " ahead";
     return s;
-  }
-  // summary() and the next-row prefetch (the norms and softmax).
-  std::string prefetch_summary() const {
-    return summary() + (prefetch_rows > 0 ? "; the output pass prefetches the input rows " +
-                                                std::to_string(prefetch_rows) + " ahead"
-                                          : std::string());
   }
 };
 
@@ -440,7 +437,7 @@ NnKernel build_layer_norm(const NnArgs& a) {
                            a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                            a.tensors.at("beta"), a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
-  return NnKernel{{y}, "layer_norm: " + p.prefetch_summary(), p.as_map()};
+  return NnKernel{{y}, "layer_norm: " + p.summary(), p.as_map()};
 }
 
 NnKernel build_rms_norm(const NnArgs& a) {
@@ -451,7 +448,7 @@ NnKernel build_rms_norm(const NnArgs& a) {
                          a.tensors.at("x").dim(0).extent(), a.tensors.at("gamma"),
                          a.scalars.at("eps"), p, reductions, a);
   row_schedule(y, reductions, {}, p, {}, staged_rows(p, {x}));
-  return NnKernel{{y}, "rms_norm: " + p.prefetch_summary(), p.as_map()};
+  return NnKernel{{y}, "rms_norm: " + p.summary(), p.as_map()};
 }
 
 // add_layer_norm / add_rms_norm: sum = x + residual (the new residual stream) and
@@ -484,8 +481,8 @@ NnKernel build_add_norm(const NnArgs& a, bool layer) {
   sum(c, r) = a.store("sum", src(c, r));
   row_schedule(y, reductions, {}, p, {sum}, staged_rows(p, {x, res}));
   return NnKernel{{sum, y},
-                  std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " +
-                      p.prefetch_summary() + "; sum computed with y (one loop over the row)",
+                  std::string(layer ? "add_layer_norm" : "add_rms_norm") + ": " + p.summary() +
+                      "; sum computed with y (one loop over the row)",
                   p.as_map()};
 }
 
@@ -569,7 +566,7 @@ NnKernel build_softmax(const NnArgs& a) {
   y(c, r) = with_next_rows(a.store("y", e_row(c, r) * inv(r)), a, p, c, r);
   row_schedule(y, {m, s}, {e}, p, {}, staged_rows(p, {x}));
   return NnKernel{{y},
-                  "softmax: " + p.prefetch_summary() +
+                  "softmax: " + p.summary() +
                       (p.double_buffer ? ""
                        : prefetch_y    ? "; the exp pass prefetches the output's lines"
                                        : "; the exp pass loads row r + 1 ahead"),
